@@ -1,0 +1,45 @@
+# sluice — build, test, benchmark. `make run` is the main job; `make test` runs every test.
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 3s
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: all build plugins test vet unit fuzz bench run generate clean
+
+all: build plugins
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+# Every example trigger plugin is its own binary under $(BIN)/plugins/.
+plugins:
+	@mkdir -p $(BIN)/plugins
+	@if [ -d plugins/examples ]; then $(GO) build -o $(BIN)/plugins/ ./plugins/examples/...; fi
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -timeout 20m ./...
+
+# A short run of every fuzz target over its seed corpus and beyond.
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
+
+test: vet unit fuzz
+
+# Every benchmark of the project, one line each with its figure and its
+# ratio to the baseline measured in the same run.
+bench: build plugins
+	GO=$(GO) bash scripts/bench.sh
+
+run: build plugins
+	bash scripts/run-demo.sh
+
+generate:
+	bash scripts/generate.sh
+
+clean:
+	rm -rf $(BIN)
