@@ -1,0 +1,62 @@
+package cms
+
+import "encoding/binary"
+
+// crc16Poly is the CRC-16/CMS generator polynomial x^16+x^15+x^2+1 (0x8005).
+const crc16Poly = 0x8005
+
+// crc16Table[i] is the CRC register after shifting byte i through an empty
+// (zero) register, most significant bit first.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ crc16Poly
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// CRC16 returns the CRC-16/CMS of b: poly 0x8005, init 0xFFFF, bytes fed
+// most significant bit first (not reflected), no final xor. The check value
+// of "123456789" is 0xAEE7 (FWCore/Utilities/interface/CRC16.h parameters).
+func CRC16(b []byte) uint16 { return crc16Update(0xFFFF, b) }
+
+func crc16Update(crc uint16, b []byte) uint16 {
+	for _, c := range b {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
+	}
+	return crc
+}
+
+// crcZeroMask clears, in the trailer's low 32-bit "conscheck" word, the CRC
+// field (bits 31:16) and the R (15), F (14) and C (2) bits, which the FRL may
+// set after the FED computed its CRC; the CMS DAQ forces them to zero before
+// recomputing, and so do we.
+const crcZeroMask = ^uint64(0xFFFF0000 | 0xC004)
+
+// FEDCRC computes the CRC-16 of a FED fragment as the FED and the CMS DAQ
+// do: over every 64-bit little-endian word of frag (header to trailer), each
+// word fed from its most significant byte (byte 7) to its least (byte 0),
+// with the trailer's CRC field and C, F, R bits taken as zero. frag must be
+// a whole number of 64-bit words, at least two; the result is unspecified
+// otherwise (callers check the length first).
+func FEDCRC(frag []byte) uint16 {
+	crc := uint16(0xFFFF)
+	n := len(frag) / 8
+	var be [8]byte
+	for i := 0; i < n; i++ {
+		w := binary.LittleEndian.Uint64(frag[8*i:])
+		if i == n-1 {
+			w &= crcZeroMask
+		}
+		binary.BigEndian.PutUint64(be[:], w)
+		crc = crc16Update(crc, be[:])
+	}
+	return crc
+}
