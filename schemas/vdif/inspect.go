@@ -1,0 +1,284 @@
+package vdif
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Format names returned by Detect and written in Report.Format.
+const (
+	FormatVDIF   = "vdif"
+	FormatMark5B = "mark5b"
+)
+
+// DetectBytes is how many leading bytes Inspect gives Detect: enough for a
+// whole Mark 5B frame and the next header, and for most VDIF frames.
+const DetectBytes = 64 << 10
+
+// Detect says whether head, the first bytes of a file or stream, is VDIF
+// ("vdif") or Mark 5B ("mark5b"), or neither (""). It looks only at the
+// bytes. Mark 5B: a header with valid sync, BCD time code and CRC16, and the
+// next frame's sync when head reaches it. VDIF: a header that DecodeHeader
+// accepts with its unassigned bits zero and version below 2, and either the
+// next frame's header (when head holds it) agreeing on legacy flag, frame
+// length, reference epoch, version and EDV, or, when head ends before it, a
+// non-legacy header whose EDV words were checked (EDV 0 zeros or a sync).
+func Detect(head []byte) string {
+	if _, err := DecodeMark5BHeader(head); err == nil {
+		if len(head) < Mark5BFrameSize+4 || binary.LittleEndian.Uint32(head[Mark5BFrameSize:]) == Mark5BSync {
+			return FormatMark5B
+		}
+	}
+	h, err := DecodeHeader(head)
+	if err != nil || h.Unassigned != 0 || h.Version > 1 {
+		return ""
+	}
+	next := h.FrameBytes()
+	if len(head) < next+h.Size() {
+		known := h.EDV == EDVNone || h.EDV == EDVSampleRate || h.EDV == EDVALMA || h.EDV == EDVVLBA || h.EDV == EDVMulti || h.EDV == EDVMark5B
+		if !h.Legacy && known {
+			return FormatVDIF
+		}
+		return ""
+	}
+	n, err := DecodeHeader(head[next:])
+	if err != nil || n.Legacy != h.Legacy || n.FrameLength != h.FrameLength || n.RefEpoch != h.RefEpoch || n.Version != h.Version || n.EDV != h.EDV {
+		return ""
+	}
+	return FormatVDIF
+}
+
+// Report summarizes a VDIF or Mark 5B file for `sluice inspect`.
+type Report struct {
+	Format     string      `json:"format"`      // "vdif" or "mark5b"
+	Bytes      int64       `json:"bytes"`       // bytes in the frames read
+	Frames     int         `json:"frames"`      // frames read
+	FrameSizes map[int]int `json:"frame_sizes"` // frame bytes -> frames
+	// VDIF
+	Threads      []uint16 `json:"threads,omitempty"`  // thread ids, ascending
+	Stations     []string `json:"stations,omitempty"` // see Header.Station
+	EDVs         []int    `json:"edvs,omitempty"`     // extended data versions of non-legacy frames
+	LegacyFrames int      `json:"legacy_frames,omitempty"`
+	// InvalidFrames counts VDIF frames with the invalid-data flag set.
+	InvalidFrames int `json:"invalid_frames"`
+	// FramesPerSecond per thread, and where it came from: "header" (EDV
+	// sample rate), "stream" (largest frame number + 1, a whole second was
+	// seen) or "lower-bound" (no whole second seen: the rate may be higher,
+	// and times of frames with a non-zero frame number are upper bounds).
+	FramesPerSecond int    `json:"frames_per_second"`
+	FrameRateFrom   string `json:"frame_rate_from"`
+	// Start and End are the UTC start of the earliest and latest frame
+	// (VDIF only: a Mark 5B time code lacks the thousands of the MJD).
+	Start *time.Time `json:"start,omitempty"`
+	End   *time.Time `json:"end,omitempty"`
+	// ThreadCheck is the ThreadCheck error with a tolerance of one frame,
+	// empty when the threads agree.
+	ThreadCheck string `json:"thread_check,omitempty"`
+	// Mark 5B
+	UserFields []uint16 `json:"user_fields,omitempty"`
+	TVGFrames  int      `json:"tvg_frames,omitempty"`
+	CRCValid   int      `json:"crc_valid,omitempty"` // frames whose time-code CRC16 matched
+	// StartTimeCode and EndTimeCode are the Mark 5B time codes of the
+	// first and last frame as "MJD mod 1000/seconds of day.fraction".
+	StartTimeCode string `json:"start_time_code,omitempty"`
+	EndTimeCode   string `json:"end_time_code,omitempty"`
+	// Details of the first frames, as many as Inspect was asked for.
+	Details []FrameDetail `json:"frame_details,omitempty"`
+}
+
+// FrameDetail describes one frame.
+type FrameDetail struct {
+	Offset      int64      `json:"offset"`
+	Bytes       int        `json:"bytes"`
+	Thread      uint16     `json:"thread"`
+	Station     string     `json:"station,omitempty"`
+	EDV         int        `json:"edv"`
+	Legacy      bool       `json:"legacy,omitempty"`
+	Invalid     bool       `json:"invalid,omitempty"`
+	Seconds     uint32     `json:"seconds"` // VDIF: since the reference epoch; Mark 5B: of the day
+	FrameNumber uint32     `json:"frame_number"`
+	Time        *time.Time `json:"time,omitempty"` // VDIF: UTC start of the frame
+	TimeCode    string     `json:"time_code,omitempty"`
+	User        uint16     `json:"user,omitempty"`
+	TVG         bool       `json:"tvg,omitempty"`
+}
+
+// Inspect detects the format of r from its first bytes (see Detect), reads
+// every frame and returns the report, with per-frame details for the first
+// maxFrames frames. On a read or decode error it returns the report of the
+// frames before it together with the error (*schemas.DecodeError with the
+// byte offset). Neither format: ErrBadMagic at offset 0.
+func Inspect(r io.Reader, maxFrames int) (*Report, error) {
+	br := bufio.NewReaderSize(r, DetectBytes)
+	head, _ := br.Peek(DetectBytes)
+	switch Detect(head) {
+	case FormatVDIF:
+		return inspectVDIF(br, maxFrames)
+	case FormatMark5B:
+		return inspectMark5B(br, maxFrames)
+	}
+	return nil, schemas.Errorf("inspect", "header", 0, schemas.ErrBadMagic, "neither a VDIF header with a consistent next frame nor a Mark 5B sync word 0x%08x", Mark5BSync)
+}
+
+func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
+	rep := &Report{Format: FormatVDIF, FrameSizes: map[int]int{}}
+	rd := NewReader(r)
+	threads, stations, edvs := map[uint16]bool{}, map[string]bool{}, map[int]bool{}
+	var details []Header
+	var first, last Header
+	var check ThreadCheck
+	check.Tolerance = 1
+	headerRate, secondSeen := 0, false
+	frameZero := map[uint32]int64{} // source -> last second whose frame 0 it sent
+	var err error
+	for {
+		var f Frame
+		if f, err = rd.Next(); err != nil {
+			break
+		}
+		h := f.Header
+		if rep.Frames < maxFrames {
+			details = append(details, h)
+			rep.Details = append(rep.Details, FrameDetail{Offset: f.Offset, Bytes: len(f.Bytes), Thread: h.ThreadID, Station: h.Station(),
+				EDV: int(h.EDV), Legacy: h.Legacy, Invalid: h.Invalid, Seconds: h.Seconds, FrameNumber: h.FrameNumber})
+		}
+		if rep.Frames == 0 || later(&first, &h) {
+			first = h
+		}
+		if rep.Frames == 0 || later(&h, &last) {
+			last = h
+		}
+		rep.Frames++
+		rep.Bytes += int64(len(f.Bytes))
+		rep.FrameSizes[len(f.Bytes)]++
+		threads[h.ThreadID], stations[h.Station()] = true, true
+		if h.Legacy {
+			rep.LegacyFrames++
+		} else {
+			edvs[int(h.EDV)] = true
+		}
+		if h.Invalid {
+			rep.InvalidFrames++
+		}
+		if fps, ok := h.HeaderFrameRate(); ok && headerRate == 0 {
+			headerRate, check.FramesPerSecond = fps, fps
+		}
+		rep.FramesPerSecond = max(rep.FramesPerSecond, int(h.FrameNumber)+1)
+		if h.FrameNumber == 0 {
+			src, sec := SourceID(&h), h.epochSecond()
+			if prev, ok := frameZero[src]; ok && sec == prev+1 {
+				secondSeen = true
+			}
+			frameZero[src] = sec
+		}
+		if rep.ThreadCheck == "" {
+			if cerr := check.Add(&f); cerr != nil {
+				rep.ThreadCheck = cerr.Error()
+			}
+		}
+	}
+	switch {
+	case headerRate > 0:
+		rep.FramesPerSecond, rep.FrameRateFrom = headerRate, "header"
+	case secondSeen:
+		rep.FrameRateFrom = "stream"
+	default:
+		rep.FrameRateFrom = "lower-bound"
+	}
+	for t := range threads {
+		rep.Threads = append(rep.Threads, t)
+	}
+	slices.Sort(rep.Threads)
+	for s := range stations {
+		rep.Stations = append(rep.Stations, s)
+	}
+	slices.Sort(rep.Stations)
+	for e := range edvs {
+		rep.EDVs = append(rep.EDVs, e)
+	}
+	slices.Sort(rep.EDVs)
+	if rep.Frames > 0 {
+		rep.Start, rep.End = frameTime(&first, rep.FramesPerSecond), frameTime(&last, rep.FramesPerSecond)
+		for i := range details {
+			rep.Details[i].Time = frameTime(&details[i], rep.FramesPerSecond)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return rep, err
+}
+
+// later reports whether a starts after b.
+func later(a, b *Header) bool {
+	sa, sb := a.epochSecond(), b.epochSecond()
+	return sa > sb || sa == sb && a.FrameNumber > b.FrameNumber
+}
+
+// frameTime is h.Time as a pointer, nil when the rate does not cover the
+// frame number.
+func frameTime(h *Header, fps int) *time.Time {
+	t, err := h.Time(fps)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+func inspectMark5B(r io.Reader, maxFrames int) (*Report, error) {
+	rep := &Report{Format: FormatMark5B, FrameSizes: map[int]int{}}
+	rd := NewMark5BReader(r)
+	users := map[uint16]bool{}
+	secondSeen := false
+	var prevZero int64 = -2
+	var err error
+	for {
+		var f Mark5BFrame
+		if f, err = rd.Next(); err != nil {
+			break
+		}
+		h := f.Header
+		code := fmt.Sprintf("%03d/%05d.%04d", h.JDay, h.SecondsOfDay, h.Fraction)
+		if rep.Frames < maxFrames {
+			rep.Details = append(rep.Details, FrameDetail{Offset: f.Offset, Bytes: len(f.Bytes), Seconds: h.SecondsOfDay,
+				FrameNumber: uint32(h.FrameNumber), TimeCode: code, User: h.User, TVG: h.TVG})
+		}
+		if rep.Frames == 0 {
+			rep.StartTimeCode = code
+		}
+		rep.EndTimeCode = code
+		rep.Frames++
+		rep.CRCValid++ // the reader stops at a CRC mismatch
+		rep.Bytes += int64(len(f.Bytes))
+		rep.FrameSizes[len(f.Bytes)]++
+		users[h.User] = true
+		if h.TVG {
+			rep.TVGFrames++
+		}
+		rep.FramesPerSecond = max(rep.FramesPerSecond, int(h.FrameNumber)+1)
+		if h.FrameNumber == 0 {
+			sec := int64(h.JDay)*86400 + int64(h.SecondsOfDay)
+			secondSeen = secondSeen || sec == prevZero+1
+			prevZero = sec
+		}
+	}
+	rep.FrameRateFrom = "lower-bound"
+	if secondSeen {
+		rep.FrameRateFrom = "stream"
+	}
+	for u := range users {
+		rep.UserFields = append(rep.UserFields, u)
+	}
+	slices.Sort(rep.UserFields)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return rep, err
+}
