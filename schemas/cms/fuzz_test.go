@@ -1,0 +1,111 @@
+package cms
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// checkErr fails unless err is nil or a *schemas.DecodeError.
+func checkErr(t *testing.T, err error) {
+	t.Helper()
+	var de *schemas.DecodeError
+	if err != nil && !errors.As(err, &de) {
+		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
+	}
+}
+
+func FuzzDecodeFED(f *testing.F) {
+	f.Add(mustFED(f, &FED{SourceID: 812, LV1ID: 1, Payload: payloadWords(812, 2)}))
+	f.Add(mustFED(f, &FED{SourceID: 1, SlinkError: true, CRCModified: true}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fed, err := DecodeFED(b)
+		checkErr(t, err)
+		if err == nil {
+			// A valid fragment re-encodes to the same fields (reserved
+			// bits are not kept).
+			out, err := AppendFED(nil, &fed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := DecodeFED(out)
+			again.raw, fed.raw = nil, nil
+			if err != nil || !reflect.DeepEqual(again, fed) {
+				t.Fatalf("re-encoded %+v, decoded %+v: %v", fed, again, err)
+			}
+		}
+	})
+}
+
+func FuzzWalkFEDs(f *testing.F) {
+	f.Add(fedBlock(f, 10, 700, 3))
+	f.Add(fedBlock(f, 1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		end := len(b)
+		err := WalkFEDs(b, func(off int, fed FED) bool {
+			if off+fed.Size() != end {
+				t.Fatalf("FED at %d of %d bytes does not end where the previous began (%d)", off, fed.Size(), end)
+			}
+			end = off
+			return true
+		})
+		checkErr(t, err)
+		if err == nil && end != 0 {
+			t.Fatalf("walk ended at %d without error", end)
+		}
+	})
+}
+
+func FuzzDecodeFRD(f *testing.F) {
+	for _, e := range testEvents(f) {
+		b, _ := AppendFRD(nil, &e)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, n, err := DecodeFRD(b)
+		checkErr(t, err)
+		if err == nil {
+			if n > len(b) || n != e.EncodedLen() {
+				t.Fatalf("consumed %d of %d, EncodedLen %d", n, len(b), e.EncodedLen())
+			}
+			frags, err := SplitFRD(nil, &e)
+			checkErr(t, err)
+			for _, fr := range frags {
+				if fr.EventID != e.Event {
+					t.Fatalf("fragment of event %d in event %d", fr.EventID, e.Event)
+				}
+			}
+		}
+	})
+}
+
+func FuzzFRDFile(f *testing.F) {
+	evs := testEvents(f)
+	for _, h := range []*FRDFileHeader{nil, {Version: 1}, {Version: 2, Run: 7}} {
+		b, _ := AppendFRDFile(nil, h, evs[2:])
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := NewFileReader(bytes.NewReader(b))
+		checkErr(t, err)
+		if err != nil {
+			return
+		}
+		for range 1000 {
+			_, err := fr.Next()
+			if err != nil && !errors.Is(err, schemas.ErrCRCMismatch) {
+				if err != io.EOF {
+					checkErr(t, err)
+				}
+				break
+			}
+			if fr.Offset() > int64(len(b)) {
+				t.Fatalf("offset %d past the %d-byte stream", fr.Offset(), len(b))
+			}
+		}
+	})
+}
