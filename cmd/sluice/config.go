@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/node/config"
+)
+
+func init() { register(newConfigCmd) }
+
+// newConfigCmd builds `sluice config validate FILE | default`.
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check a node configuration, or print the commented default one",
+	}
+	var preflight bool
+	validate := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check configuration files; lists every problem with its field path and exits non-zero on any",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bad := 0
+			for _, file := range args {
+				c, err := config.Load(file)
+				if err == nil && preflight {
+					if err = c.Preflight(); err != nil {
+						err = fmt.Errorf("%s: %w", file, err)
+					}
+				}
+				if err != nil {
+					fmt.Fprintln(cmd.OutOrStdout(), err)
+					bad++
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", file)
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d of %d configuration file(s) have problems", bad, len(args))
+			}
+			return nil
+		},
+	}
+	validate.Flags().BoolVar(&preflight, "preflight", false,
+		"also check the files the config names (plugin binaries, emulator input files, store directory)")
+	def := &cobra.Command{
+		Use:   "default",
+		Short: "Print the default configuration with every key commented",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(config.DefaultYAML)
+			return err
+		},
+	}
+	cmd.AddCommand(validate, def)
+	return cmd
+}

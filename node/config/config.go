@@ -1,0 +1,251 @@
+// Package config is the YAML configuration of a sluice node: what it reads,
+// which sources make an event, how events are built, which trigger stages
+// decide on them, where they are stored and how the node is watched.
+//
+// Load parses a file strictly (an unknown key is an error, so a typo never
+// silently falls back to a default), fills defaults, and Validate checks the
+// whole configuration before anything starts, reporting every problem with
+// the path of the offending field (e.g. "trigger.stages[1].plugin"), the
+// value found and what was expected.
+package config
+
+import (
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Config is one node's configuration. Field comments give the YAML key; the
+// commented default file (DefaultYAML) documents every key for operators.
+type Config struct {
+	Node    Node          `yaml:"node"`
+	Run     uint32        `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
+	Inputs  []Input       `yaml:"inputs"`  // at least one
+	Sources []SourceGroup `yaml:"sources"` // expected sources, grouped (one payload column per group)
+	Builder Builder       `yaml:"builder"`
+	Trigger Trigger       `yaml:"trigger"`
+	Store   Store         `yaml:"store"`
+	Replay  Replay        `yaml:"replay"`
+	HTTP    HTTP          `yaml:"http"`
+	Log     Log           `yaml:"log"`
+}
+
+// Node identifies this node in logs, metrics and summaries.
+type Node struct {
+	ID string `yaml:"id"` // default: the host name
+}
+
+// Input is one readout input. URI schemes: shm://NAME (a shared-memory
+// readout ring under /dev/shm), tcp://HOST:PORT and udp://HOST:PORT (listen
+// addresses), file://PATH (a file of native multi-fragment packets, or any
+// format the splitters know, read once). With Emulator set, the node also
+// runs an embedded readout emulator that writes to URI, as `sluice readout
+// --to URI` would.
+type Input struct {
+	URI string `yaml:"uri"`
+	// Format of a file:// input or of UDP datagrams: "auto" (detected from
+	// the bytes), "mfp" (native packets), "mdf", "vdif", "vtp" (VDIF over
+	// the VDIF Transport Protocol). Default "auto" ("mfp" for shm and tcp).
+	Format string `yaml:"format"`
+	// ReorderWindow is the UDP reordering window in packets (default 64).
+	ReorderWindow int `yaml:"reorder_window"`
+	// LatencyBudget is how long a UDP input waits for a missing packet
+	// before counting it lost (default 10ms).
+	LatencyBudget time.Duration `yaml:"latency_budget"`
+	// Credits is what a TCP input grants each connection (bytes) before the
+	// sender must wait; it bounds the bytes in flight per connection
+	// (default 16MiB).
+	Credits ByteSize `yaml:"credits"`
+	// RingSize is the data region of a shm ring the embedded emulator
+	// creates (default 64MiB).
+	RingSize ByteSize  `yaml:"ring_size"`
+	Emulator *Emulator `yaml:"emulator"`
+}
+
+// Emulator configures an embedded readout emulator (the `sluice readout`
+// options): synthetic detector-like events, or the events of a real file
+// replayed Loop times with event ids shifted so they stay unique.
+type Emulator struct {
+	From          string        `yaml:"from"`           // file to replay (MDF, MEP, VDIF, native MFP); empty = synthetic
+	Loop          int           `yaml:"loop"`           // file mode: replay the file this many times (default 1)
+	Events        uint64        `yaml:"events"`         // synthetic: events to send (0 = until Duration, or until stopped)
+	Duration      time.Duration `yaml:"duration"`       // synthetic: stop after this long (0 = no limit)
+	Rate          float64       `yaml:"rate"`           // events per second (0 = as fast as the node takes them)
+	Sources       string        `yaml:"sources"`        // synthetic: source ids sent, a source list (default: every configured source)
+	Packing       int           `yaml:"packing"`        // fragments per multi-fragment packet (default 1)
+	FragmentSize  SizeDist      `yaml:"fragment_size"`  // synthetic payload size distribution
+	Faults        Faults        `yaml:"faults"`         // fault injection probabilities
+	Seed          int64         `yaml:"seed"`           // random seed (default 1) so runs are reproducible
+	FirstEventID  uint64        `yaml:"first_event_id"` // synthetic: first event id (default 0)
+	ThrottleLimit time.Duration `yaml:"throttle_limit"` // give up when the node applies backpressure this long without pause (0 = never)
+}
+
+// SizeDist is a fragment payload size distribution in bytes.
+type SizeDist struct {
+	Dist  string   `yaml:"dist"`  // "fixed" (default), "uniform" or "lognormal"
+	Mean  ByteSize `yaml:"mean"`  // fixed size, or mean (default 1KiB)
+	Min   ByteSize `yaml:"min"`   // uniform: lower bound
+	Max   ByteSize `yaml:"max"`   // uniform: upper bound; lognormal: clamp
+	Sigma float64  `yaml:"sigma"` // lognormal: sigma of the underlying normal (default 0.5)
+}
+
+// Faults are per-fragment (or per-packet) probabilities in [0, 1] of each
+// injected fault; ReorderWindow is in packets.
+type Faults struct {
+	Drop          float64 `yaml:"drop"`
+	Duplicate     float64 `yaml:"duplicate"`
+	Corrupt       float64 `yaml:"corrupt"`
+	Reorder       float64 `yaml:"reorder"`
+	ReorderWindow int     `yaml:"reorder_window"`
+	Truncate      float64 `yaml:"truncate"`
+	Stall         float64 `yaml:"stall"`
+}
+
+// SourceGroup is one group of expected sources, e.g. a sub-detector.
+type SourceGroup struct {
+	Name    string `yaml:"name"`
+	Sources string `yaml:"sources"` // a source list: "0-511,600"
+}
+
+// Builder configures event (or timeslice) building.
+type Builder struct {
+	Mode          string        `yaml:"mode"`            // "event" (default) or "timeslice"
+	Timeout       time.Duration `yaml:"timeout"`         // incomplete events are emitted this long after their first fragment (default 1s)
+	SliceDuration time.Duration `yaml:"slice_duration"`  // timeslice mode: slice length (required there)
+	Overlap       time.Duration `yaml:"overlap"`         // timeslice mode: overlap after a slice's end
+	MaxOpenEvents int           `yaml:"max_open_events"` // events under construction (default 4096)
+	BatchEvents   int           `yaml:"batch_events"`    // events per Arrow batch (default 256)
+	BatchLatency  time.Duration `yaml:"batch_latency"`   // a batch closes this long after its first event (default 50ms)
+	// MemoryBudget bounds payload bytes held by the builder plus the batches
+	// queued for the trigger chain (default 256MiB).
+	MemoryBudget ByteSize `yaml:"memory_budget"`
+	// QueueBatches is the depth of the bounded queue of batches between the
+	// builder and the trigger chain (default 4).
+	QueueBatches int `yaml:"queue_batches"`
+}
+
+// Trigger is the chain of trigger stages, run in order on every batch.
+type Trigger struct {
+	Stages []Stage `yaml:"stages"` // empty: every built event goes to the deferred stream (decided in replay)
+}
+
+// Stage is one trigger stage, a plugin binary run out of process.
+type Stage struct {
+	Name      string            `yaml:"name"`      // e.g. "hlt1"
+	Plugin    string            `yaml:"plugin"`    // path of the plugin binary
+	Instances int               `yaml:"instances"` // processes run in parallel (default 1)
+	Params    map[string]string `yaml:"params"`    // handed to the plugin's configure call
+	Prescales map[string]uint32 `yaml:"prescales"` // per trigger line: keep 1 in N of the events the line fires on
+	Deferral  Deferral          `yaml:"deferral"`
+	Deadline  time.Duration     `yaml:"deadline"` // per batch; the plugin is restarted when it passes (default 10s)
+	// Online stages run in `sluice run`; replay stages run in `sluice replay`
+	// and in inter-fill replay. Default "online".
+	When string `yaml:"when"`
+}
+
+// Deferral is a stage's deferral policy: defer Fraction of the events
+// unprocessed, and/or defer whole batches when the stage's backlog (batches
+// waiting for it) passes Backlog.
+type Deferral struct {
+	Fraction float64 `yaml:"fraction"` // in [0, 1]
+	Backlog  int     `yaml:"backlog"`  // batches; 0 = no backlog deferral
+}
+
+// Store configures the local event store.
+type Store struct {
+	Path          string        `yaml:"path"`           // directory (default "./data")
+	Sync          string        `yaml:"sync"`           // "every-batch" (default), "interval" or "never"
+	SyncInterval  time.Duration `yaml:"sync_interval"`  // with sync: interval (default 1s)
+	MinFreeBytes  ByteSize      `yaml:"min_free_bytes"` // refuse writes below this much free disk (default 1GiB)
+	MaxStoreBytes ByteSize      `yaml:"max_bytes"`      // refuse writes above this store size (0 = no limit)
+	GCInterval    time.Duration `yaml:"gc_interval"`    // value-log GC period (default 5m)
+}
+
+// Replay configures deferred replay, by `sluice replay` and inter-fill.
+type Replay struct {
+	// Stages names the trigger stages run in replay; empty means the stages
+	// with when: replay, or every stage when none is marked.
+	Stages []string `yaml:"stages"`
+	Rate   float64  `yaml:"rate"` // events per second (0 = unlimited)
+	// InterFill starts replay inside `sluice run` once every input has been
+	// idle this long, and stops it when data returns (0 = never).
+	InterFill time.Duration `yaml:"inter_fill"`
+	BatchEvents int         `yaml:"batch_events"` // events per replayed batch (default 256)
+}
+
+// HTTP is the node's HTTP endpoint (/metrics, /status, /healthz, /readyz,
+// POST /run/stop).
+type HTTP struct {
+	Address string `yaml:"address"` // default 127.0.0.1:9464; "off" disables it
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+	Format string `yaml:"format"` // auto (default: text on a terminal, JSON otherwise), text, json
+	// RateLimit caps records per key (message + source) per RateInterval;
+	// the rest are counted and reported as "suppressed" (default 5 per 10s).
+	RateLimit    int           `yaml:"rate_limit"`
+	RateInterval time.Duration `yaml:"rate_interval"`
+}
+
+// ModeValue returns the builder mode as the schemas type.
+func (b Builder) ModeValue() schemas.Mode { return schemas.Mode(b.Mode) }
+
+// Groups parses the source groups (call after Validate succeeded).
+func (c *Config) Groups() ([]schemas.SourceGroup, error) {
+	out := make([]schemas.SourceGroup, 0, len(c.Sources))
+	for _, g := range c.Sources {
+		ids, err := schemas.ParseSourceList(g.Sources)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, schemas.SourceGroup{Name: g.Name, Sources: ids})
+	}
+	return out, nil
+}
+
+// OnlineStages are the stages run by `sluice run`, in order.
+func (c *Config) OnlineStages() []Stage {
+	var out []Stage
+	for _, s := range c.Trigger.Stages {
+		if s.When == WhenOnline || s.When == WhenBoth {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ReplayStages are the stages run in replay, in chain order: those listed
+// in replay.stages, else those marked when: replay/both, else all.
+func (c *Config) ReplayStages() []Stage {
+	var out []Stage
+	if len(c.Replay.Stages) > 0 {
+		want := map[string]bool{}
+		for _, n := range c.Replay.Stages {
+			want[n] = true
+		}
+		for _, s := range c.Trigger.Stages {
+			if want[s.Name] {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	for _, s := range c.Trigger.Stages {
+		if s.When == WhenReplay || s.When == WhenBoth {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return append(out, c.Trigger.Stages...)
+	}
+	return out
+}
+
+// Stage.When values.
+const (
+	WhenOnline = "online"
+	WhenReplay = "replay"
+	WhenBoth   = "both"
+)

@@ -1,0 +1,387 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Validate checks c and returns an *Error listing every problem, or nil.
+// It looks only at the configuration itself; Preflight checks the files it
+// names.
+func (c *Config) Validate() error {
+	var ps problems
+	c.validate(&ps)
+	return ps.err("")
+}
+
+// identRe is what becomes part of a column or metric label: group and
+// stage names.
+var identRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+const identWant = "want a name of 1-32 lower-case letters, digits or _, starting with a letter"
+
+func (c *Config) validate(ps *problems) {
+	if c.Node.ID == "" {
+		ps.add("node.id", nil, "want a node name (default: the host name, which could not be read)")
+	}
+	c.validateInputs(ps)
+	c.validateSources(ps)
+	c.validateBuilder(ps)
+	c.validateTrigger(ps)
+	c.validateStore(ps)
+	c.validateReplay(ps)
+	if a := c.HTTP.Address; a != "off" {
+		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port, true) {
+			ps.add("http.address", a, `want HOST:PORT (e.g. 127.0.0.1:9464) or "off"`)
+		}
+	}
+	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
+		ps.add("log.level", c.Log.Level, "want one of debug, info, warn, error")
+	}
+	if !oneOf(c.Log.Format, "auto", "text", "json") {
+		ps.add("log.format", c.Log.Format, "want one of auto, text, json")
+	}
+	if c.Log.RateLimit < 0 {
+		ps.add("log.rate_limit", c.Log.RateLimit, "want >= 0 records per interval (0 = no limit)")
+	}
+	if c.Log.RateInterval <= 0 {
+		ps.add("log.rate_interval", c.Log.RateInterval, "want a positive duration such as 10s")
+	}
+}
+
+func (c *Config) validateInputs(ps *problems) {
+	if len(c.Inputs) == 0 {
+		ps.add("inputs", nil, "want at least one input (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
+	}
+	seen := map[string]int{}
+	for i, in := range c.Inputs {
+		p := fmt.Sprintf("inputs[%d]", i)
+		scheme, _, err := ParseURI(in.URI)
+		if err != nil {
+			ps.add(p+".uri", in.URI, "%v", err)
+		}
+		if j, dup := seen[in.URI]; dup && in.URI != "" {
+			ps.add(p+".uri", in.URI, "want each input once (also inputs[%d])", j)
+		}
+		seen[in.URI] = i
+		if !oneOf(in.Format, "auto", "mfp", "mdf", "vdif", "vtp") {
+			ps.add(p+".format", in.Format, "want one of auto, mfp, mdf, vdif, vtp")
+		}
+		if in.ReorderWindow < 1 || in.ReorderWindow > 1<<16 {
+			ps.add(p+".reorder_window", in.ReorderWindow, "want 1..65536 packets")
+		}
+		if in.LatencyBudget <= 0 {
+			ps.add(p+".latency_budget", in.LatencyBudget, "want a positive duration such as 10ms")
+		}
+		if in.Credits < 64<<10 {
+			ps.add(p+".credits", in.Credits, "want at least 64KiB")
+		}
+		if in.RingSize < 1<<20 {
+			ps.add(p+".ring_size", in.RingSize, "want at least 1MiB")
+		}
+		if in.Emulator != nil {
+			if scheme == "file" {
+				ps.add(p+".emulator", nil, "an emulator writes to shm://, tcp:// or udp://, not to a file:// input")
+			}
+			c.validateEmulator(ps, p+".emulator", in.Emulator)
+		}
+	}
+}
+
+// ParseURI splits an input URI into its scheme and address (ring name,
+// HOST:PORT or file path), or says what is wrong with it.
+func ParseURI(uri string) (scheme, addr string, err error) {
+	u, perr := url.Parse(uri)
+	if perr != nil || u.Scheme == "" {
+		return "", "", fmt.Errorf("want shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH")
+	}
+	switch u.Scheme {
+	case "shm":
+		name := u.Host + u.Path
+		if name == "" || strings.ContainsAny(name, "/\\") {
+			return "", "", fmt.Errorf("want shm://NAME with a ring name without slashes")
+		}
+		return "shm", name, nil
+	case "tcp", "udp":
+		_, port, err := net.SplitHostPort(u.Host)
+		if err != nil || u.Path != "" || !validPort(port, false) {
+			return "", "", fmt.Errorf("want %s://HOST:PORT with a port 1..65535", u.Scheme)
+		}
+		return u.Scheme, u.Host, nil
+	case "file":
+		path := u.Host + u.Path
+		if path == "" {
+			return "", "", fmt.Errorf("want file://PATH (file://./x for a relative path, file:///abs/x)")
+		}
+		return "file", path, nil
+	}
+	return "", "", fmt.Errorf("unknown scheme %q: want shm, tcp, udp or file", u.Scheme)
+}
+
+func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
+	if e.Loop < 1 {
+		ps.add(p+".loop", e.Loop, "want >= 1 passes over the file")
+	}
+	if e.Rate < 0 || math.IsNaN(e.Rate) || math.IsInf(e.Rate, 0) {
+		ps.add(p+".rate", e.Rate, "want events per second >= 0 (0 = as fast as the node takes them)")
+	}
+	if e.Duration < 0 {
+		ps.add(p+".duration", e.Duration, "want a duration >= 0")
+	}
+	if e.Packing < 1 || e.Packing > schemas.MaxPacking {
+		ps.add(p+".packing", e.Packing, "want 1..%d fragments per packet", schemas.MaxPacking)
+	}
+	if e.Sources != "" {
+		if ids, err := schemas.ParseSourceList(e.Sources); err != nil {
+			ps.add(p+".sources", e.Sources, "%v", err)
+		} else if len(ids) == 0 {
+			ps.add(p+".sources", e.Sources, "want at least one source id")
+		}
+	}
+	if e.From == "" {
+		sd := e.FragmentSize
+		sp := p + ".fragment_size"
+		switch sd.Dist {
+		case "fixed", "lognormal":
+		case "uniform":
+			if sd.Max < sd.Min || sd.Max == 0 {
+				ps.add(sp+".max", sd.Max, "want a uniform upper bound > 0 and >= min (%s)", sd.Min)
+			}
+		default:
+			ps.add(sp+".dist", sd.Dist, "want one of fixed, uniform, lognormal")
+		}
+		if sd.Mean > 1<<30 {
+			ps.add(sp+".mean", sd.Mean, "want at most 1GiB")
+		}
+		if sd.Sigma <= 0 || sd.Sigma > 5 {
+			ps.add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
+		}
+	} else if e.Events != 0 || e.Duration != 0 {
+		ps.add(p+".from", e.From, "file mode sends the file loop times: remove events/duration, or from for synthetic events")
+	}
+	f := e.Faults
+	for _, x := range []struct {
+		name string
+		v    float64
+	}{{"drop", f.Drop}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt}, {"reorder", f.Reorder}, {"truncate", f.Truncate}, {"stall", f.Stall}} {
+		if !(x.v >= 0 && x.v <= 1) {
+			ps.add(p+".faults."+x.name, x.v, "want a probability in [0, 1]")
+		}
+	}
+	if f.ReorderWindow < 1 || f.ReorderWindow > 1<<16 {
+		ps.add(p+".faults.reorder_window", f.ReorderWindow, "want 1..65536 packets")
+	}
+	if e.ThrottleLimit < 0 {
+		ps.add(p+".throttle_limit", e.ThrottleLimit, "want a duration >= 0")
+	}
+}
+
+func (c *Config) validateSources(ps *problems) {
+	if len(c.Sources) == 0 {
+		ps.add("sources", nil, "want at least one source group (name + source list such as \"0-511,600\")")
+	}
+	names := map[string]int{}
+	owner := map[uint32]int{}
+	for i, g := range c.Sources {
+		p := fmt.Sprintf("sources[%d]", i)
+		if !identRe.MatchString(g.Name) {
+			ps.add(p+".name", g.Name, identWant)
+		} else if j, dup := names[g.Name]; dup {
+			ps.add(p+".name", g.Name, "want a unique group name (also sources[%d])", j)
+		}
+		names[g.Name] = i
+		ids, err := schemas.ParseSourceList(g.Sources)
+		switch {
+		case err != nil:
+			ps.add(p+".sources", g.Sources, "%v", err)
+		case len(ids) == 0:
+			ps.add(p+".sources", g.Sources, "want at least one source id, e.g. \"0-511,600\"")
+		}
+		for _, id := range ids {
+			if j, dup := owner[id]; dup {
+				ps.add(p+".sources", g.Sources, "want each source in one group only: source %d is also in sources[%d]", id, j)
+				break
+			}
+			owner[id] = i
+		}
+	}
+}
+
+func (c *Config) validateBuilder(ps *problems) {
+	b := c.Builder
+	switch schemas.Mode(b.Mode) {
+	case schemas.ModeEvent:
+	case schemas.ModeTimeslice:
+		if b.SliceDuration <= 0 {
+			ps.add("builder.slice_duration", b.SliceDuration, "want a positive slice length in timeslice mode, e.g. 10ms")
+		}
+		if b.Overlap < 0 || (b.Overlap > 0 && b.Overlap >= b.SliceDuration) {
+			ps.add("builder.overlap", b.Overlap, "want 0 <= overlap < slice_duration (%s)", b.SliceDuration)
+		}
+	default:
+		ps.add("builder.mode", b.Mode, "want event or timeslice")
+	}
+	if b.Timeout <= 0 {
+		ps.add("builder.timeout", b.Timeout, "want a positive duration such as 1s")
+	}
+	if b.MaxOpenEvents < 1 {
+		ps.add("builder.max_open_events", b.MaxOpenEvents, "want >= 1")
+	}
+	if b.BatchEvents < 1 || b.BatchEvents > 1<<20 {
+		ps.add("builder.batch_events", b.BatchEvents, "want 1..1048576 events per batch")
+	}
+	if b.BatchLatency <= 0 {
+		ps.add("builder.batch_latency", b.BatchLatency, "want a positive duration such as 50ms")
+	}
+	if b.MemoryBudget < 4<<20 {
+		ps.add("builder.memory_budget", b.MemoryBudget, "want at least 4MiB")
+	}
+	if b.QueueBatches < 1 || b.QueueBatches > 1024 {
+		ps.add("builder.queue_batches", b.QueueBatches, "want 1..1024 batches")
+	}
+}
+
+func (c *Config) validateTrigger(ps *problems) {
+	names := map[string]int{}
+	for i, s := range c.Trigger.Stages {
+		p := fmt.Sprintf("trigger.stages[%d]", i)
+		if !identRe.MatchString(s.Name) {
+			ps.add(p+".name", s.Name, identWant)
+		} else if j, dup := names[s.Name]; dup {
+			ps.add(p+".name", s.Name, "want a unique stage name (also trigger.stages[%d])", j)
+		}
+		names[s.Name] = i
+		if s.Plugin == "" {
+			ps.add(p+".plugin", nil, "want the path of the plugin binary, e.g. bin/plugins/passthrough")
+		}
+		if s.Instances < 1 || s.Instances > 64 {
+			ps.add(p+".instances", s.Instances, "want 1..64 plugin processes")
+		}
+		for line, n := range s.Prescales {
+			if n < 1 {
+				ps.add(p+".prescales."+line, n, "want N >= 1 (keep 1 in N)")
+			}
+		}
+		if d := s.Deferral.Fraction; !(d >= 0 && d <= 1) {
+			ps.add(p+".deferral.fraction", d, "want a fraction in [0, 1]")
+		}
+		if s.Deferral.Backlog < 0 {
+			ps.add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 batches (0 = off)")
+		}
+		if s.Deadline <= 0 {
+			ps.add(p+".deadline", s.Deadline, "want a positive duration such as 10s")
+		}
+		if !oneOf(s.When, WhenOnline, WhenReplay, WhenBoth) {
+			ps.add(p+".when", s.When, "want online, replay or both")
+		}
+	}
+}
+
+func (c *Config) validateStore(ps *problems) {
+	s := c.Store
+	if s.Path == "" {
+		ps.add("store.path", nil, "want a directory for the event store, e.g. ./data")
+	}
+	if !oneOf(s.Sync, SyncEveryBatch, SyncInterval, SyncNever) {
+		ps.add("store.sync", s.Sync, "want every-batch, interval or never")
+	}
+	if s.Sync == SyncInterval && s.SyncInterval <= 0 {
+		ps.add("store.sync_interval", s.SyncInterval, "want a positive duration with sync: interval")
+	}
+	if s.GCInterval <= 0 {
+		ps.add("store.gc_interval", s.GCInterval, "want a positive duration such as 5m")
+	}
+	if s.MaxStoreBytes != 0 && s.MaxStoreBytes < 64<<20 {
+		ps.add("store.max_bytes", s.MaxStoreBytes, "want 0 (no limit) or at least 64MiB")
+	}
+}
+
+func (c *Config) validateReplay(ps *problems) {
+	r := c.Replay
+	stages := map[string]bool{}
+	for _, s := range c.Trigger.Stages {
+		stages[s.Name] = true
+	}
+	for i, n := range r.Stages {
+		if !stages[n] {
+			ps.add(fmt.Sprintf("replay.stages[%d]", i), n, "want the name of a stage in trigger.stages")
+		}
+	}
+	if r.Rate < 0 || math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) {
+		ps.add("replay.rate", r.Rate, "want events per second >= 0 (0 = unlimited)")
+	}
+	if r.InterFill < 0 {
+		ps.add("replay.inter_fill", r.InterFill, "want an idle time >= 0 (0 = no inter-fill replay)")
+	}
+	if r.BatchEvents < 1 || r.BatchEvents > 1<<20 {
+		ps.add("replay.batch_events", r.BatchEvents, "want 1..1048576 events per batch")
+	}
+}
+
+// Preflight checks what the configuration refers to on this machine: the
+// plugin binaries are executable files, emulator input files exist, and the
+// store directory can be created. It returns an *Error listing every
+// problem. `sluice run` calls it after Validate, before opening any input.
+func (c *Config) Preflight() error {
+	var ps problems
+	for i, s := range c.Trigger.Stages {
+		p := fmt.Sprintf("trigger.stages[%d].plugin", i)
+		if s.Plugin == "" {
+			continue
+		}
+		st, err := os.Stat(s.Plugin)
+		switch {
+		case err != nil:
+			ps.add(p, s.Plugin, "want an existing plugin binary (%v; build the examples with `make plugins`)", unwrapPath(err))
+		case st.IsDir() || st.Mode().Perm()&0o111 == 0:
+			ps.add(p, s.Plugin, "want an executable file")
+		}
+	}
+	for i, in := range c.Inputs {
+		if in.Emulator != nil && in.Emulator.From != "" {
+			if _, err := os.Stat(in.Emulator.From); err != nil {
+				ps.add(fmt.Sprintf("inputs[%d].emulator.from", i), in.Emulator.From, "want an existing file (%v)", unwrapPath(err))
+			}
+		}
+		if scheme, addr, err := ParseURI(in.URI); err == nil && scheme == "file" {
+			if _, err := os.Stat(addr); err != nil {
+				ps.add(fmt.Sprintf("inputs[%d].uri", i), in.URI, "want an existing file (%v)", unwrapPath(err))
+			}
+		}
+	}
+	if c.Store.Path != "" {
+		if st, err := os.Stat(c.Store.Path); err == nil && !st.IsDir() {
+			ps.add("store.path", c.Store.Path, "want a directory, found a file")
+		}
+	}
+	return ps.err("")
+}
+
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func validPort(p string, zeroOK bool) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n <= 65535 && (n >= 1 || (zeroOK && n == 0))
+}
+
+func oneOf(v string, set ...string) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
