@@ -169,8 +169,8 @@ type Replay struct {
 	Rate   float64  `yaml:"rate"` // events per second (0 = unlimited)
 	// InterFill starts replay inside `sluice run` once every input has been
 	// idle this long, and stops it when data returns (0 = never).
-	InterFill time.Duration `yaml:"inter_fill"`
-	BatchEvents int         `yaml:"batch_events"` // events per replayed batch (default 256)
+	InterFill   time.Duration `yaml:"inter_fill"`
+	BatchEvents int           `yaml:"batch_events"` // events per replayed batch (default 256)
 }
 
 // HTTP is the node's HTTP endpoint (/metrics, /status, /healthz, /readyz,
