@@ -1,0 +1,180 @@
+package lhcb
+
+import (
+	"encoding/binary"
+	"io"
+	"slices"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Format names, as Report.Format gives them.
+const (
+	FormatMDF = "lhcb-mdf"
+	FormatMEP = "lhcb-mep"
+)
+
+// DetectMDF reports whether head, the first bytes of a stream (48 are
+// enough), starts with an MDF record of raw banks: a valid MDF header
+// (known version, equal size words, matching subheader length) whose body,
+// when uncompressed and present in head, starts with a raw bank magic.
+func DetectMDF(head []byte) bool {
+	h, ok := detectHeader(head)
+	if !ok || h.BodyType() != DataTypeBanks {
+		return false
+	}
+	at := h.Len()
+	return h.Compressed() || h.Size == uint32(at) || len(head) < at+2 ||
+		binary.LittleEndian.Uint16(head[at:]) == BankMagic
+}
+
+// DetectMEP reports whether head starts with an MDF record holding a MEP
+// (header version 3, data type 2).
+func DetectMEP(head []byte) bool {
+	h, ok := detectHeader(head)
+	return ok && h.BodyType() == DataTypeMEP
+}
+
+func detectHeader(head []byte) (Header, bool) {
+	h, err := DecodeHeader(head)
+	return h, err == nil
+}
+
+// Report summarizes an LHCb file for `sluice inspect`.
+type Report struct {
+	Format         string         `json:"format"` // FormatMDF or FormatMEP (from the first record)
+	Bytes          int64          `json:"bytes"`
+	Records        int            `json:"records"`
+	Events         int            `json:"events"`
+	Sources        int            `json:"sources"`             // distinct (bank type, source id) readout sources
+	SourceIDs      int            `json:"distinct_source_ids"` // distinct LHCb source ids, any bank type
+	Banks          int            `json:"banks"`
+	BanksByType    map[uint8]int  `json:"banks_by_type"`
+	HeaderVersions map[uint8]int  `json:"header_versions"`
+	Compressed     int            `json:"compressed_records"`
+	RecordBytes    SizeStats      `json:"record_bytes"`
+	Checksums      ChecksumCounts `json:"checksums"`
+	Runs           []uint32       `json:"runs"`                      // ascending; from ODIN, else the MDF header
+	EventNumbers   [2]uint64      `json:"event_number_range"`        // first and last ODIN event number seen (0 without ODIN)
+	PackingFactors []int          `json:"packing_factors,omitempty"` // MEP files: distinct packing factors
+	Detail         []EventDetail  `json:"event_detail,omitempty"`
+}
+
+// SizeStats are the minimum, median and maximum of a set of sizes in bytes.
+type SizeStats struct {
+	Min    int `json:"min"`
+	Median int `json:"median"`
+	Max    int `json:"max"`
+}
+
+// ChecksumCounts counts records by checksum status.
+type ChecksumCounts struct {
+	Valid  int `json:"valid"`
+	Bad    int `json:"bad"`
+	Absent int `json:"absent"` // stored checksum 0: not computed by the writer
+}
+
+// EventDetail describes one event. Run, orbit and bunch come from the ODIN
+// bank when there is one, else from the MDF header.
+type EventDetail struct {
+	Index       uint64 `json:"index"`
+	Offset      int64  `json:"offset"` // of the record holding the event
+	HasODIN     bool   `json:"odin"`
+	EventNumber uint64 `json:"event_number"`
+	Run         uint32 `json:"run"`
+	Orbit       uint32 `json:"orbit"`
+	Bunch       uint32 `json:"bunch"`
+	GPSTime     uint64 `json:"gps_time_us,omitempty"`
+	Banks       int    `json:"banks"`
+	Bytes       int    `json:"bytes"` // raw bank bytes of the event
+}
+
+// Inspect reads the MDF or MEP stream r and summarizes it, with per-event
+// detail for the first maxEvents events. Checksum mismatches are counted,
+// not fatal. On a decode error it returns the report of what was read so
+// far together with the error (*schemas.DecodeError with the stream offset).
+func Inspect(r io.Reader, maxEvents int) (*Report, error) {
+	rep := &Report{BanksByType: map[uint8]int{}, HeaderVersions: map[uint8]int{}}
+	sources, ids, runs := map[uint32]bool{}, map[uint16]bool{}, map[uint32]bool{}
+	var (
+		sizes   []int
+		banks   []Bank
+		lastRec = int64(-1)
+		pfs     = map[int]bool{}
+	)
+	err := forEachEvent(r, ChecksumReport, func(ev *Event) error {
+		rec := ev.Record
+		if rec.Offset != lastRec {
+			lastRec = rec.Offset
+			if rep.Records == 0 {
+				rep.Format = FormatMDF
+				if rec.Header.BodyType() == DataTypeMEP {
+					rep.Format = FormatMEP
+				}
+			}
+			rep.Records++
+			rep.Bytes += int64(rec.Header.Size)
+			sizes = append(sizes, int(rec.Header.Size))
+			rep.HeaderVersions[rec.Header.Version]++
+			if rec.Header.Compressed() {
+				rep.Compressed++
+			}
+			switch rec.Checksum {
+			case ChecksumValid:
+				rep.Checksums.Valid++
+			case ChecksumBad:
+				rep.Checksums.Bad++
+			case ChecksumAbsent:
+				rep.Checksums.Absent++
+			}
+			if rec.Header.BodyType() == DataTypeMEP && len(rec.Body) >= 4 {
+				pfs[int(binary.LittleEndian.Uint16(rec.Body[2:]))] = true
+			}
+		}
+		var err error
+		if banks, err = AppendBanks(banks[:0], ev.Body); err != nil {
+			return schemas.WithOffset(err, ev.Offset+int64(ev.Header.Len()))
+		}
+		d := EventDetail{Index: ev.Index, Offset: ev.Offset, Run: ev.Header.Run, Orbit: ev.Header.Orbit, Bunch: ev.Header.Bunch, Banks: len(banks), Bytes: len(ev.Body)}
+		for i := range banks {
+			b := &banks[i]
+			rep.BanksByType[b.Type]++
+			sources[b.Key()] = true
+			ids[b.SourceID] = true
+			if b.Type == BankTypeODIN && !d.HasODIN {
+				if o, err := DecodeODIN(b.Version, b.Data); err == nil {
+					d.HasODIN, d.EventNumber, d.Run, d.Orbit, d.Bunch, d.GPSTime = true, o.EventNumber, o.Run, o.Orbit, uint32(o.BunchID), o.GPSTime
+				}
+			}
+		}
+		if d.HasODIN {
+			if rep.EventNumbers == [2]uint64{} {
+				rep.EventNumbers[0] = d.EventNumber
+			}
+			rep.EventNumbers[1] = d.EventNumber
+		}
+		if ev.Header.Version == 1 || ev.Header.Version == 3 || d.HasODIN {
+			runs[d.Run] = true
+		}
+		rep.Banks += len(banks)
+		rep.Events++
+		if len(rep.Detail) < maxEvents {
+			rep.Detail = append(rep.Detail, d)
+		}
+		return nil
+	})
+	rep.Sources, rep.SourceIDs = len(sources), len(ids)
+	for run := range runs {
+		rep.Runs = append(rep.Runs, run)
+	}
+	slices.Sort(rep.Runs)
+	for pf := range pfs {
+		rep.PackingFactors = append(rep.PackingFactors, pf)
+	}
+	slices.Sort(rep.PackingFactors)
+	if len(sizes) > 0 {
+		slices.Sort(sizes)
+		rep.RecordBytes = SizeStats{Min: sizes[0], Median: sizes[len(sizes)/2], Max: sizes[len(sizes)-1]}
+	}
+	return rep, err
+}

@@ -1,0 +1,88 @@
+package lhcb
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+const formatJoin = "lhcb-join"
+
+// Joiner turns built sluice events back into MDF records: the header from
+// the header fragment (see split.go), the banks from the source fragments,
+// in the original order of the event, which the header fragment lists. The
+// result of joining an event split from an uncompressed record with a valid
+// checksum is that record, byte for byte. Not safe for concurrent use.
+type Joiner struct {
+	// Level is the zlib level of the written bodies (0 = uncompressed).
+	Level int
+
+	frags  map[uint32][]byte // source id -> its payload in the event
+	cursor map[uint32]int    // source id -> bytes of its payload already joined
+	body   []byte
+}
+
+// NewJoiner returns a Joiner writing uncompressed records.
+func NewJoiner() *Joiner { return &Joiner{frags: map[uint32][]byte{}, cursor: map[uint32]int{}} }
+
+// Join appends to dst the MDF record of row i of a batch built from split
+// MDF events, with a freshly computed size and checksum. Errors are
+// *schemas.DecodeError whose Field names the fragment and whose Offset is
+// the offset in that fragment's payload: the header fragment is missing or
+// malformed (ErrTruncated, header errors), a bank the header fragment lists
+// is missing (ErrInconsistent, e.g. an incomplete event), a bank is not of
+// the source whose fragment holds it, or a fragment holds banks the header
+// fragment does not list (ErrInconsistent).
+func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+	clear(j.frags)
+	clear(j.cursor)
+	for g := range eb.Groups {
+		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
+			j.frags[source] = payload
+			return true
+		})
+	}
+	hp := j.frags[HeaderSource]
+	if len(hp) == 0 {
+		return dst, schemas.Errorf(formatJoin, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %#x)", eb.EventID(i), HeaderSource)
+	}
+	h, err := DecodeHeader(hp)
+	if err != nil {
+		return dst, err
+	}
+	le := binary.LittleEndian
+	hl := h.Len()
+	if len(hp) < hl+4 {
+		return dst, schemas.Errorf(formatJoin, "header fragment", int64(hl), schemas.ErrTruncated, "need %d bytes, have %d", hl+4, len(hp))
+	}
+	n := le.Uint32(hp[hl:])
+	if uint64(len(hp)-hl-4) != 4*uint64(n) {
+		return dst, schemas.Errorf(formatJoin, "header fragment", int64(hl), schemas.ErrInconsistent, "lists %d banks in %d bytes", n, len(hp)-hl-4)
+	}
+	j.body = j.body[:0]
+	for k := 0; k < int(n); k++ {
+		// Invariant: j.cursor[id] is where the next unjoined bank of id starts in its payload.
+		id := le.Uint32(hp[hl+4+4*k:])
+		p, at := j.frags[id], j.cursor[id]
+		field := fmt.Sprintf("fragment of source %#x", id)
+		if at >= len(p) {
+			return dst, schemas.Errorf(formatJoin, field, int64(at), schemas.ErrInconsistent, "event %d: bank %d of the event (source %#x) is missing", eb.EventID(i), k, id)
+		}
+		b, used, err := DecodeBank(p[at:])
+		if err != nil {
+			return dst, schemas.WithOffset(err, int64(at))
+		}
+		if b.Key() != id {
+			return dst, schemas.Errorf(formatJoin, field, int64(at), schemas.ErrInconsistent, "holds a bank of type %d source %d (source id %#x)", b.Type, b.SourceID, b.Key())
+		}
+		j.body = append(j.body, p[at:at+used]...)
+		j.cursor[id] = at + used
+	}
+	for id, p := range j.frags {
+		if id != HeaderSource && j.cursor[id] < len(p) {
+			return dst, schemas.Errorf(formatJoin, fmt.Sprintf("fragment of source %#x", id), int64(j.cursor[id]), schemas.ErrInconsistent, "event %d: %d bytes of banks the header fragment does not list", eb.EventID(i), len(p)-j.cursor[id])
+		}
+	}
+	return AppendRecord(dst, h, j.body, j.Level)
+}
