@@ -1,0 +1,219 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/sluice-daq/sluice/plugins/internal/wire"
+	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/pluginpb"
+)
+
+// minRegion is the smallest shared-memory region made for an instance;
+// regions grow (a new, larger file) when a batch does not fit.
+const minRegion = 1 << 20
+
+// instanceConfig says how to start one plugin process.
+type instanceConfig struct {
+	path         string
+	stage        string
+	log          *slog.Logger
+	inline       bool
+	startTimeout time.Duration
+	mem          memory.Allocator
+}
+
+// instance is one running plugin process. It is used by one goroutine at a
+// time: one batch in flight per process.
+type instance struct {
+	cfg    *instanceConfig
+	client *plugin.Client
+	rpc    pluginpb.TriggerClient
+	pid    int
+	desc   sdk.Description
+	region *wire.Region // nil until the first shared-memory batch
+	inbuf  []byte       // reused buffer for inline batches
+	seq    uint64
+}
+
+// startInstance starts the plugin binary, checks the handshake and asks for
+// its description. Errors name the binary.
+func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) {
+	cmd := exec.Command(cfg.path)
+	dieWithHost(cmd)
+	c := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		Plugins:          plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{}},
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		GRPCDialOptions:  wire.DialOptions(),
+		Logger:           hclogFor(cfg.log, cfg.stage, filepath.Base(cfg.path)),
+		StartTimeout:     cfg.startTimeout,
+	})
+	fail := func(what string, err error) (*instance, error) {
+		c.Kill()
+		return nil, fmt.Errorf("trigger plugin %s: %s: %w", cfg.path, what, err)
+	}
+	proto, err := c.Client()
+	if err != nil {
+		if strings.Contains(err.Error(), "Incompatible API version") {
+			return fail(fmt.Sprintf("speaks another trigger protocol version than this host (%d)", wire.ProtocolVersion), err)
+		}
+		return fail(fmt.Sprintf("not a sluice trigger plugin (go-plugin handshake failed; protocol version %d)", wire.ProtocolVersion), err)
+	}
+	raw, err := proto.Dispense(wire.PluginName)
+	if err != nil {
+		return fail("does not serve the trigger service", err)
+	}
+	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: c.ReattachConfig().Pid}
+	dctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
+	defer cancel()
+	d, err := in.rpc.Describe(dctx, &pluginpb.DescribeRequest{})
+	if err != nil {
+		return fail("describe", err)
+	}
+	in.desc = sdk.Description{Name: d.GetName(), Version: d.GetVersion(), Lines: d.GetLines(), Columns: d.GetColumns()}
+	if len(in.desc.Lines) > sdk.MaxLines {
+		return fail("describe", fmt.Errorf("%d trigger lines, at most %d", len(in.desc.Lines), sdk.MaxLines))
+	}
+	return in, nil
+}
+
+func (in *instance) configure(ctx context.Context, params map[string]string) error {
+	if _, err := in.rpc.Configure(ctx, &pluginpb.ConfigureRequest{Params: params}); err != nil {
+		return fmt.Errorf("trigger plugin %s: configure: %w", in.cfg.path, err)
+	}
+	return nil
+}
+
+// decide sends rec (only the columns the plugin asked for) and returns one
+// result per row in dst's storage.
+func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch, dst []sdk.Result) ([]sdk.Result, error) {
+	if len(in.desc.Columns) > 0 {
+		rec = project(rec, in.desc.Columns)
+		defer rec.Release()
+	}
+	in.seq++
+	req := &pluginpb.DecideRequest{BatchSeq: in.seq}
+	if err := in.place(rec, req); err != nil {
+		return nil, err
+	}
+	resp, err := in.rpc.Decide(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return sdk.DecodeResults(resp, int(rec.NumRows()), dst)
+}
+
+// place writes rec's IPC stream into the instance's shared-memory region
+// (made or grown as needed) or, for inline instances, into a reused buffer
+// carried in the request.
+func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) error {
+	need := wire.StreamSize(rec)
+	if in.cfg.inline {
+		if len(in.inbuf) < need {
+			in.inbuf = make([]byte, need)
+		}
+		n, err := wire.EncodeBatch(in.inbuf, rec, in.cfg.mem)
+		if err != nil {
+			return err
+		}
+		req.Batch = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}
+		return nil
+	}
+	for {
+		if in.region == nil || len(in.region.Data) < need {
+			if err := in.growRegion(need); err != nil {
+				return err
+			}
+		}
+		n, err := wire.EncodeBatch(in.region.Data, rec, in.cfg.mem)
+		if errors.Is(err, wire.ErrNoRoom) {
+			need = 2 * len(in.region.Data)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		req.Batch = &pluginpb.DecideRequest_Shared{Shared: &pluginpb.SharedBatch{
+			Region: in.region.Path, RegionSize: uint64(len(in.region.Data)), Offset: 0, Length: uint64(n),
+		}}
+		return nil
+	}
+}
+
+func (in *instance) growRegion(need int) error {
+	size := minRegion
+	if in.region != nil {
+		size = 2 * len(in.region.Data)
+		in.region.Close()
+		in.region = nil
+	}
+	for size < need {
+		size *= 2
+	}
+	r, err := wire.CreateRegion(wire.RegionDir(), size)
+	if err != nil {
+		return err
+	}
+	in.region = r
+	return nil
+}
+
+// exited reports whether the plugin process has ended.
+func (in *instance) exited() bool { return in.client.Exited() }
+
+// kill ends the process at once (SIGKILL), for hung or broken instances.
+func (in *instance) kill() {
+	syscall.Kill(in.pid, syscall.SIGKILL)
+	in.close()
+}
+
+// close asks the plugin to exit (killing it after go-plugin's grace period)
+// and removes the instance's region.
+func (in *instance) close() {
+	in.client.Kill()
+	if in.region != nil {
+		in.region.Close()
+		in.region = nil
+	}
+}
+
+// project returns rec restricted to the metadata columns and the payload and
+// size columns of the named source groups (no data copied). The caller
+// releases the result.
+func project(rec arrow.RecordBatch, groups []string) arrow.RecordBatch {
+	s := rec.Schema()
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for i, f := range s.Fields() {
+		g, isPayload := strings.CutPrefix(f.Name, schemas.PayloadPrefix)
+		if !isPayload {
+			g, isPayload = strings.CutPrefix(f.Name, schemas.SizesPrefix)
+		}
+		keep := !isPayload
+		for _, want := range groups {
+			keep = keep || g == want
+		}
+		if keep {
+			fields = append(fields, f)
+			cols = append(cols, rec.Column(i))
+		}
+	}
+	md := s.Metadata()
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, rec.NumRows())
+}

@@ -1,0 +1,43 @@
+package plugins
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclogFor returns an hclog.Logger (what go-plugin logs through, including
+// every line a plugin writes with its own hclog logger) whose entries go to
+// the node's slog logger, tagged with the stage and plugin names.
+func hclogFor(log *slog.Logger, stage, plugin string) hclog.Logger {
+	if log == nil {
+		log = slog.Default()
+	}
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: plugin, Level: hclog.Debug, Output: io.Discard})
+	l.RegisterSink(slogSink{log: log.With("stage", stage, "plugin", plugin)})
+	return l
+}
+
+// slogSink forwards hclog entries to slog.
+type slogSink struct{ log *slog.Logger }
+
+func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
+	var l slog.Level
+	switch {
+	case level <= hclog.Debug:
+		l = slog.LevelDebug
+	case level == hclog.Info:
+		l = slog.LevelInfo
+	case level == hclog.Warn:
+		l = slog.LevelWarn
+	default:
+		l = slog.LevelError
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, l) {
+		return
+	}
+	s.log.Log(ctx, l, msg, append([]any{"logger", name}, args...)...)
+}

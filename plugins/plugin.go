@@ -1,0 +1,86 @@
+package plugins
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/plugins/internal/wire"
+	"github.com/sluice-daq/sluice/plugins/sdk"
+)
+
+// Options tune how plugin processes are started and fed.
+type Options struct {
+	// Inline sends batches inside the gRPC request instead of through a
+	// shared-memory region (for plugins that cannot map the host's files).
+	Inline bool
+	// StartTimeout bounds the start-up of a plugin process: handshake and
+	// Describe. Default 10 s.
+	StartTimeout time.Duration
+	// Logger receives the plugin's log lines, tagged with its name. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Allocator for the scratch memory of the IPC writer. Default
+	// memory.DefaultAllocator.
+	Allocator memory.Allocator
+}
+
+func (o Options) instanceConfig(path, stage string) *instanceConfig {
+	cfg := &instanceConfig{path: path, stage: stage, log: o.Logger, inline: o.Inline, startTimeout: o.StartTimeout, mem: o.Allocator}
+	if cfg.startTimeout <= 0 {
+		cfg.startTimeout = 10 * time.Second
+	}
+	if cfg.mem == nil {
+		cfg.mem = memory.DefaultAllocator
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
+	}
+	return cfg
+}
+
+// Plugin is one running plugin process without supervision: for tools
+// (`sluice plugin check`, plugins/sdk/triggertest) that drive a plugin
+// directly. The node uses a Chain.
+type Plugin struct {
+	in *instance
+}
+
+// Start starts the plugin binary at path, checks the go-plugin handshake
+// (magic cookie, protocol version ProtocolVersion) and reads its
+// description. A binary that is not a plugin, or speaks another protocol
+// version, gives an error naming it.
+func Start(ctx context.Context, path string, opts Options) (*Plugin, error) {
+	in, err := startInstance(ctx, opts.instanceConfig(path, ""))
+	if err != nil {
+		return nil, err
+	}
+	return &Plugin{in: in}, nil
+}
+
+// Description is what the plugin said about itself at start-up.
+func (p *Plugin) Description() sdk.Description { return p.in.desc }
+
+// Pid is the plugin's process id.
+func (p *Plugin) Pid() int { return p.in.pid }
+
+// Configure passes the parameters to the plugin.
+func (p *Plugin) Configure(ctx context.Context, params map[string]string) error {
+	return p.in.configure(ctx, params)
+}
+
+// Decide sends one event batch (schemas.EventSchema) and returns one result
+// per row.
+func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, error) {
+	return p.in.decide(ctx, rec, nil)
+}
+
+// Close stops the plugin process and removes its shared-memory region.
+func (p *Plugin) Close() { p.in.close() }
+
+// ProtocolVersion is the trigger protocol version this host speaks in the
+// go-plugin handshake.
+const ProtocolVersion = wire.ProtocolVersion

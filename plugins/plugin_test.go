@@ -1,0 +1,90 @@
+package plugins
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// TestPassthroughRoundTrip runs the passthrough plugin out of process over
+// both transports and checks every decision.
+func TestPassthroughRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{FirstEventID: 1000, Events: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	for _, inline := range []bool{false, true} {
+		ctx := context.Background()
+		p, err := Start(ctx, pluginPath("passthrough"), Options{Inline: inline, Allocator: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := p.Description()
+		if d.Name != "passthrough" || len(d.Lines) != 1 || d.Lines[0] != "all" {
+			t.Fatalf("description %+v", d)
+		}
+		if err := p.Configure(ctx, map[string]string{"prescale": "3"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Decide(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 300 {
+			t.Fatalf("%d results for 300 events", len(res))
+		}
+		for i, r := range res {
+			id := 1000 + uint64(i)
+			want := schemas.DecisionReject
+			if id%3 == 0 {
+				want = schemas.DecisionAccept
+			}
+			if r.Decision != want || (want == schemas.DecisionAccept) != (r.Lines == 1) {
+				t.Fatalf("inline=%v event %d: %v lines %b, want %v", inline, id, r.Decision, r.Lines, want)
+			}
+		}
+		if err := p.Configure(ctx, map[string]string{"prescal": "3"}); err == nil {
+			t.Fatal("misspelt parameter accepted")
+		}
+		p.Close()
+	}
+}
+
+// TestLargeInlineBatch sends a 64 MiB batch inside the gRPC request: the
+// message limits are raised on both sides.
+func TestLargeInlineBatch(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	// 256 events × 4 sources × 64 KiB = 64 MiB of payload.
+	groups := []schemas.SourceGroup{{Name: "tracker", Sources: []uint32{1, 2, 3, 4}}}
+	rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{Events: 256, Groups: groups, FragmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	ctx := context.Background()
+	p, err := Start(ctx, pluginPath("passthrough"), Options{Inline: true, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Decide(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Decision != schemas.DecisionAccept {
+			t.Fatalf("row %d: %v", i, r.Decision)
+		}
+	}
+	if len(res) != 256 {
+		t.Fatalf("%d results", len(res))
+	}
+}

@@ -1,0 +1,128 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-daq/sluice/plugins/internal/wire"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/pluginpb"
+)
+
+// server serves one Trigger over the sluice.trigger.v1 gRPC service.
+type server struct {
+	pluginpb.UnimplementedTriggerServer
+	t   Trigger
+	log hclog.Logger
+	shm wire.Mapping
+	out []Result // reused across batches
+}
+
+func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.Description, error) {
+	d := s.t.Describe()
+	return &pluginpb.Description{Name: d.Name, Version: d.Version, Lines: d.Lines, Columns: d.Columns}, nil
+}
+
+func (s *server) Configure(_ context.Context, req *pluginpb.ConfigureRequest) (*pluginpb.ConfigureResponse, error) {
+	if err := s.t.Configure(req.GetParams()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &pluginpb.ConfigureResponse{}, nil
+}
+
+func (s *server) Decide(_ context.Context, req *pluginpb.DecideRequest) (*pluginpb.DecideResponse, error) {
+	stream := req.GetInline()
+	if sh := req.GetShared(); sh != nil {
+		var err error
+		if stream, err = s.shm.View(sh.GetRegion(), sh.GetRegionSize(), sh.GetOffset(), sh.GetLength()); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	rec, release, err := wire.DecodeBatch(stream)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	defer release()
+	out, err := s.decide(rec, req.GetBatchSeq())
+	if err != nil {
+		return nil, err
+	}
+	return encodeResults(out), nil
+}
+
+// decide runs the author's Decide on one batch, turning a panic into an
+// error so that the host sees the reason instead of a dead connection.
+func (s *server) decide(rec arrow.RecordBatch, seq uint64) (out []Result, err error) {
+	ev, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	n := ev.Len()
+	if cap(s.out) < n {
+		s.out = make([]Result, n)
+	}
+	out = s.out[:n]
+	clear(out)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("trigger panicked", "batch", seq, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "trigger panicked: %v", p)
+		}
+	}()
+	if err := s.t.Decide(ev, out); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	for i, r := range out {
+		if r.Decision < schemas.DecisionAccept || r.Decision > schemas.DecisionDefer {
+			return nil, status.Errorf(codes.Internal, "trigger left event %d (row %d) with decision %d", ev.EventID(i), i, r.Decision)
+		}
+	}
+	return out, nil
+}
+
+func encodeResults(out []Result) *pluginpb.DecideResponse {
+	resp := &pluginpb.DecideResponse{
+		Verdicts: make([]pluginpb.Verdict, len(out)),
+		Lines:    make([]uint64, len(out)),
+	}
+	for i, r := range out {
+		resp.Verdicts[i] = pluginpb.Verdict(r.Decision) // the enum values equal schemas.Decision's
+		resp.Lines[i] = r.Lines
+		if r.Annotation != "" {
+			resp.Annotations = append(resp.Annotations, &pluginpb.Annotation{Row: uint32(i), Text: r.Annotation})
+		}
+	}
+	return resp
+}
+
+// DecodeResults turns a plugin's answer for a batch of n events back into
+// Results, checking that it has one verdict and one lines mask per event.
+func DecodeResults(resp *pluginpb.DecideResponse, n int, dst []Result) ([]Result, error) {
+	if len(resp.GetVerdicts()) != n || len(resp.GetLines()) != n {
+		return nil, fmt.Errorf("plugin answered %d verdicts and %d line masks for %d events", len(resp.GetVerdicts()), len(resp.GetLines()), n)
+	}
+	if cap(dst) < n {
+		dst = make([]Result, n)
+	}
+	dst = dst[:n]
+	for i, v := range resp.GetVerdicts() {
+		d := schemas.Decision(v)
+		if d < schemas.DecisionAccept || d > schemas.DecisionDefer {
+			return nil, fmt.Errorf("plugin answered verdict %d for row %d", v, i)
+		}
+		dst[i] = Result{Decision: d, Lines: resp.GetLines()[i]}
+	}
+	for _, a := range resp.GetAnnotations() {
+		if int(a.GetRow()) >= n {
+			return nil, fmt.Errorf("plugin annotated row %d of a batch of %d events", a.GetRow(), n)
+		}
+		dst[a.GetRow()].Annotation = a.GetText()
+	}
+	return dst, nil
+}
