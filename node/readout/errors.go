@@ -1,0 +1,27 @@
+package readout
+
+import "errors"
+
+// Sentinel errors of the readout package. Callers test them with errors.Is;
+// the returned errors wrap them with the ring name, pid or address involved.
+var (
+	// ErrWriterDead: the process writing a shared-memory ring died or stopped
+	// updating its heartbeat before closing the ring.
+	ErrWriterDead = errors.New("readout ring writer is dead")
+	// ErrReaderDead: the process reading a shared-memory ring died or stopped
+	// updating its heartbeat while the writer waited for ring space.
+	ErrReaderDead = errors.New("readout ring reader is dead")
+	// ErrReaderAttached: another live process already reads this ring.
+	ErrReaderAttached = errors.New("readout ring already has a live reader")
+	// ErrBadRing: the ring file is not a sluice readout ring of a known
+	// version, or its sizes are inconsistent.
+	ErrBadRing = errors.New("not a valid readout ring")
+	// ErrPacketTooLarge: a packet does not fit the ring, the credit window of
+	// a TCP receiver, or a UDP datagram.
+	ErrPacketTooLarge = errors.New("packet too large")
+	// ErrBadURI: an input or output URI that cannot be parsed.
+	ErrBadURI = errors.New("bad readout URI")
+	// ErrProtocol: a TCP peer that does not speak the sluice readout stream
+	// protocol (wrong preamble, oversized frame).
+	ErrProtocol = errors.New("readout protocol violation")
+)
