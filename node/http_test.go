@@ -1,0 +1,124 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+type fakeControl struct {
+	state atomic.Int32
+	stops atomic.Int32
+}
+
+func (f *fakeControl) Status() Status {
+	l := balancedLedger()
+	l.InputLosses = map[string]uint64{"udp://127.0.0.1:9000/lost": 3}
+	l.Lines = map[string]uint64{"hlt1/quiet": 8}
+	return Status{
+		Node: "n1", State: State(f.state.Load()), Run: 7,
+		Buffers: Buffers{QueueBatches: 2, QueueCapacity: 4, MemoryBudgetBytes: 256 << 20},
+		Inputs:  []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}},
+		Plugins: []PluginStatus{{Stage: "hlt1", Plugin: "bin/plugins/gec", Instances: 2, Up: 2, Restarts: 1}},
+		Store:   StoreStatus{Path: "./data", HeadroomBytes: 1 << 30, Writable: true},
+		Ledger:  l,
+	}
+}
+
+func (f *fakeControl) Stop() { f.stops.Add(1); f.state.Store(int32(StateDraining)) }
+
+func startTestHTTP(t *testing.T, f *fakeControl) string {
+	t.Helper()
+	reg := newRegistry(f.Status)
+	s, err := startHTTP("127.0.0.1:0", newHTTPHandler(reg, f), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.shutdown)
+	return "http://" + s.Addr()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsPassPromlint(t *testing.T) {
+	f := &fakeControl{}
+	f.state.Store(int32(StateRunning))
+	base := startTestHTTP(t, f)
+	code, body := get(t, base+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for _, w := range []string{
+		`sluice_run_state{state="running"} 1`,
+		`sluice_fragments_discarded_total{reason="duplicate"} 6`,
+		`sluice_events_decided_total{decision="defer"} 30`,
+		`sluice_events_stored_total{stream="deferred"} 29`,
+		`sluice_input_losses_total{input="udp://127.0.0.1:9000",reason="lost"} 3`,
+		`sluice_plugin_restarts_total{stage="hlt1"} 1`,
+		`sluice_trigger_line_events_total{line="hlt1/quiet"} 8`,
+		`sluice_queue_batches 2`,
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !strings.Contains(body, w) {
+			t.Errorf("/metrics lacks %q", w)
+		}
+	}
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	f := &fakeControl{}
+	f.state.Store(int32(StateConfigured))
+	base := startTestHTTP(t, f)
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "configured") {
+		t.Fatalf("/readyz before running: %d %q", code, body)
+	}
+	f.state.Store(int32(StateRunning))
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz running: %d", code)
+	}
+	code, body := get(t, base+"/status")
+	var st map[string]any
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("/status %d %v", code, err)
+	}
+	if st["state"] != "running" || st["run"] != float64(7) || st["plugins"].([]any)[0].(map[string]any)["instances"] != float64(2) ||
+		st["store"].(map[string]any)["headroom_bytes"] != float64(1<<30) {
+		t.Fatalf("/status = %s", body)
+	}
+	if code, _ := get(t, base+"/run/stop"); code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /run/stop: %d, want 405", code)
+	}
+	resp, err := http.Post(base+"/run/stop", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || f.stops.Load() != 1 || State(f.state.Load()) != StateDraining {
+		t.Fatalf("POST /run/stop: %d, stops %d", resp.StatusCode, f.stops.Load())
+	}
+}

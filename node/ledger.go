@@ -1,0 +1,183 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Ledger is the end-of-run account of a node (and, during the run, a live
+// snapshot of it): every fragment received and every event built is either
+// in a later stage or counted under a reason. JSON names are the contract
+// of `sluice run --summary-json`.
+type Ledger struct {
+	Node string `json:"node"`
+	Run  uint32 `json:"run"`
+
+	// Fragments: received by the builder from every input.
+	FragmentsReceived  uint64            `json:"fragments_received"`
+	FragmentsInEvents  uint64            `json:"fragments_in_events"`
+	FragmentsDiscarded map[string]uint64 `json:"fragments_discarded"` // by reason ("duplicate", "late", "unknown_source", ...)
+	FragmentsOpen      uint64            `json:"fragments_open"`      // held in events not yet emitted (0 once stopped)
+	// InputLosses are counted by the inputs before anything reached the
+	// builder (a UDP packet never received, a TCP packet cut by a
+	// disconnect, a packet that failed to decode), by "input/reason".
+	InputLosses   map[string]uint64 `json:"input_losses"`
+	BytesReceived uint64            `json:"bytes_received"` // payload bytes of the fragments received
+
+	// Events (or timeslices) built and what became of them.
+	EventsBuilt      uint64 `json:"events_built"`
+	EventsComplete   uint64 `json:"events_complete"`
+	EventsIncomplete uint64 `json:"events_incomplete"`
+	EventsCorrupt    uint64 `json:"events_corrupt"`
+	EventsAccepted   uint64 `json:"events_accepted"`
+	EventsRejected   uint64 `json:"events_rejected"`
+	EventsDeferred   uint64 `json:"events_deferred"`
+	// DeferredBy splits EventsDeferred by reason ("fraction", "backlog",
+	// "trigger-error", "no-online-stage", or a stage's own).
+	DeferredBy map[string]uint64 `json:"deferred_by"`
+	// Lines counts accepted events per trigger line ("stage/line").
+	Lines map[string]uint64 `json:"lines"`
+
+	// What the store acknowledged (durable under its sync policy), and
+	// events kept by the chain that the store could not take, by reason.
+	EventsStored         uint64            `json:"events_stored"`
+	EventsStoredAccepted uint64            `json:"events_stored_accepted"`
+	EventsStoredDeferred uint64            `json:"events_stored_deferred"`
+	EventsDropped        map[string]uint64 `json:"events_dropped"`
+	BytesStored          uint64            `json:"bytes_stored"`
+
+	DurationSeconds float64 `json:"duration_seconds"`
+	Balanced        bool    `json:"balanced"`
+	// Imbalance says which identity failed, with the numbers.
+	Imbalance []string `json:"imbalance,omitempty"`
+}
+
+// Check fills Balanced and Imbalance. A final ledger balances when:
+//   - fragments received = fragments in events + discarded (+ open, which
+//     must be 0 once the run stopped);
+//   - events built = accepted + rejected + deferred;
+//   - accepted + deferred = stored + dropped, and the stored events split
+//     into the accepted and deferred streams the same way.
+func (l *Ledger) Check(final bool) {
+	l.Imbalance = nil
+	disc := sum(l.FragmentsDiscarded)
+	if l.FragmentsReceived != l.FragmentsInEvents+disc+l.FragmentsOpen {
+		l.Imbalance = append(l.Imbalance, fmt.Sprintf("fragments: received %d != in events %d + discarded %d + open %d",
+			l.FragmentsReceived, l.FragmentsInEvents, disc, l.FragmentsOpen))
+	}
+	if final && l.FragmentsOpen != 0 {
+		l.Imbalance = append(l.Imbalance, fmt.Sprintf("fragments: %d still open after the run stopped", l.FragmentsOpen))
+	}
+	if d := l.EventsAccepted + l.EventsRejected + l.EventsDeferred; l.EventsBuilt != d {
+		l.Imbalance = append(l.Imbalance, fmt.Sprintf("events: built %d != accepted %d + rejected %d + deferred %d",
+			l.EventsBuilt, l.EventsAccepted, l.EventsRejected, l.EventsDeferred))
+	}
+	dropped := sum(l.EventsDropped)
+	if kept := l.EventsAccepted + l.EventsDeferred; kept != l.EventsStored+dropped {
+		l.Imbalance = append(l.Imbalance, fmt.Sprintf("events: accepted %d + deferred %d != stored %d + dropped %d",
+			l.EventsAccepted, l.EventsDeferred, l.EventsStored, dropped))
+	}
+	if l.EventsStored != l.EventsStoredAccepted+l.EventsStoredDeferred {
+		l.Imbalance = append(l.Imbalance, fmt.Sprintf("store: stored %d != accepted stream %d + deferred stream %d",
+			l.EventsStored, l.EventsStoredAccepted, l.EventsStoredDeferred))
+	}
+	l.Balanced = len(l.Imbalance) == 0
+}
+
+// WriteJSON writes the ledger as indented JSON to path.
+func (l *Ledger) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteTable prints the ledger for an operator: one quantity per line,
+// reasons indented under their total, and the balance verdict last.
+func (l *Ledger) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
+	byReason := func(m map[string]uint64) {
+		for _, k := range sortedKeys(m) {
+			row("    "+k, m[k])
+		}
+	}
+	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)
+	row("fragments received", l.FragmentsReceived)
+	row("  in events", l.FragmentsInEvents)
+	row("  discarded", sum(l.FragmentsDiscarded))
+	byReason(l.FragmentsDiscarded)
+	if l.FragmentsOpen != 0 {
+		row("  still open", l.FragmentsOpen)
+	}
+	if len(l.InputLosses) > 0 {
+		row("lost at the inputs", sum(l.InputLosses))
+		byReason(l.InputLosses)
+	}
+	row("bytes received", l.BytesReceived)
+	row("events built", l.EventsBuilt)
+	row("  incomplete", l.EventsIncomplete)
+	row("  corrupt", l.EventsCorrupt)
+	row("  accepted", l.EventsAccepted)
+	row("  rejected", l.EventsRejected)
+	row("  deferred", l.EventsDeferred)
+	byReason(l.DeferredBy)
+	if len(l.Lines) > 0 {
+		row("accepted by line", "")
+		byReason(l.Lines)
+	}
+	row("events stored", l.EventsStored)
+	row("  accepted stream", l.EventsStoredAccepted)
+	row("  deferred stream", l.EventsStoredDeferred)
+	if len(l.EventsDropped) > 0 {
+		row("events dropped", sum(l.EventsDropped))
+		byReason(l.EventsDropped)
+	}
+	row("bytes stored", l.BytesStored)
+	if l.Balanced {
+		row("balanced", "yes")
+	} else {
+		row("balanced", "NO")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range l.Imbalance {
+		if _, err := fmt.Fprintln(w, "  unbalanced:", s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// String is the one-line form used in logs.
+func (l *Ledger) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %d: fragments %d (in events %d, discarded %d), events %d (accepted %d, rejected %d, deferred %d), stored %d, balanced %v",
+		l.Run, l.FragmentsReceived, l.FragmentsInEvents, sum(l.FragmentsDiscarded), l.EventsBuilt,
+		l.EventsAccepted, l.EventsRejected, l.EventsDeferred, l.EventsStored, l.Balanced)
+	return b.String()
+}
+
+func sum(m map[string]uint64) uint64 {
+	var t uint64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,122 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func balancedLedger() Ledger {
+	return Ledger{
+		Run: 7, Node: "n1",
+		FragmentsReceived: 1000, FragmentsInEvents: 990,
+		FragmentsDiscarded: map[string]uint64{"duplicate": 6, "late": 4},
+		EventsBuilt:        100, EventsIncomplete: 3,
+		EventsAccepted: 10, EventsRejected: 60, EventsDeferred: 30,
+		DeferredBy:   map[string]uint64{"fraction": 30},
+		EventsStored: 39, EventsStoredAccepted: 10, EventsStoredDeferred: 29,
+		EventsDropped: map[string]uint64{"store_error": 1},
+	}
+}
+
+func TestLedgerBalance(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Ledger)
+		want   string // "" = balanced; else a fragment of the imbalance
+	}{
+		{"balanced", func(*Ledger) {}, ""},
+		{"fragment lost silently", func(l *Ledger) { l.FragmentsReceived++ }, "fragments: received 1001 != in events 990 + discarded 10 + open 0"},
+		{"open fragments at the end", func(l *Ledger) { l.FragmentsOpen = 5; l.FragmentsInEvents -= 5 }, "5 still open after the run stopped"},
+		{"event without decision", func(l *Ledger) { l.EventsBuilt++ }, "events: built 101 != accepted 10 + rejected 60 + deferred 30"},
+		{"kept event not stored", func(l *Ledger) { l.EventsDropped = nil }, "accepted 10 + deferred 30 != stored 39 + dropped 0"},
+		{"streams disagree", func(l *Ledger) { l.EventsStoredAccepted++; l.EventsStoredDeferred++ }, "store: stored 39 != accepted stream 11 + deferred stream 30"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := balancedLedger()
+			tc.mutate(&l)
+			l.Check(true)
+			if tc.want == "" {
+				if !l.Balanced || len(l.Imbalance) != 0 {
+					t.Fatalf("want balanced, got %v", l.Imbalance)
+				}
+				return
+			}
+			if l.Balanced || !strings.Contains(strings.Join(l.Imbalance, "\n"), tc.want) {
+				t.Fatalf("want imbalance %q, got balanced=%v %v", tc.want, l.Balanced, l.Imbalance)
+			}
+		})
+	}
+	// During the run open fragments are expected.
+	l := balancedLedger()
+	l.FragmentsOpen, l.FragmentsInEvents = 5, 985
+	if l.Check(false); !l.Balanced {
+		t.Fatalf("live ledger with open fragments: %v", l.Imbalance)
+	}
+}
+
+func TestLedgerJSONFields(t *testing.T) {
+	l := balancedLedger()
+	l.Check(true)
+	p := filepath.Join(t.TempDir(), "s.json")
+	if err := l.WriteJSON(p); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"run", "fragments_received", "fragments_in_events", "fragments_discarded", "events_built",
+		"events_incomplete", "events_accepted", "events_rejected", "events_deferred", "events_stored", "bytes_received",
+		"duration_seconds", "balanced"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("summary JSON lacks %q", k)
+		}
+	}
+	if m["balanced"] != true || m["fragments_discarded"].(map[string]any)["duplicate"] != float64(6) {
+		t.Fatalf("summary = %s", b)
+	}
+}
+
+func TestLedgerTable(t *testing.T) {
+	l := balancedLedger()
+	l.Check(true)
+	var buf bytes.Buffer
+	if err := l.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, w := range []string{"fragments received", "duplicate", "events built", "deferred stream", "store_error", "balanced"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table lacks %q:\n%s", w, out)
+		}
+	}
+	l.EventsBuilt++
+	l.Check(true)
+	buf.Reset()
+	_ = l.WriteTable(&buf)
+	if !strings.Contains(buf.String(), "NO") || !strings.Contains(buf.String(), "unbalanced: events: built 101") {
+		t.Fatalf("unbalanced table:\n%s", buf.String())
+	}
+}
+
+func TestRateMeter(t *testing.T) {
+	var m rateMeter
+	t0 := time.Unix(100, 0)
+	l := Ledger{FragmentsReceived: 100, EventsBuilt: 10, BytesReceived: 1000}
+	m.update(t0, &l)
+	l = Ledger{FragmentsReceived: 300, EventsBuilt: 30, BytesReceived: 5000, EventsAccepted: 4}
+	if r := m.update(t0.Add(100*time.Millisecond), &l); r.EventsPerSecond != 0 {
+		t.Fatalf("sampled before the minimum interval: %+v", r)
+	}
+	r := m.update(t0.Add(2*time.Second), &l)
+	if r.FragmentsPerSecond != 100 || r.EventsPerSecond != 10 || r.BytesPerSecond != 2000 || r.AcceptedPerSecond != 2 {
+		t.Fatalf("rates = %+v", r)
+	}
+}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// newRegistry returns the node's own Prometheus registry (never the global
+// default, so tests and several nodes in one process do not collide) with
+// the Go runtime and process collectors and the node's status collector.
+func newRegistry(status func() Status) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newStatusCollector(status),
+	)
+	return reg
+}
+
+// statusCollector exposes one Status snapshot per scrape. Reading the
+// node's counters at scrape time (instead of mirroring them into separate
+// prometheus counters) keeps /metrics, /status and the ledger identical.
+type statusCollector struct {
+	status func() Status
+	d      map[string]*prometheus.Desc
+}
+
+type metricDef struct {
+	name, help string
+	labels     []string
+}
+
+var metricDefs = []metricDef{
+	{"sluice_run_state", "Run-control state: 1 for the current state, 0 for the others.", []string{"state"}},
+	{"sluice_run_number", "Number of the run being taken.", nil},
+	{"sluice_fragments_received_total", "Fragments handed to the event builder by the inputs.", nil},
+	{"sluice_fragments_in_events_total", "Fragments inside built events.", nil},
+	{"sluice_fragments_discarded_total", "Fragments discarded by the event builder, by reason.", []string{"reason"}},
+	{"sluice_fragments_open", "Fragments held in events still under construction.", nil},
+	{"sluice_input_losses_total", "Packets or fragments lost before the builder (e.g. UDP loss, cut TCP packet), by input and reason.", []string{"input", "reason"}},
+	{"sluice_received_bytes_total", "Payload bytes of the fragments received.", nil},
+	{"sluice_events_built_total", "Events (or timeslices) emitted by the builder, by completeness.", []string{"completeness"}},
+	{"sluice_events_corrupt_total", "Built events with at least one fragment that failed its CRC.", nil},
+	{"sluice_events_decided_total", "Events decided by the online trigger chain, by decision.", []string{"decision"}},
+	{"sluice_events_deferred_total", "Events deferred, by reason.", []string{"reason"}},
+	{"sluice_trigger_line_events_total", "Accepted events per trigger line.", []string{"line"}},
+	{"sluice_events_stored_total", "Events acknowledged by the store, by stream.", []string{"stream"}},
+	{"sluice_stored_bytes_total", "Bytes of the events acknowledged by the store.", nil},
+	{"sluice_events_dropped_total", "Events kept by the chain that could not be stored, by reason.", []string{"reason"}},
+	{"sluice_builder_buffered_bytes", "Payload bytes held by the event builder.", nil},
+	{"sluice_queue_batches", "Event batches waiting for the trigger chain.", nil},
+	{"sluice_queue_capacity_batches", "Bound of the queue of event batches before the trigger chain.", nil},
+	{"sluice_queue_bytes", "Payload bytes of the event batches waiting for the trigger chain.", nil},
+	{"sluice_memory_budget_bytes", "Configured memory budget of the builder and the batch queue.", nil},
+	{"sluice_input_received_bytes_total", "Bytes received per input.", []string{"input"}},
+	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
+	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
+	{"sluice_plugin_instances", "Configured plugin processes per trigger stage.", []string{"stage"}},
+	{"sluice_plugin_instances_up", "Plugin processes running per trigger stage.", []string{"stage"}},
+	{"sluice_plugin_restarts_total", "Plugin process restarts per trigger stage.", []string{"stage"}},
+	{"sluice_plugin_backlog_batches", "Batches waiting for a trigger stage.", []string{"stage"}},
+	{"sluice_store_headroom_bytes", "Bytes the store may still write before its disk budget refuses writes.", nil},
+	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
+	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
+	{"sluice_replay_events_total", "Deferred events decided by inter-fill replay, by decision.", []string{"decision"}},
+	{"sluice_log_records_suppressed_total", "Log records dropped by the rate limiter.", nil},
+}
+
+func newStatusCollector(status func() Status) *statusCollector {
+	c := &statusCollector{status: status, d: map[string]*prometheus.Desc{}}
+	for _, m := range metricDefs {
+		c.d[m.name] = prometheus.NewDesc(m.name, m.help, m.labels, nil)
+	}
+	return c
+}
+
+// Describe sends every descriptor.
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d {
+		ch <- d
+	}
+}
+
+// Collect reads one Status and sends every metric.
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.status()
+	l := &s.Ledger
+	counter := func(name string, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.d[name], prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.d[name], prometheus.GaugeValue, v, labels...)
+	}
+	byReason := func(name string, m map[string]uint64) {
+		for k, v := range m {
+			counter(name, v, k)
+		}
+	}
+	for st := StateIdle; st <= StateStopped; st++ {
+		v := 0.0
+		if st == s.State {
+			v = 1
+		}
+		gauge("sluice_run_state", v, st.String())
+	}
+	gauge("sluice_run_number", float64(s.Run))
+	counter("sluice_fragments_received_total", l.FragmentsReceived)
+	counter("sluice_fragments_in_events_total", l.FragmentsInEvents)
+	byReason("sluice_fragments_discarded_total", l.FragmentsDiscarded)
+	gauge("sluice_fragments_open", float64(l.FragmentsOpen))
+	for k, v := range l.InputLosses {
+		input, reason := splitLossKey(k)
+		counter("sluice_input_losses_total", v, input, reason)
+	}
+	counter("sluice_received_bytes_total", l.BytesReceived)
+	counter("sluice_events_built_total", l.EventsComplete, "complete")
+	counter("sluice_events_built_total", l.EventsIncomplete, "incomplete")
+	counter("sluice_events_corrupt_total", l.EventsCorrupt)
+	counter("sluice_events_decided_total", l.EventsAccepted, "accept")
+	counter("sluice_events_decided_total", l.EventsRejected, "reject")
+	counter("sluice_events_decided_total", l.EventsDeferred, "defer")
+	byReason("sluice_events_deferred_total", l.DeferredBy)
+	byReason("sluice_trigger_line_events_total", l.Lines)
+	counter("sluice_events_stored_total", l.EventsStoredAccepted, "accepted")
+	counter("sluice_events_stored_total", l.EventsStoredDeferred, "deferred")
+	counter("sluice_stored_bytes_total", l.BytesStored)
+	byReason("sluice_events_dropped_total", l.EventsDropped)
+	b := s.Buffers
+	gauge("sluice_builder_buffered_bytes", float64(b.BuilderBufferedBytes))
+	gauge("sluice_queue_batches", float64(b.QueueBatches))
+	gauge("sluice_queue_capacity_batches", float64(b.QueueCapacity))
+	gauge("sluice_queue_bytes", float64(b.QueueBytes))
+	gauge("sluice_memory_budget_bytes", float64(b.MemoryBudgetBytes))
+	for _, in := range s.Inputs {
+		counter("sluice_input_received_bytes_total", in.Bytes, in.URI)
+		counter("sluice_input_packets_total", in.Packets, in.URI)
+		gauge("sluice_input_idle_seconds", in.IdleSince, in.URI)
+	}
+	for _, p := range s.Plugins {
+		gauge("sluice_plugin_instances", float64(p.Instances), p.Stage)
+		gauge("sluice_plugin_instances_up", float64(p.Up), p.Stage)
+		counter("sluice_plugin_restarts_total", p.Restarts, p.Stage)
+		gauge("sluice_plugin_backlog_batches", float64(p.Backlog), p.Stage)
+	}
+	gauge("sluice_store_headroom_bytes", float64(s.Store.HeadroomBytes))
+	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
+	gauge("sluice_replay_active", boolFloat(s.Replay.Active))
+	counter("sluice_replay_events_total", s.Replay.Accepted, "accept")
+	counter("sluice_replay_events_total", s.Replay.Events-s.Replay.Accepted, "other")
+	counter("sluice_log_records_suppressed_total", s.LogSuppressed)
+}
+
+// splitLossKey splits an InputLosses key "input/reason" at its last slash
+// (input URIs contain slashes, reasons do not).
+func splitLossKey(k string) (input, reason string) {
+	for i := len(k) - 1; i >= 0; i-- {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,107 @@
+package node
+
+import (
+	"sync"
+	"time"
+)
+
+// Status is what GET /status returns and what the metrics are read from:
+// one consistent snapshot of the node.
+type Status struct {
+	Node          string         `json:"node"`
+	State         State          `json:"state"`
+	Run           uint32         `json:"run"`
+	UptimeSeconds float64        `json:"uptime_seconds"`
+	Rates         Rates          `json:"rates"`
+	Buffers       Buffers        `json:"buffers"`
+	Inputs        []InputStatus  `json:"inputs"`
+	Plugins       []PluginStatus `json:"plugins"`
+	Store         StoreStatus    `json:"store"`
+	Replay        ReplayStatus   `json:"replay"`
+	LogSuppressed uint64         `json:"log_records_suppressed"`
+	Ledger        Ledger         `json:"ledger"`
+}
+
+// Rates are per-second averages over the last sampling interval (~1 s).
+type Rates struct {
+	FragmentsPerSecond float64 `json:"fragments_per_second"`
+	EventsPerSecond    float64 `json:"events_per_second"`
+	BytesPerSecond     float64 `json:"bytes_per_second"`
+	AcceptedPerSecond  float64 `json:"accepted_per_second"`
+	StoredPerSecond    float64 `json:"stored_per_second"`
+}
+
+// Buffers is the occupancy of the bounded stages between the inputs and
+// the store.
+type Buffers struct {
+	BuilderBufferedBytes int64  `json:"builder_buffered_bytes"`
+	QueueBatches         int    `json:"queue_batches"`          // batches waiting for the trigger chain
+	QueueCapacity        int    `json:"queue_capacity_batches"` // bound of that queue
+	QueueBytes           int64  `json:"queue_bytes"`            // payload bytes of those batches
+	MemoryBudgetBytes    uint64 `json:"memory_budget_bytes"`
+}
+
+// InputStatus is one readout input.
+type InputStatus struct {
+	URI       string  `json:"uri"`
+	Packets   uint64  `json:"packets"`
+	Bytes     uint64  `json:"bytes"`
+	IdleSince float64 `json:"idle_seconds"` // since the last packet
+	Done      bool    `json:"done"`         // a finite input that reached its end
+}
+
+// PluginStatus is one trigger stage's plugin processes.
+type PluginStatus struct {
+	Stage     string `json:"stage"`
+	Plugin    string `json:"plugin"`
+	Instances int    `json:"instances"`
+	Up        int    `json:"up"`
+	Restarts  uint64 `json:"restarts"`
+	Backlog   int    `json:"backlog_batches"`
+}
+
+// StoreStatus is the event store's state.
+type StoreStatus struct {
+	Path          string `json:"path"`
+	HeadroomBytes int64  `json:"headroom_bytes"` // bytes writable before the disk budget refuses writes
+	Writable      bool   `json:"writable"`
+}
+
+// ReplayStatus is inter-fill replay inside `sluice run`.
+type ReplayStatus struct {
+	Enabled  bool   `json:"enabled"`
+	Active   bool   `json:"active"`
+	Passes   uint64 `json:"passes"`   // times replay was started
+	Events   uint64 `json:"events"`   // deferred events decided by replay in this run
+	Accepted uint64 `json:"accepted"` // of which accepted
+}
+
+// rateMeter turns cumulative counters into per-second rates, sampled at
+// most once per minInterval so that frequent /status calls and scrapes see
+// stable figures.
+type rateMeter struct {
+	mu    sync.Mutex
+	last  time.Time
+	prev  [5]uint64
+	rates Rates
+}
+
+const minRateInterval = 500 * time.Millisecond
+
+func (m *rateMeter) update(now time.Time, l *Ledger) Rates {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := [5]uint64{l.FragmentsReceived, l.EventsBuilt, l.BytesReceived, l.EventsAccepted, l.EventsStored}
+	if m.last.IsZero() {
+		m.last, m.prev = now, cur
+		return m.rates
+	}
+	dt := now.Sub(m.last).Seconds()
+	if dt < minRateInterval.Seconds() {
+		return m.rates
+	}
+	r := func(i int) float64 { return float64(cur[i]-m.prev[i]) / dt }
+	m.rates = Rates{FragmentsPerSecond: r(0), EventsPerSecond: r(1), BytesPerSecond: r(2), AcceptedPerSecond: r(3), StoredPerSecond: r(4)}
+	m.last, m.prev = now, cur
+	return m.rates
+}
