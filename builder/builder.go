@@ -1,0 +1,525 @@
+package builder
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// denseSourceLimit: source ids up to this value are indexed by a flat table
+// (4 bytes per id); larger ids fall back to a map.
+const denseSourceLimit = 1 << 20
+
+// Builder assembles fragments into events (or timeslices) and emits them as
+// Arrow record batches. See the package doc for the algorithm.
+type Builder struct {
+	cfg    Config
+	schema *arrow.Schema
+	nsrc   int
+	ids    []uint32 // source id by source index; group-major, in each group's order
+	gstart []int    // source index where group g starts; len(Groups)+1
+	grp    []int32  // group index by source index
+	dense  []int32  // source id -> index+1 (0: unknown), when every id < denseSourceLimit
+	sparse map[uint32]int32
+	isTS   bool
+
+	out  chan arrow.RecordBatch
+	wake chan struct{} // cap 1: tells the emitter to look again
+	done chan struct{} // closed when the emitter has closed out
+
+	mu      sync.Mutex
+	table   eventTable
+	emitted emittedWindow
+	head    *event // oldest open event (first to time out)
+	tail    *event
+	ready   []*event // emitted, waiting for batch assembly, in emission order
+	readyAt time.Time
+	free    []*event
+	held    int   // events open, ready or being assembled (<= MaxOpenEvents)
+	heldB   int64 // their referenced payload bytes
+	closed  bool
+	waiters int           // goroutines blocked in waitLocked
+	changed chan struct{} // closed and replaced when memory frees or batches go out, if waiters > 0
+	moved   uint64        // events ever moved to ready
+	taken   uint64        // events ever taken for assembly
+	sent    uint64        // events ever delivered on out
+	flushTo uint64        // the emitter closes partial batches until taken reaches this
+
+	// Timeslice mode: per source the highest timestamp seen, and their minimum.
+	wm    []uint64
+	minWM uint64
+	atMin int
+	seq   uint64
+
+	led  Ledger // counters only; Discarded is filled in by Ledger()
+	disc [nReasons]uint64
+}
+
+// New validates cfg, applies the defaults and starts the goroutine that
+// handles timeouts, batch latency and batch assembly. Errors wrap ErrConfig.
+func New(cfg Config) (*Builder, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	schema, err := schemas.EventSchema(cfg.Mode, cfg.Groups)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Groups: %v", ErrConfig, err)
+	}
+	b := &Builder{
+		cfg:     cfg,
+		schema:  schema,
+		isTS:    cfg.Mode == schemas.ModeTimeslice,
+		out:     make(chan arrow.RecordBatch, 1),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		table:   newEventTable(cfg.MaxOpenEvents),
+		emitted: newEmittedWindow(cfg.LateWindow),
+		ready:   make([]*event, 0, cfg.MaxOpenEvents),
+		changed: make(chan struct{}),
+	}
+	var maxID uint32
+	for _, g := range cfg.Groups {
+		b.gstart = append(b.gstart, len(b.ids))
+		for _, s := range g.Sources {
+			b.grp = append(b.grp, int32(len(b.gstart)-1))
+			b.ids = append(b.ids, s)
+			maxID = max(maxID, s)
+		}
+	}
+	b.gstart = append(b.gstart, len(b.ids))
+	b.nsrc = len(b.ids)
+	if maxID < denseSourceLimit {
+		b.dense = make([]int32, int(maxID)+1)
+		for i, s := range b.ids {
+			b.dense[s] = int32(i + 1)
+		}
+	} else {
+		b.sparse = make(map[uint32]int32, b.nsrc)
+		for i, s := range b.ids {
+			b.sparse[s] = int32(i)
+		}
+	}
+	if b.isTS {
+		b.wm = make([]uint64, b.nsrc)
+		b.atMin = b.nsrc
+	}
+	go b.run()
+	return b, nil
+}
+
+// Schema is the schema of every batch: schemas.EventSchema(cfg.Mode, cfg.Groups).
+func (b *Builder) Schema() *arrow.Schema { return b.schema }
+
+// Batches delivers the event batches. The receiver owns each batch and must
+// Release it. While nobody receives, no batch is assembled, held events pile
+// up to the limits and adding blocks (backpressure). Closed by Close once
+// every event is delivered.
+func (b *Builder) Batches() <-chan arrow.RecordBatch { return b.out }
+
+// sourceIndex maps a source id to its index; read-only after New, no lock.
+func (b *Builder) sourceIndex(id uint32) (int32, bool) {
+	if b.dense != nil {
+		if int(id) < len(b.dense) {
+			i := b.dense[id]
+			return i - 1, i != 0
+		}
+		return 0, false
+	}
+	i, ok := b.sparse[id]
+	return i, ok
+}
+
+// AddFragment hands one fragment to the builder. The payload must stay
+// valid and unchanged until release is called (exactly once, possibly from
+// another goroutine; release may be nil). It blocks while the open-event or
+// buffered-byte limit is reached, until ctx is done: it then returns
+// ctx.Err() and the fragment is counted as discarded ("cancelled"). After
+// Close it returns ErrClosed ("closed"). Safe for concurrent use.
+func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release func()) error {
+	src, known := b.sourceIndex(f.SourceID)
+	// The CRC is verified here, in the caller's goroutine and outside the
+	// lock, so that several inputs verify in parallel.
+	crcOK := !known || f.CRCValid()
+	ref := newRef(release, 2)
+	b.mu.Lock()
+	b.led.FragmentsIn++
+	b.led.BytesIn += uint64(len(f.Payload))
+	var err error
+	switch {
+	case b.closed:
+		b.discardLocked(rClosed, ref)
+		err = ErrClosed
+	case !known:
+		b.discardLocked(rUnknownSource, ref)
+	default:
+		var now time.Time
+		err = b.placeLocked(ctx, src, f.EventID, f.Flags, f.Payload, crcOK, ref, &now)
+	}
+	b.mu.Unlock()
+	ref.drop() // the guard
+	return err
+}
+
+// packetChunk is how many fragments of a packet are CRC-checked outside the
+// lock and then added under one lock acquisition.
+const packetChunk = 64
+
+// AddPacket hands every fragment of a multi-fragment packet to the builder
+// (fragment i has event id p.FirstEventID+i and source p.SourceID); release
+// is called once, when no fragment of the packet is needed any more. Blocking,
+// cancellation and closing behave as for AddFragment; on cancellation the
+// fragments not yet added are counted "cancelled".
+func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) error {
+	src, known := b.sourceIndex(p.SourceID)
+	ref := newRef(release, p.N+1)
+	var (
+		pay     [packetChunk][]byte
+		bad     uint64 // bit i: fragment i of the chunk failed its CRC
+		n       int    // fragments in the chunk
+		first   uint64 // event id of the chunk's first fragment
+		offered int    // fragments handed to addChunk so far
+		err     error
+	)
+	if !known {
+		b.mu.Lock()
+		b.countRestLocked(&p, 0, rUnknownSource, ref)
+		b.mu.Unlock()
+		ref.drop()
+		return nil
+	}
+	p.Fragments(func(i int, eventID uint64, crc uint32, payload []byte) bool {
+		if n == 0 {
+			first = eventID
+		}
+		pay[n] = payload
+		if schemas.Checksum(payload) != crc {
+			bad |= 1 << n
+		}
+		n++
+		if n < packetChunk && i < p.N-1 {
+			return true
+		}
+		err = b.addChunk(ctx, src, first, p.Flags, pay[:n], bad, ref)
+		offered += n
+		n, bad = 0, 0
+		return err == nil
+	})
+	if err != nil && offered < p.N {
+		b.mu.Lock()
+		r := rCancelled
+		if err == ErrClosed {
+			r = rClosed
+		}
+		b.countRestLocked(&p, offered, r, ref)
+		b.mu.Unlock()
+	}
+	ref.drop() // the guard
+	return err
+}
+
+// countRestLocked counts fragments from..N-1 of p as offered and discarded.
+func (b *Builder) countRestLocked(p *schemas.MFP, from int, r reason, ref *pktRef) {
+	for i := from; i < p.N; i++ {
+		b.led.FragmentsIn++
+		b.led.BytesIn += uint64(p.Size(i))
+		b.discardLocked(r, ref)
+	}
+}
+
+// addChunk adds consecutive fragments of one packet under one lock. On
+// error the fragments from the failing one on are counted as discarded.
+func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags schemas.FragmentFlag, pay [][]byte, bad uint64, ref *pktRef) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var now time.Time
+	for i, payload := range pay {
+		b.led.FragmentsIn++
+		b.led.BytesIn += uint64(len(payload))
+		if b.closed {
+			b.discardLocked(rClosed, ref)
+			continue
+		}
+		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, bad&(1<<i) == 0, ref, &now); err != nil {
+			// Count the rest of the chunk with the same reason.
+			r := rCancelled
+			if err == ErrClosed {
+				r = rClosed
+			}
+			for _, rest := range pay[i+1:] {
+				b.led.FragmentsIn++
+				b.led.BytesIn += uint64(len(rest))
+				b.discardLocked(r, ref)
+			}
+			return err
+		}
+	}
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// discardLocked counts one discarded fragment and drops its reference (the
+// guard keeps release from running under the lock).
+func (b *Builder) discardLocked(r reason, ref *pktRef) {
+	b.disc[r]++
+	if ref != nil {
+		ref.n.Add(-1)
+	}
+}
+
+// placeLocked adds one fragment of a known source, waiting for room when a
+// limit is reached. On a wait error (cancelled or closed) the fragment is
+// counted with that reason and the error returned.
+func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) error {
+	for {
+		var ok bool
+		if b.isTS {
+			ok = b.placeSliceLocked(src, id, flags, payload, crcOK, ref, now)
+		} else {
+			ok = b.placeEventLocked(src, id, flags, payload, crcOK, ref, now)
+		}
+		if ok {
+			return nil
+		}
+		if err := b.waitLocked(ctx); err != nil {
+			r := rCancelled
+			if err == ErrClosed {
+				r = rClosed
+			}
+			b.discardLocked(r, ref)
+			return err
+		}
+		*now = time.Time{} // time passed while waiting
+	}
+}
+
+// room reports whether events more events and bytes more bytes fit. A
+// fragment is never refused while nothing is held, so that one larger than
+// MaxBufferedBytes cannot block forever.
+func (b *Builder) roomLocked(events int, bytes int64) bool {
+	if b.held == 0 {
+		return true
+	}
+	return b.held+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
+}
+
+// placeEventLocked is the per-fragment hot path of event mode. It returns
+// false, having changed nothing, when the fragment does not fit yet.
+func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
+	ev := b.table.get(id)
+	if ev == nil {
+		if b.emitted.late(id) {
+			b.discardLocked(rLate, ref)
+			return true
+		}
+		if !b.roomLocked(1, int64(len(payload))) {
+			return false
+		}
+		ev = b.openLocked(id, now)
+	}
+	s := &ev.slots[src]
+	if s.state != 0 {
+		// First wins: the event keeps the fragment it already has.
+		ev.status |= schemas.StatusDuplicates
+		b.discardLocked(rDuplicate, ref)
+		return true
+	}
+	if !b.roomLocked(0, int64(len(payload))) {
+		return false
+	}
+	s.payload, s.ref, s.state = payload, ref, slotPresent
+	if !crcOK {
+		s.state |= slotCorrupt
+		ev.status |= schemas.StatusCorrupt
+		ev.nCorrupt++
+	}
+	if flags&(schemas.FlagSourceError|schemas.FlagTruncated) != 0 {
+		ev.status |= schemas.StatusSourceError
+	}
+	ev.present++
+	ev.frags++
+	ev.bytes += int64(len(payload))
+	ev.gbytes[b.grp[src]] += int64(len(payload))
+	b.heldB += int64(len(payload))
+	b.led.FragmentsOpen++
+	if ev.present == b.nsrc {
+		b.emitLocked(ev)
+	}
+	return true
+}
+
+// openLocked takes an event from the pool (allocating only when the pool is
+// empty) and makes it the newest open event.
+func (b *Builder) openLocked(key uint64, now *time.Time) *event {
+	var ev *event
+	if k := len(b.free); k > 0 {
+		ev = b.free[k-1]
+		b.free = b.free[:k-1]
+	} else {
+		ev = &event{gbytes: make([]int64, len(b.cfg.Groups))}
+		if b.isTS {
+			ev.coreN = make([]uint32, b.nsrc)
+		} else {
+			ev.slots = make([]slot, b.nsrc)
+		}
+	}
+	if now.IsZero() {
+		*now = time.Now()
+	}
+	ev.key, ev.first, ev.open = key, *now, true
+	b.table.put(ev)
+	b.held++
+	ev.prev = b.tail
+	if b.tail != nil {
+		b.tail.next = ev
+	} else {
+		b.head = ev
+		b.signal() // the emitter may be sleeping without a timeout deadline
+	}
+	b.tail = ev
+	return ev
+}
+
+// emitLocked moves an open event to the ready queue: it is no longer
+// findable, so its key is remembered for late detection.
+func (b *Builder) emitLocked(ev *event) {
+	b.table.remove(ev.key)
+	b.emitted.mark(ev.key)
+	ev.open = false
+	if ev.prev != nil {
+		ev.prev.next = ev.next
+	} else {
+		b.head = ev.next
+	}
+	if ev.next != nil {
+		ev.next.prev = ev.prev
+	} else {
+		b.tail = ev.prev
+	}
+	ev.prev, ev.next = nil, nil
+	b.ready = append(b.ready, ev)
+	b.moved++
+	switch len(b.ready) {
+	case 1:
+		b.readyAt = time.Now()
+		b.signal() // start the batch-latency clock
+	case b.cfg.BatchEvents:
+		b.signal()
+	}
+}
+
+// signal wakes the emitter without blocking.
+func (b *Builder) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// broadcastLocked wakes every goroutine blocked in waitLocked.
+func (b *Builder) broadcastLocked() {
+	if b.waiters > 0 {
+		close(b.changed)
+		b.changed = make(chan struct{})
+	}
+}
+
+// waitLocked releases the lock until memory is freed or batches go out, or
+// ctx is done. It asks the emitter to close a partial batch, since held
+// events in the ready queue only free memory once assembled.
+func (b *Builder) waitLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.waiters++
+	b.signal()
+	ch := b.changed
+	b.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	b.waiters--
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// flushLocked emits every open event, as at its timeout, and makes the
+// emitter close partial batches until they are all taken.
+func (b *Builder) flushLocked() uint64 {
+	for b.head != nil {
+		b.emitLocked(b.head)
+	}
+	b.flushTo = b.moved
+	b.signal()
+	return b.moved
+}
+
+// Flush emits every open event now (incomplete ones flagged, as at their
+// timeout) and closes the current batch; it returns once all of them were
+// delivered on Batches(), or with ctx.Err() when ctx ends first (they are
+// still delivered later).
+func (b *Builder) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	target := b.flushLocked()
+	for b.sent < target {
+		b.waiters++
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		b.mu.Lock()
+		b.waiters--
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close refuses further fragments (ErrClosed), flushes, and returns once
+// every batch was delivered and Batches() is closed, or with ctx.Err()
+// (then the emitter still finishes in the background). Idempotent.
+func (b *Builder) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		b.flushLocked()
+		b.broadcastLocked() // blocked adders give up with ErrClosed
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ledger returns a consistent snapshot of the counters.
+func (b *Builder) Ledger() Ledger {
+	b.mu.Lock()
+	l := b.led
+	d := b.disc
+	b.mu.Unlock()
+	l.Discarded = make(map[string]uint64, nReasons)
+	for r, v := range d {
+		l.Discarded[reasonNames[r]] = v
+	}
+	return l
+}

@@ -1,0 +1,120 @@
+package builder
+
+import (
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// run is the builder's one background goroutine. It times events out,
+// decides when a batch closes, assembles it outside the lock (the one copy
+// of the payload bytes), returns the events to the pool and delivers the
+// batch. While the receiver does not take a batch, nothing else is
+// assembled: held events then reach the limits and adding blocks.
+func (b *Builder) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	batch := make([]*event, 0, b.cfg.BatchEvents)
+	asm := newAssembler(b)
+	for {
+		b.mu.Lock()
+		now := time.Now()
+		b.expireLocked(now)
+		batch = b.takeLocked(now, batch[:0])
+		if len(batch) == 0 {
+			if b.closed && b.head == nil && len(b.ready) == 0 {
+				b.mu.Unlock()
+				close(b.out)
+				close(b.done)
+				return
+			}
+			wait := b.nextDeadlineLocked(now)
+			b.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-b.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		b.mu.Unlock()
+
+		rec := asm.assemble(batch)
+
+		b.mu.Lock()
+		b.accountLocked(batch)
+		b.mu.Unlock()
+		b.out <- rec
+		b.mu.Lock()
+		b.sent += uint64(len(batch))
+		b.broadcastLocked()
+		b.mu.Unlock()
+	}
+}
+
+// expireLocked emits, as incomplete, the open events whose timeout passed.
+// The FIFO is in order of first arrival, so they are all at its head.
+func (b *Builder) expireLocked(now time.Time) {
+	for b.head != nil && now.Sub(b.head.first) >= b.cfg.Timeout {
+		b.emitLocked(b.head)
+	}
+}
+
+// takeLocked moves the next batch's events (at most BatchEvents) from the
+// ready queue into dst when a batch must close: it is full, its latency
+// passed, a Flush or Close asked, or adders are blocked waiting for memory.
+func (b *Builder) takeLocked(now time.Time, dst []*event) []*event {
+	n := len(b.ready)
+	if n == 0 {
+		return dst
+	}
+	if n < b.cfg.BatchEvents && now.Sub(b.readyAt) < b.cfg.BatchLatency && b.taken >= b.flushTo && b.waiters == 0 && !b.closed {
+		return dst
+	}
+	n = min(n, b.cfg.BatchEvents)
+	dst = append(dst, b.ready[:n]...)
+	rest := copy(b.ready, b.ready[n:])
+	clear(b.ready[rest:])
+	b.ready = b.ready[:rest]
+	b.readyAt = now // the remaining events start the next batch
+	b.taken += uint64(n)
+	return dst
+}
+
+// nextDeadlineLocked is how long the emitter may sleep: until the oldest
+// open event times out or the current batch's latency passes.
+func (b *Builder) nextDeadlineLocked(now time.Time) time.Duration {
+	d := time.Hour
+	if b.head != nil {
+		d = min(d, b.head.first.Add(b.cfg.Timeout).Sub(now))
+	}
+	if len(b.ready) > 0 {
+		d = min(d, b.readyAt.Add(b.cfg.BatchLatency).Sub(now))
+	}
+	return max(d, 0)
+}
+
+// accountLocked moves the assembled events from open to built in the
+// ledger, frees their memory and returns them to the pool.
+func (b *Builder) accountLocked(batch []*event) {
+	for _, ev := range batch {
+		b.held--
+		b.heldB -= ev.bytes
+		b.led.FragmentsOpen -= uint64(ev.frags)
+		b.led.FragmentsInEvents += uint64(ev.frags - ev.dupCore)
+		b.disc[rDuplicate] += uint64(ev.dupCore)
+		b.led.EventsBuilt++
+		if ev.status&schemas.StatusIncomplete != 0 {
+			b.led.EventsIncomplete++
+		} else {
+			b.led.EventsComplete++
+		}
+		if ev.status&schemas.StatusCorrupt != 0 {
+			b.led.EventsCorrupt++
+		}
+		ev.reset()
+		b.free = append(b.free, ev)
+	}
+	b.led.BatchesBuilt++
+	b.broadcastLocked()
+}

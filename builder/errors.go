@@ -1,0 +1,13 @@
+package builder
+
+import "errors"
+
+// Sentinel errors returned by the builder. Configuration problems are
+// wrapped in an error that names the offending Config field.
+var (
+	// ErrClosed: the builder was closed; the fragment was discarded and
+	// counted with reason "closed".
+	ErrClosed = errors.New("builder: closed")
+	// ErrConfig: New was given an invalid Config.
+	ErrConfig = errors.New("builder: invalid config")
+)

@@ -1,0 +1,103 @@
+package builder
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// pktRef counts the references the builder holds on one caller buffer (a
+// fragment or a whole multi-fragment packet). Add* starts it at the number
+// of fragments plus one guard reference that Add* itself drops on return,
+// so the caller's release runs exactly once, when the last fragment is
+// either discarded or copied into a batch, and never under the builder lock.
+type pktRef struct {
+	n       atomic.Int32
+	release func()
+}
+
+var refPool = sync.Pool{New: func() any { return new(pktRef) }}
+
+func newRef(release func(), n int) *pktRef {
+	if release == nil {
+		return nil // nothing to call back: no counting at all
+	}
+	r := refPool.Get().(*pktRef)
+	r.release = release
+	r.n.Store(int32(n))
+	return r
+}
+
+// drop gives up one reference; the last one calls release.
+func (r *pktRef) drop() {
+	if r == nil || r.n.Add(-1) != 0 {
+		return
+	}
+	rel := r.release
+	r.release = nil
+	refPool.Put(r)
+	rel()
+}
+
+// slot states (event mode).
+const (
+	slotPresent uint8 = 1 << iota
+	slotCorrupt
+)
+
+// slot is one source's fragment in an event (event mode): a reference to
+// the caller's bytes, copied only at batch assembly.
+type slot struct {
+	payload []byte
+	ref     *pktRef
+	state   uint8
+}
+
+// tsFrag is one fragment placed in a timeslice. A timeslice may hold many
+// per source; they are laid out at assembly by (source, timestamp, arrival).
+type tsFrag struct {
+	payload []byte
+	ref     *pktRef
+	ts      uint64 // the fragment's timestamp (its EventID) in ns
+	seq     uint64 // arrival order, to keep equal timestamps stable
+	src     int32  // source index
+	core    bool   // false: an overlap copy, not counted in the ledger
+	corrupt bool
+	dup     bool // set at assembly: same source and timestamp as an earlier one
+}
+
+// event is the state of one event or timeslice from its first fragment to
+// its batch. Events are pooled: their flat per-source arrays are allocated
+// once, when the pool is empty, and reused (the hot path allocates nothing).
+type event struct {
+	key      uint64
+	open     bool      // in the table and the FIFO (not yet emitted)
+	first    time.Time // arrival of the first fragment: timeout start and (event mode) timestamp column
+	status   schemas.EventStatus
+	present  int     // sources that contributed (timeslice: to the core)
+	frags    int     // fragments counted in the ledger (core only)
+	nCorrupt int     // fragments with a CRC mismatch
+	bytes    int64   // payload bytes referenced (against MaxBufferedBytes)
+	gbytes   []int64 // payload bytes per source group
+
+	slots   []slot   // event mode: by source index
+	coreN   []uint32 // timeslice mode: core fragments by source index
+	tsFrags []tsFrag // timeslice mode: every placement, in arrival order
+
+	prev, next *event // FIFO of open events in order of first arrival
+
+	// Filled by assembly, read by the accounting after it.
+	dupCore int // core fragments found to be duplicates (timeslice mode)
+}
+
+// reset clears e for reuse; slots were already cleared by assembly.
+func (e *event) reset() {
+	e.status, e.present, e.frags, e.nCorrupt, e.bytes, e.dupCore = 0, 0, 0, 0, 0, 0
+	clear(e.gbytes)
+	clear(e.coreN)
+	clear(e.tsFrags) // drop payload references for the garbage collector
+	e.tsFrags = e.tsFrags[:0]
+	e.prev, e.next = nil, nil
+}

@@ -1,0 +1,61 @@
+package builder
+
+// Discard reasons: the keys of Ledger.Discarded.
+const (
+	ReasonDuplicate     = "duplicate"      // same source, same event id (timeslice: same timestamp) seen before; first wins
+	ReasonLate          = "late"           // its event (timeslice) was already emitted
+	ReasonUnknownSource = "unknown_source" // source id not in Config.Groups
+	ReasonCancelled     = "cancelled"      // the caller's context ended while adding blocked
+	ReasonClosed        = "closed"         // offered after Close
+)
+
+// reason indexes the fixed discard counters, so that counting a discard on
+// the hot path is an array increment, not a map update.
+type reason uint8
+
+const (
+	rDuplicate reason = iota
+	rLate
+	rUnknownSource
+	rCancelled
+	rClosed
+	nReasons
+)
+
+var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed}
+
+// Ledger is a consistent snapshot of the builder's counters. Fragments
+// balance at every instant:
+//
+//	FragmentsIn == FragmentsInEvents + FragmentsOpen + Discards()
+//
+// A timeslice overlap copy is not a new fragment: it is counted once, in the
+// timeslice whose core holds it.
+type Ledger struct {
+	FragmentsIn       uint64            // every fragment offered to AddFragment/AddPacket
+	BytesIn           uint64            // their payload bytes
+	FragmentsInEvents uint64            // fragments inside emitted events (batches handed to Batches())
+	FragmentsOpen     uint64            // fragments held in events not yet in a batch
+	Discarded         map[string]uint64 // by reason (Reason* constants); every reason present, 0 when none
+	EventsBuilt       uint64            // events (or timeslices) emitted
+	EventsComplete    uint64            // emitted with every expected source present
+	EventsIncomplete  uint64            // emitted at timeout / flush with missing sources
+	EventsCorrupt     uint64            // with >= 1 CRC mismatch
+	OverlapCopies     uint64            // timeslice mode: fragments also given to the previous timeslice
+	OverlapLate       uint64            // timeslice mode: overlap copies not made, the previous timeslice was already emitted
+	BatchesBuilt      uint64            // record batches assembled
+}
+
+// Balanced reports whether FragmentsIn == FragmentsInEvents + FragmentsOpen + Discards().
+func (l Ledger) Balanced() bool {
+	return l.FragmentsIn == l.FragmentsInEvents+l.FragmentsOpen+l.Discards()
+}
+
+// Discards is the sum of Discarded over every reason.
+func (l Ledger) Discards() uint64 {
+	var s uint64
+	for _, v := range l.Discarded {
+		s += v
+	}
+	return s
+}
