@@ -29,7 +29,8 @@ const DetectBytes = 64 << 10
 // accepts with its unassigned bits zero and version below 2, and either the
 // next frame's header (when head holds it) agreeing on legacy flag, frame
 // length, reference epoch, version and EDV, or, when head ends before it, a
-// non-legacy header whose EDV words were checked (EDV 0 zeros or a sync).
+// header whose EDV carries a sync word (1, 2, 3, 4, 0xAB): a lone legacy or
+// EDV 0 header is too weak a sign (zeros pass it).
 func Detect(head []byte) string {
 	if _, err := DecodeMark5BHeader(head); err == nil {
 		if len(head) < Mark5BFrameSize+4 || binary.LittleEndian.Uint32(head[Mark5BFrameSize:]) == Mark5BSync {
@@ -42,8 +43,8 @@ func Detect(head []byte) string {
 	}
 	next := h.FrameBytes()
 	if len(head) < next+h.Size() {
-		known := h.EDV == EDVNone || h.EDV == EDVSampleRate || h.EDV == EDVALMA || h.EDV == EDVVLBA || h.EDV == EDVMulti || h.EDV == EDVMark5B
-		if !h.Legacy && known {
+		synced := h.EDV == EDVSampleRate || h.EDV == EDVALMA || h.EDV == EDVVLBA || h.EDV == EDVMulti || h.EDV == EDVMark5B
+		if !h.Legacy && synced {
 			return FormatVDIF
 		}
 		return ""
