@@ -1,0 +1,207 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Outcome is the replay trigger chain's decision on one deferred event.
+type Outcome struct {
+	Decision schemas.Decision // accept, reject, or defer (keep it deferred)
+	Lines    uint64           // trigger lines that fired
+	Stage    string           // the deciding stage
+	Reason   string           // why (for defer: why it stays deferred)
+}
+
+// CommitAck reports one replay commit.
+type CommitAck struct {
+	Ack
+	Accepted int // events moved to the accepted stream
+	Rejected int // events removed
+	Kept     int // events left deferred (with the new stage and reason)
+}
+
+// Ledger counts the outcomes of every replay commit since the store was
+// created; it is updated in the same transaction as the events it counts,
+// so it can be checked against the streams after any crash.
+type Ledger struct {
+	Accepted uint64 // deferred events accepted by replay
+	Rejected uint64 // deferred events rejected (removed) by replay
+	Kept     uint64 // outcomes that kept an event deferred
+}
+
+const ledgerSize = 24
+
+func parseLedger(b []byte) (Ledger, error) {
+	if len(b) != ledgerSize {
+		return Ledger{}, schemas.Errorf("store ledger", "ledger", 0, schemas.ErrTruncated, "%d bytes, want %d", len(b), ledgerSize)
+	}
+	return Ledger{
+		Accepted: binary.LittleEndian.Uint64(b),
+		Rejected: binary.LittleEndian.Uint64(b[8:]),
+		Kept:     binary.LittleEndian.Uint64(b[16:]),
+	}, nil
+}
+
+func (l Ledger) encode() []byte {
+	b := make([]byte, 0, ledgerSize)
+	b = binary.LittleEndian.AppendUint64(b, l.Accepted)
+	b = binary.LittleEndian.AppendUint64(b, l.Rejected)
+	return binary.LittleEndian.AppendUint64(b, l.Kept)
+}
+
+func readLedger(txn *badger.Txn) (Ledger, error) {
+	item, err := txn.Get(metaLedgerKey)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Ledger{}, nil
+	}
+	if err != nil {
+		return Ledger{}, err
+	}
+	var l Ledger
+	err = item.Value(func(v []byte) error {
+		l, err = parseLedger(v)
+		return err
+	})
+	return l, err
+}
+
+// Ledger returns the replay ledger.
+func (s *Store) Ledger() (Ledger, error) {
+	var l Ledger
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		l, err = readLedger(txn)
+		return err
+	})
+	return l, err
+}
+
+// Commit applies the replay outcomes of a batch read from the deferred
+// stream (outcomes[i] for row i) in ONE badger transaction: accepted events
+// are written to the accepted stream (status gains StatusReplayed) and
+// removed from the deferred stream, rejected events are removed, events
+// deferred again are rewritten in place with the new stage and reason, and
+// the ledger is updated. A badger transaction is applied entirely or not
+// at all after a crash (its entries carry a commit mark in the logs), which
+// a WriteBatch — split into several transactions when large — does not
+// promise; so a replay killed at any point and restarted processes every
+// deferred event exactly once: a batch either was committed (its events are
+// gone from the deferred stream) or is read again. An event no longer in
+// the deferred stream makes the whole commit fail with ErrAlreadyCommitted.
+// Batches must fit one transaction (badger's limit is 15 % of the memtable
+// size in keys and pointers, thousands of events); the durability is the
+// store's SyncPolicy, as for Put.
+func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
+	if s.closed.Load() {
+		return CommitAck{}, ErrClosed
+	}
+	if b.Stream != Deferred {
+		return CommitAck{}, fmt.Errorf("store commit: batch is from the %s stream, not deferred", b.Stream)
+	}
+	ev := b.Events
+	if len(outcomes) != ev.Len() {
+		return CommitAck{}, fmt.Errorf("store commit: %d outcomes for %d events", len(outcomes), ev.Len())
+	}
+	start := time.Now()
+	var ca CommitAck
+	size := 0
+	for i := range outcomes {
+		o := &outcomes[i]
+		m := RowMeta{Decision: o.Decision, Lines: o.Lines, Stage: o.Stage, Reason: o.Reason}
+		if err := validateMeta(&m); err != nil {
+			return ca, fmt.Errorf("store commit: row %d: %w", i, err)
+		}
+		switch o.Decision {
+		case schemas.DecisionAccept, schemas.DecisionDefer:
+			size += KeySize + encodedSize(ev, i, &m)
+		case schemas.DecisionReject:
+		default:
+			return ca, fmt.Errorf("store commit: row %d (run %d event %d): no decision", i, ev.Run(i), ev.EventID(i))
+		}
+	}
+	if size > 0 {
+		if err := s.guard.admit(uint64(size), s.m); err != nil {
+			s.m.refused.Inc()
+			return ca, err
+		}
+	}
+	buf := make([]byte, 0, size)
+	var acceptedBytes int64
+	apply := func(txn *badger.Txn) error {
+		ca = CommitAck{}
+		acceptedBytes = 0
+		buf = buf[:0]
+		led, err := readLedger(txn)
+		if err != nil {
+			return err
+		}
+		for i := range outcomes {
+			o := &outcomes[i]
+			k := Key{Run: ev.Run(i), EventID: ev.EventID(i)}
+			dk := appendKey(nil, Deferred, k)
+			if _, err := txn.Get(dk); errors.Is(err, badger.ErrKeyNotFound) {
+				return fmt.Errorf("run %d event %d: %w", k.Run, k.EventID, ErrAlreadyCommitted)
+			} else if err != nil {
+				return err
+			}
+			m := RowMeta{Decision: o.Decision, Lines: o.Lines, Stage: o.Stage, Reason: o.Reason}
+			switch o.Decision {
+			case schemas.DecisionAccept:
+				k0 := len(buf)
+				buf = appendKey(buf, Accepted, k)
+				v0 := len(buf)
+				buf = appendValue(buf, ev, i, &m, ev.Status(i)|schemas.StatusReplayed)
+				if err := txn.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
+					return err
+				}
+				acceptedBytes += int64(len(buf) - v0)
+				if err := txn.Delete(dk); err != nil {
+					return err
+				}
+				ca.Accepted++
+			case schemas.DecisionReject:
+				if err := txn.Delete(dk); err != nil {
+					return err
+				}
+				ca.Rejected++
+			case schemas.DecisionDefer:
+				v0 := len(buf)
+				buf = appendValue(buf, ev, i, &m, ev.Status(i))
+				if err := txn.Set(dk, buf[v0:len(buf):len(buf)]); err != nil {
+					return err
+				}
+				ca.Kept++
+			}
+		}
+		led.Accepted += uint64(ca.Accepted)
+		led.Rejected += uint64(ca.Rejected)
+		led.Kept += uint64(ca.Kept)
+		return txn.Set(metaLedgerKey, led.encode())
+	}
+	// A concurrent Put of the same deferred event conflicts with the
+	// transaction's reads; the transaction is then simply run again.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.db.Update(apply); !errors.Is(err, badger.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return CommitAck{}, fmt.Errorf("store commit: %w", err)
+	}
+	ack, err := s.written(ev.Len(), acceptedBytes)
+	ca.Ack = ack
+	if err != nil {
+		return ca, fmt.Errorf("store commit: %w", err)
+	}
+	s.m.written(Accepted, ca.Accepted, acceptedBytes, time.Since(start))
+	s.m.removed.WithLabelValues("accepted").Add(float64(ca.Accepted))
+	s.m.removed.WithLabelValues("rejected").Add(float64(ca.Rejected))
+	return ca, nil
+}

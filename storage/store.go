@@ -1,0 +1,418 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// SyncPolicy says when written events are made durable (fsync'ed).
+type SyncPolicy int
+
+const (
+	// SyncEveryBatch: Put and Commit flush and fsync before returning, so
+	// their Ack is durable against power loss as well as process death.
+	SyncEveryBatch SyncPolicy = iota
+	// SyncInterval: a background loop fsyncs every Options.SyncInterval;
+	// WaitDurable blocks until an Ack's sequence number has been covered.
+	SyncInterval
+	// SyncNever: writes are flushed into badger's memory-mapped logs before
+	// Put returns (they survive the death of the process, not of the
+	// machine); the operating system writes them back when it likes.
+	SyncNever
+)
+
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncEveryBatch:
+		return "batch"
+	case SyncInterval:
+		return "interval"
+	case SyncNever:
+		return "never"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", int(p))
+}
+
+// ParseSyncPolicy parses "batch", "interval" or "never".
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	for _, p := range []SyncPolicy{SyncEveryBatch, SyncInterval, SyncNever} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sync policy %q (want batch, interval or never)", s)
+}
+
+// Options configure a Store. Zero fields take the documented defaults.
+type Options struct {
+	Dir          string        // store directory; created if missing
+	ReadOnly     bool          // open for stat/ls/export only (no writes, no GC)
+	Sync         SyncPolicy    // default SyncEveryBatch
+	SyncInterval time.Duration // for SyncInterval; default 100 ms
+
+	// Disk budget, checked before every write batch (see budget.go).
+	MinFreeBytes  uint64        // free bytes to leave on the file system; default 1 GiB
+	MaxStoreBytes uint64        // bytes the store's files may occupy; 0 = no limit
+	GuardInterval time.Duration // re-check period while writes are refused; default 1 s
+
+	// Value-log GC (see gc.go): every GCInterval, RunValueLogGC(GCDiscardRatio)
+	// until nothing is left to rewrite. 0 disables the background loop.
+	GCInterval     time.Duration
+	GCDiscardRatio float64 // default 0.5
+
+	// Badger sizing; defaults suit a 2-core node with 100 kB events.
+	MemTableSize     int64 // default 64 MiB
+	ValueLogFileSize int64 // default 256 MiB; badger accepts 1 MiB … 2 GiB
+	ValueThreshold   int64 // values of at least this size go to the value log; default 1 KiB
+
+	// Registerer receives the store's metrics; nil: no metrics.
+	Registerer prometheus.Registerer
+
+	// statfs is unix.Statfs, replaced in tests to simulate a full disk.
+	statfs func(path string, st *unix.Statfs_t) error
+}
+
+func (o *Options) defaults() {
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = 100 * time.Millisecond
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 1 << 30
+	}
+	if o.GuardInterval <= 0 {
+		o.GuardInterval = time.Second
+	}
+	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
+		o.GCDiscardRatio = 0.5
+	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = 64 << 20
+	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = 256 << 20
+	}
+	if o.ValueThreshold <= 0 {
+		o.ValueThreshold = 1 << 10
+	}
+	if o.statfs == nil {
+		o.statfs = unix.Statfs
+	}
+}
+
+// badgerOptions maps Options onto badger's. Events belong in the value log
+// (ValueThreshold 1 KiB): kept in the LSM tree, 100 kB values cost a WAL
+// write, L0 flushes and compactions (6 % of raw disk speed, 6 GiB RSS in
+// CALIBRATION.md). Detector payloads do not compress, so compression is
+// off and the block cache (only needed for compressed or encrypted tables)
+// is small; two compactors match two cores.
+func badgerOptions(o *Options) badger.Options {
+	return badger.DefaultOptions(o.Dir).
+		WithReadOnly(o.ReadOnly).
+		WithLoggingLevel(badger.WARNING).
+		WithValueThreshold(o.ValueThreshold).
+		WithNumCompactors(2).
+		WithCompression(options.None).
+		WithBlockCacheSize(8 << 20).
+		WithMemTableSize(o.MemTableSize).
+		WithNumMemtables(3).
+		WithNumLevelZeroTables(5).
+		WithNumLevelZeroTablesStall(15).
+		WithValueLogFileSize(o.ValueLogFileSize).
+		WithNumGoroutines(4).
+		WithSyncWrites(false) // durability is the SyncPolicy's job, per batch
+}
+
+// Store is the node's event store: the accepted and deferred streams in one
+// badger database, keyed (stream, run, event id). Put and Commit may be
+// called from different goroutines; Puts are serialized.
+type Store struct {
+	opts   Options
+	db     *badger.DB
+	schema atomic.Pointer[storeSchema]
+	guard  *guard
+	m      *metrics
+
+	wmu   sync.Mutex // serializes Put (the arena, the schema record)
+	arena []byte     // encoded keys and values of the current Put, reused
+
+	seq     atomic.Uint64 // sequence number of the last flushed write
+	durable atomic.Uint64 // highest sequence number known durable
+	dmu     sync.Mutex
+	dcond   *sync.Cond // broadcast when durable advances or the store closes
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Ack reports what a Put or Commit made durable.
+type Ack struct {
+	Events  int    // events written
+	Bytes   int64  // encoded value bytes written
+	Seq     uint64 // sequence number of this write, for WaitDurable
+	Durable bool   // true if durable under the sync policy already
+}
+
+// Open opens (or creates) the store in opts.Dir. A store whose schema
+// record names another value encoding version is refused (ErrStoreVersion).
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("store: no directory")
+	}
+	opts.defaults()
+	db, err := badger.Open(badgerOptions(&opts))
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
+	}
+	s := &Store{opts: opts, db: db, stop: make(chan struct{})}
+	s.dcond = sync.NewCond(&s.dmu)
+	if err := s.loadSchema(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.guard = newGuard(opts.Dir, opts.MinFreeBytes, opts.MaxStoreBytes, opts.statfs)
+	if s.m, err = newMetrics(opts.Registerer); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: metrics: %w", opts.Dir, err)
+	}
+	if !opts.ReadOnly {
+		s.guard.refresh(s.m)
+		s.wg.Add(1)
+		go s.background()
+	}
+	return s, nil
+}
+
+func (s *Store) loadSchema() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(metaSchemaKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			ss, err := parseStoreSchema(s.opts.Dir, v)
+			if err == nil {
+				s.schema.Store(ss)
+			}
+			return err
+		})
+	})
+}
+
+// Close stops the background loops, makes every acknowledged write durable
+// (unless the policy is SyncNever) and closes the database.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	s.wg.Wait()
+	var err error
+	if !s.opts.ReadOnly && s.opts.Sync != SyncNever {
+		err = s.db.Sync()
+		if err == nil {
+			s.markDurable(s.seq.Load())
+		}
+	}
+	s.dmu.Lock()
+	s.dcond.Broadcast()
+	s.dmu.Unlock()
+	s.m.unregister()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.opts.Dir }
+
+// Put writes every row of batch to stream, with rows[i] the trigger
+// metadata of row i (len(rows) == batch.Len()). Rows are written with one
+// badger WriteBatch; an event already stored under the same (run, event id)
+// is replaced. The first Put fixes the store's schema; later batches must
+// have the same mode and source groups (ErrSchemaMismatch). Put refuses the
+// whole batch with a *DiskBudgetError (ErrDiskBudget) when the disk budget
+// would be passed. On success every row is in the store; Ack.Durable says
+// whether it is durable yet (see SyncPolicy and WaitDurable).
+func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (Ack, error) {
+	if s.closed.Load() {
+		return Ack{}, ErrClosed
+	}
+	if !stream.valid() {
+		return Ack{}, fmt.Errorf("store put: invalid stream %d", stream)
+	}
+	if len(rows) != batch.Len() {
+		return Ack{}, fmt.Errorf("store put: %d row metadata for %d events", len(rows), batch.Len())
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	start := time.Now()
+	newSchema, err := s.checkSchema(batch)
+	if err != nil {
+		return Ack{}, err
+	}
+	size := 0
+	for i := range rows {
+		if err := validateMeta(&rows[i]); err != nil {
+			return Ack{}, fmt.Errorf("store put: row %d: %w", i, err)
+		}
+		size += KeySize + encodedSize(batch, i, &rows[i])
+	}
+	if err := s.guard.admit(uint64(size), s.m); err != nil {
+		s.m.refused.Inc()
+		return Ack{}, err
+	}
+	// The arena holds every key and value until Flush returns: a
+	// WriteBatch keeps references, not copies, until its commit.
+	if cap(s.arena) < size {
+		s.arena = make([]byte, 0, size)
+	}
+	buf := s.arena[:0]
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	if newSchema != nil {
+		if err := wb.Set(metaSchemaKey, newSchema); err != nil {
+			return Ack{}, fmt.Errorf("store put: %w", err)
+		}
+	}
+	for i := range rows {
+		k0 := len(buf)
+		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
+		v0 := len(buf)
+		buf = appendValue(buf, batch, i, &rows[i], batch.Status(i))
+		if err := wb.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
+			return Ack{}, fmt.Errorf("store put: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return Ack{}, fmt.Errorf("store put: %w", err)
+	}
+	if newSchema != nil {
+		ss, _ := parseStoreSchema(s.opts.Dir, newSchema)
+		s.schema.Store(ss)
+	}
+	ack, err := s.written(len(rows), int64(size-KeySize*len(rows)))
+	if err != nil {
+		return ack, fmt.Errorf("store put: %w", err)
+	}
+	s.m.written(stream, ack.Events, ack.Bytes, time.Since(start))
+	return ack, nil
+}
+
+// checkSchema returns the encoded schema record to write when the store
+// has none yet, or an error if batch does not match the stored schema.
+func (s *Store) checkSchema(batch *schemas.EventBatch) ([]byte, error) {
+	if ss := s.schema.Load(); ss != nil {
+		return nil, ss.matches(batch)
+	}
+	return encodeStoreSchema(newStoreSchema(batch.Mode, batch.Groups))
+}
+
+// written records a flushed write: gives it a sequence number and, under
+// SyncEveryBatch, fsyncs the logs.
+func (s *Store) written(events int, bytes int64) (Ack, error) {
+	seq := s.seq.Add(1)
+	ack := Ack{Events: events, Bytes: bytes, Seq: seq}
+	switch s.opts.Sync {
+	case SyncEveryBatch:
+		// A bare db.Sync does not cover an async WriteBatch still pending;
+		// callers have flushed before coming here.
+		if err := s.db.Sync(); err != nil {
+			return ack, err
+		}
+		s.markDurable(seq)
+		ack.Durable = true
+	case SyncNever:
+		s.markDurable(seq)
+		ack.Durable = true
+	}
+	return ack, nil
+}
+
+func (s *Store) markDurable(seq uint64) {
+	s.dmu.Lock()
+	if seq > s.durable.Load() {
+		s.durable.Store(seq)
+	}
+	s.dcond.Broadcast()
+	s.dmu.Unlock()
+}
+
+// WaitDurable blocks until the write with sequence number seq (Ack.Seq) is
+// durable under the sync policy, ctx is done, or the store is closed.
+func (s *Store) WaitDurable(ctx context.Context, seq uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.dmu.Lock()
+		s.dcond.Broadcast()
+		s.dmu.Unlock()
+	})
+	defer stop()
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	for s.durable.Load() < seq {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		s.dcond.Wait()
+	}
+	return nil
+}
+
+// background runs the interval fsync, the disk-budget re-check and the
+// value-log GC until Close.
+func (s *Store) background() {
+	defer s.wg.Done()
+	never := make(<-chan time.Time)
+	syncC, gcC := never, never
+	if s.opts.Sync == SyncInterval {
+		t := time.NewTicker(s.opts.SyncInterval)
+		defer t.Stop()
+		syncC = t.C
+	}
+	if s.opts.GCInterval > 0 {
+		t := time.NewTicker(s.opts.GCInterval)
+		defer t.Stop()
+		gcC = t.C
+	}
+	guardT := time.NewTicker(s.opts.GuardInterval)
+	defer guardT.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-syncC:
+			// Everything flushed up to seq is in the logs; one fsync makes
+			// all of it durable.
+			seq := s.seq.Load()
+			if seq > s.durable.Load() {
+				if err := s.db.Sync(); err != nil {
+					s.m.syncErrors.Inc()
+				} else {
+					s.markDurable(seq)
+				}
+			}
+		case <-guardT.C:
+			s.guard.refresh(s.m)
+		case <-gcC:
+			s.RunGC()
+		}
+	}
+}
