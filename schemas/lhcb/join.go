@@ -30,10 +30,12 @@ func NewJoiner() *Joiner { return &Joiner{frags: map[uint32][]byte{}, cursor: ma
 // MDF events, with a freshly computed size and checksum. Errors are
 // *schemas.DecodeError whose Field names the fragment and whose Offset is
 // the offset in that fragment's payload: the header fragment is missing or
-// malformed (ErrTruncated, header errors), a bank the header fragment lists
-// is missing (ErrInconsistent, e.g. an incomplete event), a bank is not of
-// the source whose fragment holds it, or a fragment holds banks the header
-// fragment does not list (ErrInconsistent).
+// malformed (ErrTruncated, DecodeHeader's errors), a bank the header
+// fragment lists is missing (ErrInconsistent, e.g. an incomplete event), a
+// bank is malformed (DecodeBank's errors), is not of the source whose
+// fragment holds it, a fragment holds banks the header fragment does not
+// list, or the banks do not make the record size the header gives
+// (ErrInconsistent).
 func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	clear(j.frags)
 	clear(j.cursor)
@@ -83,6 +85,9 @@ func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error)
 		if id != HeaderSource && j.cursor[id] < len(p) {
 			return dst, schemas.Errorf(formatJoin, fmt.Sprintf("fragment of source %#x", id), int64(j.cursor[id]), schemas.ErrInconsistent, "event %d: %d bytes of banks the header fragment does not list", eb.EventID(i), len(p)-j.cursor[id])
 		}
+	}
+	if int(h.Size) != hl+len(j.body) {
+		return dst, schemas.Errorf(formatJoin, "header fragment", 0, schemas.ErrInconsistent, "event %d: the header gives a %d-byte record, the banks make %d", eb.EventID(i), h.Size, hl+len(j.body))
 	}
 	return AppendRecord(dst, h, j.body, j.Level)
 }

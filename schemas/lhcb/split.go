@@ -32,7 +32,8 @@ import (
 //	| off  | size | field                                                     |
 //	|------|------|-----------------------------------------------------------|
 //	|    0 |    H | the MDF header of the event's record (H = HeaderLen of    |
-//	|      |      | its version; size, checksum, compression as stored)       |
+//	|      |      | its version), normalized to the uncompressed event: size  |
+//	|      |      | = H + body bytes, checksum 0, compression 0               |
 //	|    H |    4 | n: banks in the event (u32)                               |
 //	|  H+4 |   4n | sluice source id of bank i, i in body order (u32 each)    |
 //
@@ -181,7 +182,9 @@ func (s *Splitter) Split(dst []schemas.Fragment, h *Header, body []byte, index u
 
 	// Build the header fragment and the concatenations of scattered banks
 	// in s.buf, remembering spans, then slice s.buf once it stops growing.
-	s.buf = appendHeader(s.buf[:0], h)
+	hh := *h
+	hh.Size, hh.Checksum, hh.Compression = uint32(h.Len()+len(body)), 0, 0
+	s.buf = appendHeader(s.buf[:0], &hh)
 	s.buf = binary.LittleEndian.AppendUint32(s.buf, uint32(len(s.banks)))
 	for bi := range s.banks {
 		s.buf = binary.LittleEndian.AppendUint32(s.buf, s.banks[bi].Key())
