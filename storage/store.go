@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,6 +174,11 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.New("store: no directory")
 	}
 	opts.defaults()
+	if !opts.ReadOnly {
+		if err := removeEmptyLogs(opts.Dir); err != nil {
+			return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
+		}
+	}
 	db, err := badger.Open(badgerOptions(&opts))
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
@@ -192,6 +200,32 @@ func Open(opts Options) (*Store, error) {
 		go s.background()
 	}
 	return s, nil
+}
+
+// removeEmptyLogs deletes zero-length memtable (.mem) and value-log (.vlog)
+// files. A process killed between creating such a file and sizing it
+// leaves one behind, and badger v4.9.6 then refuses to open the directory
+// ("while opening fid: N err: Create a new file"). An empty file holds no
+// entry, so nothing is lost; seen in TestReplayKilled.
+func removeEmptyLogs(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if ext := filepath.Ext(e.Name()); ext != ".mem" && ext != ".vlog" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Store) loadSchema() error {
