@@ -99,8 +99,8 @@ func replayOutcomes(ev *schemas.EventBatch) []Outcome {
 // which exits the child with a non-zero status and a message.
 type testingStub struct{ testing.TB }
 
-func (testingStub) Helper()                       {}
-func (testingStub) Fatal(args ...any)             { panic(fmt.Sprint(args...)) }
+func (testingStub) Helper()                      {}
+func (testingStub) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
 func (testingStub) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 
 // child starts this binary in role on dir and returns it with its stdout.
