@@ -153,34 +153,45 @@ func frdSizeOffset(version uint16) int {
 	return 16
 }
 
-// DecodeFRD decodes the FRD event at the start of b, verifies its checksum
-// and returns it with the bytes it occupies (header, data and padding).
-// Data aliases b. Errors: *schemas.DecodeError wrapping ErrTruncated,
-// ErrBadVersion (a version other than 3..6, including the legacy v1/v2 that
-// no current writer produces) or ErrCRCMismatch (returned with the decoded
-// event, so that a caller may keep it and flag it).
-func DecodeFRD(b []byte) (FRDEvent, int, error) {
+// DecodeFRDHeader decodes only the FRD header at the start of b and
+// returns the event without its data (Data nil, checksum not verified), the
+// header size and eventSize, the bytes of FED data that follow the header
+// (then Padding bytes for v3/v4). Errors: *schemas.DecodeError wrapping
+// ErrTruncated or ErrBadVersion (a version other than 3..6, including the
+// legacy v1/v2 that no current writer produces).
+func DecodeFRDHeader(b []byte) (e FRDEvent, headerSize int, dataSize uint32, err error) {
 	if len(b) < 4 {
-		return FRDEvent{}, 0, schemas.Errorf(frdFormat, "header.version", 0, schemas.ErrTruncated, "need 4 bytes, have %d", len(b))
+		return FRDEvent{}, 0, 0, schemas.Errorf(frdFormat, "header.version", 0, schemas.ErrTruncated, "need 4 bytes, have %d", len(b))
 	}
 	version, flags, ok := frdVersion(b)
 	if !ok {
-		return FRDEvent{}, 0, schemas.Errorf(frdFormat, "header.version", 0, schemas.ErrBadVersion, "want %d..%d, have 0x%08x", FRDMinVersion, FRDMaxVersion, binary.LittleEndian.Uint32(b))
+		return FRDEvent{}, 0, 0, schemas.Errorf(frdFormat, "header.version", 0, schemas.ErrBadVersion, "want %d..%d, have 0x%08x", FRDMinVersion, FRDMaxVersion, binary.LittleEndian.Uint32(b))
 	}
 	hs := FRDHeaderSize(version)
 	if len(b) < hs {
-		return FRDEvent{}, 0, schemas.Errorf(frdFormat, "header", 0, schemas.ErrTruncated, "v%d header needs %d bytes, have %d", version, hs, len(b))
+		return FRDEvent{}, 0, 0, schemas.Errorf(frdFormat, "header", 0, schemas.ErrTruncated, "v%d header needs %d bytes, have %d", version, hs, len(b))
 	}
-	e := decodeFRDHeader(b, version, flags)
-	size := uint64(binary.LittleEndian.Uint32(b[frdSizeOffset(version):]))
-	end := uint64(hs) + size + uint64(e.Padding)
+	return decodeFRDHeader(b, version, flags), hs, binary.LittleEndian.Uint32(b[frdSizeOffset(version):]), nil
+}
+
+// DecodeFRD decodes the FRD event at the start of b, verifies its checksum
+// and returns it with the bytes it occupies (header, data and padding).
+// Data aliases b. Errors: those of DecodeFRDHeader, ErrTruncated for data
+// or padding past the end of b, and ErrCRCMismatch (returned with the
+// decoded event, so that a caller may keep it and flag it).
+func DecodeFRD(b []byte) (FRDEvent, int, error) {
+	e, hs, size, err := DecodeFRDHeader(b)
+	if err != nil {
+		return FRDEvent{}, 0, err
+	}
+	end := uint64(hs) + uint64(size) + uint64(e.Padding)
 	if end > uint64(len(b)) {
 		return FRDEvent{}, 0, schemas.Errorf(frdFormat, "data", int64(hs), schemas.ErrTruncated, "eventSize %d + paddingSize %d need %d bytes, have %d", size, e.Padding, end, len(b))
 	}
 	dataEnd := hs + int(size)
 	e.Data = b[hs:dataEnd:dataEnd]
-	if got := FRDChecksum(version, e.Data); got != e.Checksum {
-		return e, int(end), schemas.Errorf(frdFormat, "header.checksum", int64(hs-4), schemas.ErrCRCMismatch, "%s stored 0x%08x, computed 0x%08x", checksumName(version), e.Checksum, got)
+	if got := FRDChecksum(e.Version, e.Data); got != e.Checksum {
+		return e, int(end), schemas.Errorf(frdFormat, "header.checksum", int64(hs-4), schemas.ErrCRCMismatch, "%s stored 0x%08x, computed 0x%08x", checksumName(e.Version), e.Checksum, got)
 	}
 	return e, int(end), nil
 }
