@@ -37,68 +37,73 @@ type Node struct {
 
 // Input is one readout input. URI schemes: shm://NAME (a shared-memory
 // readout ring under /dev/shm), tcp://HOST:PORT and udp://HOST:PORT (listen
-// addresses), file://PATH (a file of native multi-fragment packets, or any
-// format the splitters know, read once). With Emulator set, the node also
-// runs an embedded readout emulator that writes to URI, as `sluice readout
-// --to URI` would.
+// addresses; udp://...?format=vtp for VDIF over VTP), file://PATH (a file of
+// native multi-fragment packets, read once). With Emulator set, the node
+// also runs an embedded readout emulator that writes to URI, as `sluice
+// readout --to URI` would. Zero values take the readout package's defaults.
 type Input struct {
 	URI string `yaml:"uri"`
-	// Format of a file:// input or of UDP datagrams: "auto" (detected from
-	// the bytes), "mfp" (native packets), "mdf", "vdif", "vtp" (VDIF over
-	// the VDIF Transport Protocol). Default "auto" ("mfp" for shm and tcp).
-	Format string `yaml:"format"`
-	// ReorderWindow is the UDP reordering window in packets (default 64).
-	ReorderWindow int `yaml:"reorder_window"`
-	// LatencyBudget is how long a UDP input waits for a missing packet
-	// before counting it lost (default 10ms).
+	// CreditWindow is what a TCP input grants each connection (bytes); a
+	// sender never has more in flight, and no packet may be larger.
+	CreditWindow ByteSize `yaml:"credit_window"`
+	// SocketBuffer is the SO_RCVBUF requested for TCP and UDP sockets.
+	SocketBuffer ByteSize `yaml:"socket_buffer"`
+	// ReorderWindow (UDP, datagrams) and LatencyBudget: a missing sequence
+	// number is counted lost when a datagram ReorderWindow past it arrives
+	// or when the datagram after it has waited LatencyBudget.
+	ReorderWindow int           `yaml:"reorder_window"`
 	LatencyBudget time.Duration `yaml:"latency_budget"`
-	// Credits is what a TCP input grants each connection (bytes) before the
-	// sender must wait; it bounds the bytes in flight per connection
-	// (default 16MiB).
-	Credits ByteSize `yaml:"credits"`
-	// RingSize is the data region of a shm ring the embedded emulator
-	// creates (default 64MiB).
-	RingSize ByteSize  `yaml:"ring_size"`
-	Emulator *Emulator `yaml:"emulator"`
+	// ExpectStreams (TCP, UDP): the input ends once this many senders ended
+	// their stream cleanly (0: it runs until the run drains).
+	ExpectStreams int       `yaml:"expect_streams"`
+	Emulator      *Emulator `yaml:"emulator"`
 }
 
 // Emulator configures an embedded readout emulator (the `sluice readout`
 // options): synthetic detector-like events, or the events of a real file
-// replayed Loop times with event ids shifted so they stay unique.
+// replayed Loop times with event ids shifted so they stay unique. Zero
+// values take the emulator's defaults.
 type Emulator struct {
-	From          string        `yaml:"from"`           // file to replay (MDF, MEP, VDIF, native MFP); empty = synthetic
-	Loop          int           `yaml:"loop"`           // file mode: replay the file this many times (default 1)
-	Events        uint64        `yaml:"events"`         // synthetic: events to send (0 = until Duration, or until stopped)
-	Duration      time.Duration `yaml:"duration"`       // synthetic: stop after this long (0 = no limit)
-	Rate          float64       `yaml:"rate"`           // events per second (0 = as fast as the node takes them)
-	Sources       string        `yaml:"sources"`        // synthetic: source ids sent, a source list (default: every configured source)
-	Packing       int           `yaml:"packing"`        // fragments per multi-fragment packet (default 1)
-	FragmentSize  SizeDist      `yaml:"fragment_size"`  // synthetic payload size distribution
-	Faults        Faults        `yaml:"faults"`         // fault injection probabilities
-	Seed          int64         `yaml:"seed"`           // random seed (default 1) so runs are reproducible
-	FirstEventID  uint64        `yaml:"first_event_id"` // synthetic: first event id (default 0)
-	ThrottleLimit time.Duration `yaml:"throttle_limit"` // give up when the node applies backpressure this long without pause (0 = never)
+	From     string        `yaml:"from"`     // file to replay (MDF, MEP, VDIF, native MFP); empty = synthetic
+	Loop     int           `yaml:"loop"`     // file mode: replay the file this many times (default 1)
+	Events   uint64        `yaml:"events"`   // synthetic: events to send (0 = until Duration; both 0: 1000)
+	Duration time.Duration `yaml:"duration"` // synthetic: stop after this long (0 = no limit)
+	Rate     float64       `yaml:"rate"`     // events per second (0 = as fast as the node takes them)
+	// Sources are the synthetic source ids sent (a source list); empty: the
+	// configured source groups, whose names choose the payload kind
+	// (calorimeter towers for ecal/hcal, muon candidates for muon, ...).
+	Sources      string   `yaml:"sources"`
+	Packing      int      `yaml:"packing"`        // fragments per multi-fragment packet (default 1)
+	FragmentSize SizeDist `yaml:"fragment_size"`  // synthetic payload sizes
+	Faults       Faults   `yaml:"faults"`         // fault injection probabilities
+	Seed         uint64   `yaml:"seed"`           // payload content and fault draws
+	FirstEventID uint64   `yaml:"first_event_id"` // synthetic: first event id
+	Connections  int      `yaml:"connections"`    // tcp: sender connections (default min(sources, 4))
+	RingSize     ByteSize `yaml:"ring_size"`      // shm: data region of the ring it creates (default 64MiB)
+	SocketBuffer ByteSize `yaml:"socket_buffer"`  // tcp/udp: SO_SNDBUF
 }
 
 // SizeDist is a fragment payload size distribution in bytes.
 type SizeDist struct {
 	Dist  string   `yaml:"dist"`  // "fixed" (default), "uniform" or "lognormal"
-	Mean  ByteSize `yaml:"mean"`  // fixed size, or mean (default 1KiB)
+	Mean  ByteSize `yaml:"mean"`  // fixed: the size; lognormal: the mean (default 128)
 	Min   ByteSize `yaml:"min"`   // uniform: lower bound
-	Max   ByteSize `yaml:"max"`   // uniform: upper bound; lognormal: clamp
-	Sigma float64  `yaml:"sigma"` // lognormal: sigma of the underlying normal (default 0.5)
+	Max   ByteSize `yaml:"max"`   // uniform: upper bound
+	Sigma float64  `yaml:"sigma"` // lognormal: sigma of log(size) (default 0.5)
 }
 
-// Faults are per-fragment (or per-packet) probabilities in [0, 1] of each
-// injected fault; ReorderWindow is in packets.
+// Faults are fault-injection probabilities per packet in [0, 1]. Drop,
+// Duplicate, Corrupt and Truncate exclude each other (their sum is at most
+// 1); Reorder and Stall apply independently.
 type Faults struct {
-	Drop          float64 `yaml:"drop"`
-	Duplicate     float64 `yaml:"duplicate"`
-	Corrupt       float64 `yaml:"corrupt"`
-	Reorder       float64 `yaml:"reorder"`
-	ReorderWindow int     `yaml:"reorder_window"`
-	Truncate      float64 `yaml:"truncate"`
-	Stall         float64 `yaml:"stall"`
+	Drop          float64       `yaml:"drop"`
+	Duplicate     float64       `yaml:"duplicate"`
+	Corrupt       float64       `yaml:"corrupt"`
+	Truncate      float64       `yaml:"truncate"`
+	Reorder       float64       `yaml:"reorder"`
+	Stall         float64       `yaml:"stall"`
+	ReorderWindow int           `yaml:"reorder_window"` // packets (default 8)
+	StallDuration time.Duration `yaml:"stall_duration"` // default 10ms
 }
 
 // SourceGroup is one group of expected sources, e.g. a sub-detector.

@@ -46,7 +46,7 @@ func TestDefaultsFilled(t *testing.T) {
 	if s := c.Trigger.Stages[0]; s.Instances != 1 || s.When != WhenOnline || s.Deadline != 10*time.Second {
 		t.Fatalf("stage defaults not applied: %+v", s)
 	}
-	if c.Inputs[0].Format != "auto" || c.Inputs[0].Credits != 16<<20 {
+	if c.Inputs[0].ReorderWindow != 256 || c.Inputs[0].CreditWindow != 8<<20 {
 		t.Fatalf("input defaults not applied: %+v", c.Inputs[0])
 	}
 	g, err := c.Groups()
@@ -94,8 +94,10 @@ inputs:
   - uri: shm://a/b
   - uri: udp://h:99999
   - uri: file://
+  - uri: udp://h:9?format=mdf
+  - uri: udp://h:9?format=vtp
 sources: [{name: a, sources: "1"}]
-`, []string{"inputs[0].uri", "inputs[1].uri", `unknown scheme "http"`, "inputs[2].uri", "inputs[3].uri", "inputs[4].uri"}, 5},
+`, []string{"inputs[0].uri", "inputs[1].uri", `unknown scheme "http"`, "inputs[2].uri", "inputs[3].uri", "inputs[4].uri", "inputs[5].uri"}, 6},
 		{"duplicate input", minimal + "  - uri: tcp://127.0.0.1:7000\n", nil, -1},
 		{"groups", `
 inputs: [{uri: "shm://r"}]
@@ -142,11 +144,13 @@ inputs:
   - uri: file://x.mfp
     emulator: {from: a.mdf, events: 10, loop: -1, packing: 70000, faults: {drop: 2, stall: -0.1}}
   - uri: udp://127.0.0.1:9000
-    emulator: {fragment_size: {dist: uniform, min: 10, max: 5}, sources: "9-1"}
+    emulator: {fragment_size: {dist: uniform, min: 10, max: 5}, sources: "9-1", ring_size: 3MiB, faults: {drop: 0.5, corrupt: 0.6}}
 sources: [{name: a, sources: "1"}]
 `, []string{"inputs[0].emulator: an emulator writes to", "inputs[0].emulator.loop: -1", "inputs[0].emulator.packing: 70000",
 			"inputs[0].emulator.from", "inputs[0].emulator.faults.drop: 2", "inputs[0].emulator.faults.stall: -0.1",
-			"inputs[1].emulator.fragment_size.max: 5", `inputs[1].emulator.sources: "9-1"`}, 8},
+			"inputs[0].emulator.faults: want drop + duplicate + corrupt + truncate <= 1",
+			"inputs[1].emulator.fragment_size.max: 5", `inputs[1].emulator.sources: "9-1"`, "inputs[1].emulator.ring_size: 3MiB",
+			"inputs[1].emulator.faults: want drop"}, 11},
 		{"valid full", minimal + `
 node: {id: n1}
 run: 42

@@ -64,20 +64,17 @@ func (c *Config) fillDefaults() {
 	}
 	for i := range c.Inputs {
 		in := &c.Inputs[i]
-		if in.Format == "" {
-			in.Format = "auto"
+		if in.CreditWindow == 0 {
+			in.CreditWindow = 8 << 20
+		}
+		if in.SocketBuffer == 0 {
+			in.SocketBuffer = 8 << 20
 		}
 		if in.ReorderWindow == 0 {
-			in.ReorderWindow = 64
+			in.ReorderWindow = 256
 		}
 		if in.LatencyBudget == 0 {
-			in.LatencyBudget = 10 * time.Millisecond
-		}
-		if in.Credits == 0 {
-			in.Credits = 16 << 20
-		}
-		if in.RingSize == 0 {
-			in.RingSize = 64 << 20
+			in.LatencyBudget = 20 * time.Millisecond
 		}
 		if e := in.Emulator; e != nil {
 			if e.Loop == 0 {
@@ -86,20 +83,26 @@ func (c *Config) fillDefaults() {
 			if e.Packing == 0 {
 				e.Packing = 1
 			}
-			if e.Seed == 0 {
-				e.Seed = 1
-			}
 			if e.FragmentSize.Dist == "" {
 				e.FragmentSize.Dist = "fixed"
 			}
 			if e.FragmentSize.Mean == 0 {
-				e.FragmentSize.Mean = 1 << 10
+				e.FragmentSize.Mean = 128
 			}
 			if e.FragmentSize.Sigma == 0 {
 				e.FragmentSize.Sigma = 0.5
 			}
 			if e.Faults.ReorderWindow == 0 {
 				e.Faults.ReorderWindow = 8
+			}
+			if e.Faults.StallDuration == 0 {
+				e.Faults.StallDuration = 10 * time.Millisecond
+			}
+			if e.RingSize == 0 {
+				e.RingSize = 64 << 20
+			}
+			if e.SocketBuffer == 0 {
+				e.SocketBuffer = 4 << 20
 			}
 		}
 	}
@@ -122,7 +125,7 @@ func Default() *Config {
 	c := base()
 	c.Inputs = []Input{{
 		URI:      "shm://sluice",
-		Emulator: &Emulator{Events: 100000, Sources: "0-15", FragmentSize: SizeDist{Mean: 4 << 10}},
+		Emulator: &Emulator{Events: 100000, FragmentSize: SizeDist{Mean: 4 << 10}},
 	}}
 	c.Sources = []SourceGroup{{Name: "all", Sources: "0-15"}}
 	c.fillDefaults()

@@ -72,20 +72,20 @@ func (c *Config) validateInputs(ps *problems) {
 			ps.add(p+".uri", in.URI, "want each input once (also inputs[%d])", j)
 		}
 		seen[in.URI] = i
-		if !oneOf(in.Format, "auto", "mfp", "mdf", "vdif", "vtp") {
-			ps.add(p+".format", in.Format, "want one of auto, mfp, mdf, vdif, vtp")
-		}
 		if in.ReorderWindow < 1 || in.ReorderWindow > 1<<16 {
-			ps.add(p+".reorder_window", in.ReorderWindow, "want 1..65536 packets")
+			ps.add(p+".reorder_window", in.ReorderWindow, "want 1..65536 datagrams")
 		}
 		if in.LatencyBudget <= 0 {
-			ps.add(p+".latency_budget", in.LatencyBudget, "want a positive duration such as 10ms")
+			ps.add(p+".latency_budget", in.LatencyBudget, "want a positive duration such as 20ms")
 		}
-		if in.Credits < 64<<10 {
-			ps.add(p+".credits", in.Credits, "want at least 64KiB")
+		if in.CreditWindow < 64<<10 || in.CreditWindow > 1<<30 {
+			ps.add(p+".credit_window", in.CreditWindow, "want 64KiB..1GiB")
 		}
-		if in.RingSize < 1<<20 {
-			ps.add(p+".ring_size", in.RingSize, "want at least 1MiB")
+		if in.SocketBuffer > 1<<30 {
+			ps.add(p+".socket_buffer", in.SocketBuffer, "want at most 1GiB")
+		}
+		if in.ExpectStreams < 0 || (in.ExpectStreams > 0 && scheme != "tcp" && scheme != "udp") {
+			ps.add(p+".expect_streams", in.ExpectStreams, "want 0, or a number of senders on a tcp:// or udp:// input")
 		}
 		if in.Emulator != nil {
 			if scheme == "file" {
@@ -114,6 +114,11 @@ func ParseURI(uri string) (scheme, addr string, err error) {
 		_, port, err := net.SplitHostPort(u.Host)
 		if err != nil || u.Path != "" || !validPort(port, false) {
 			return "", "", fmt.Errorf("want %s://HOST:PORT with a port 1..65535", u.Scheme)
+		}
+		for k, v := range u.Query() {
+			if k != "format" || u.Scheme != "udp" || len(v) != 1 || (v[0] != "mfp" && v[0] != "vtp") {
+				return "", "", fmt.Errorf("unknown option %s=%v: udp:// takes ?format=mfp or ?format=vtp, tcp:// no options", k, v)
+			}
 		}
 		return u.Scheme, u.Host, nil
 	case "file":
@@ -150,19 +155,20 @@ func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
 		sd := e.FragmentSize
 		sp := p + ".fragment_size"
 		switch sd.Dist {
-		case "fixed", "lognormal":
+		case "fixed":
 		case "uniform":
 			if sd.Max < sd.Min || sd.Max == 0 {
 				ps.add(sp+".max", sd.Max, "want a uniform upper bound > 0 and >= min (%s)", sd.Min)
 			}
+		case "lognormal":
+			if sd.Sigma <= 0 || sd.Sigma > 5 {
+				ps.add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
+			}
 		default:
 			ps.add(sp+".dist", sd.Dist, "want one of fixed, uniform, lognormal")
 		}
-		if sd.Mean > 1<<30 {
-			ps.add(sp+".mean", sd.Mean, "want at most 1GiB")
-		}
-		if sd.Sigma <= 0 || sd.Sigma > 5 {
-			ps.add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
+		if sd.Mean > 1<<20 || sd.Max > 1<<20 {
+			ps.add(sp, nil, "want sizes of at most 1MiB (the emulator's largest payload)")
 		}
 	} else if e.Events != 0 || e.Duration != 0 {
 		ps.add(p+".from", e.From, "file mode sends the file loop times: remove events/duration, or from for synthetic events")
@@ -171,16 +177,25 @@ func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
 	for _, x := range []struct {
 		name string
 		v    float64
-	}{{"drop", f.Drop}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt}, {"reorder", f.Reorder}, {"truncate", f.Truncate}, {"stall", f.Stall}} {
+	}{{"drop", f.Drop}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt}, {"truncate", f.Truncate}, {"reorder", f.Reorder}, {"stall", f.Stall}} {
 		if !(x.v >= 0 && x.v <= 1) {
 			ps.add(p+".faults."+x.name, x.v, "want a probability in [0, 1]")
 		}
 	}
+	if s := f.Drop + f.Duplicate + f.Corrupt + f.Truncate; s > 1 {
+		ps.add(p+".faults", nil, "want drop + duplicate + corrupt + truncate <= 1 (they exclude each other), got %v", s)
+	}
 	if f.ReorderWindow < 1 || f.ReorderWindow > 1<<16 {
 		ps.add(p+".faults.reorder_window", f.ReorderWindow, "want 1..65536 packets")
 	}
-	if e.ThrottleLimit < 0 {
-		ps.add(p+".throttle_limit", e.ThrottleLimit, "want a duration >= 0")
+	if f.StallDuration < 0 {
+		ps.add(p+".faults.stall_duration", f.StallDuration, "want a duration >= 0")
+	}
+	if e.Connections < 0 || e.Connections > 1024 {
+		ps.add(p+".connections", e.Connections, "want 0 (default) .. 1024 TCP connections")
+	}
+	if e.RingSize < 1<<20 || e.RingSize > 1<<36 || e.RingSize&(e.RingSize-1) != 0 {
+		ps.add(p+".ring_size", e.RingSize, "want a power of two between 1MiB and 64GiB")
 	}
 }
 
