@@ -76,6 +76,9 @@ func genEvents(run uint32, first uint64, n, step, size int) []testEvent {
 // of the store's own row builder).
 func buildBatch(t testing.TB, mem memory.Allocator, evs []testEvent) arrow.RecordBatch {
 	t.Helper()
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
 	schema, err := schemas.EventSchema(schemas.ModeEvent, testGroups)
 	if err != nil {
 		t.Fatal(err)
@@ -209,4 +212,13 @@ func readAll(t testing.TB, s *Store, stream Stream, opts CursorOptions) (keys []
 		metas = append(metas, b.Meta...)
 		b.Release()
 	}
+}
+
+func newView(t testing.TB, rec arrow.RecordBatch) (*schemas.EventBatch, error) {
+	t.Helper()
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eb, nil
 }

@@ -75,7 +75,7 @@ type Options struct {
 	GCDiscardRatio float64 // default 0.5
 
 	// Badger sizing; defaults suit a 2-core node with 100 kB events.
-	MemTableSize     int64 // default 64 MiB
+	MemTableSize     int64 // default 16 MiB
 	ValueLogFileSize int64 // default 256 MiB; badger accepts 1 MiB … 2 GiB
 	ValueThreshold   int64 // values of at least this size go to the value log; default 1 KiB
 
@@ -100,7 +100,7 @@ func (o *Options) defaults() {
 		o.GCDiscardRatio = 0.5
 	}
 	if o.MemTableSize <= 0 {
-		o.MemTableSize = 64 << 20
+		o.MemTableSize = 16 << 20
 	}
 	if o.ValueLogFileSize <= 0 {
 		o.ValueLogFileSize = 256 << 20
@@ -119,6 +119,13 @@ func (o *Options) defaults() {
 // CALIBRATION.md). Detector payloads do not compress, so compression is
 // off and the block cache (only needed for compressed or encrypted tables)
 // is small; two compactors match two cores.
+//
+// Space of events removed by replay comes back only through value-log GC,
+// and GC only sees a removal once the memtable holding it was flushed and
+// compacted with the event's older version (badger's discard statistics).
+// With values in the log a memtable entry is ~100 bytes, so a small
+// memtable (16 MiB: ~150k events), compaction as soon as two L0 tables
+// exist and a compaction of L0 on Close keep that delay bounded.
 func badgerOptions(o *Options) badger.Options {
 	return badger.DefaultOptions(o.Dir).
 		WithReadOnly(o.ReadOnly).
@@ -129,10 +136,11 @@ func badgerOptions(o *Options) badger.Options {
 		WithBlockCacheSize(8 << 20).
 		WithMemTableSize(o.MemTableSize).
 		WithNumMemtables(3).
-		WithNumLevelZeroTables(5).
+		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(15).
 		WithValueLogFileSize(o.ValueLogFileSize).
 		WithNumGoroutines(4).
+		WithCompactL0OnClose(true).
 		WithSyncWrites(false) // durability is the SyncPolicy's job, per batch
 }
 

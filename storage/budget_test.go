@@ -1,0 +1,164 @@
+package storage
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDiskBudgetInjected drives the guard with a simulated file system:
+// writes pass while there is room, are refused with a clear error when
+// free space would drop below the minimum, and the backpressure channel
+// opens again once space comes back.
+func TestDiskBudgetInjected(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(100 << 20)
+	const minFree = 10 << 20
+	s := openTest(t, func(o *Options) {
+		o.MinFreeBytes = minFree
+		o.GuardInterval = 5 * time.Millisecond
+		o.statfs = func(path string, st *unix.Statfs_t) error {
+			*st = unix.Statfs_t{Bsize: 1, Bavail: free.Load()}
+			return nil
+		}
+	})
+	put(t, s, Deferred, genEvents(1, 0, 4, 1, 100_000))
+	if h := s.Headroom(); h <= 0 || h > 90<<20 {
+		t.Fatalf("headroom %d with 100 MiB free and 10 MiB minimum", h)
+	}
+	select {
+	case <-s.Writable():
+	default:
+		t.Fatal("Writable not ready with room on disk")
+	}
+
+	free.Store(minFree + 200_000) // room for about one 133 kB event, not four
+	rec := buildBatch(t, nil, genEvents(1, 100, 4, 1, 100_000))
+	defer rec.Release()
+	eb, _ := newView(t, rec)
+	_, err := s.Put(Deferred, eb, make([]RowMeta, 4))
+	var be *DiskBudgetError
+	if !errors.As(err, &be) || !errors.Is(err, ErrDiskBudget) || be.BySizeCap {
+		t.Fatalf("put near a full disk: %v, want a *DiskBudgetError for min free bytes", err)
+	}
+	for _, want := range []string{strconv.Itoa(minFree + 200_000) + " bytes free", "limit of " + strconv.Itoa(minFree)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if h := s.Headroom(); h != 200_000 {
+		t.Errorf("headroom %d, want 200000", h)
+	}
+	ch := s.Writable()
+	select {
+	case <-ch:
+		t.Fatal("Writable ready right after a refused write")
+	default:
+	}
+	if keys, _ := readAll(t, s, Deferred, CursorOptions{}); len(keys) != 4 {
+		t.Fatalf("%d events stored, want the 4 of the first batch only", len(keys))
+	}
+
+	free.Store(1 << 30)
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("backpressure not lifted 10 s after space came back")
+	}
+	if _, err := s.Put(Deferred, eb, make([]RowMeta, 4)); err != nil {
+		t.Fatalf("put after space came back: %v", err)
+	}
+}
+
+// TestMaxStoreBytes checks the cap on the store's own size.
+func TestMaxStoreBytes(t *testing.T) {
+	dir := t.TempDir()
+	g := newGuard(dir, 0, 0, unix.Statfs)
+	_, size, err := g.measure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, func(o *Options) {
+		o.Dir = dir
+		o.MinFreeBytes = 1
+		o.MaxStoreBytes = size + 40<<20 // badger's own files come first
+	})
+	var err2 error
+	for i := 0; i < 100 && err2 == nil; i++ {
+		rec := buildBatch(t, nil, genEvents(1, uint64(i*8), 8, 1, 100_000))
+		eb, _ := newView(t, rec)
+		_, err2 = s.Put(Deferred, eb, make([]RowMeta, 8))
+		rec.Release()
+	}
+	var be *DiskBudgetError
+	if !errors.As(err2, &be) || !be.BySizeCap || !strings.Contains(err2.Error(), "max store bytes") {
+		t.Fatalf("writing past MaxStoreBytes: %v, want a *DiskBudgetError by the size cap", err2)
+	}
+	if be.Size > be.MaxSize {
+		t.Fatalf("store grew to %d bytes, cap %d", be.Size, be.MaxSize)
+	}
+}
+
+// TestDiskFullTmpfs fills a 64 MiB tmpfs: the guard must refuse writes
+// before the file system is full (badger would die with SIGBUS writing
+// through its memory maps), and every acknowledged event must be readable.
+func TestDiskFullTmpfs(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a 64 MiB tmpfs (needs root or CAP_SYS_ADMIN): %v: %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	o := testOptions(mnt)
+	o.MinFreeBytes = 12 << 20
+	o.MemTableSize = 4 << 20
+	o.ValueLogFileSize = 8 << 20
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for i := 0; i < 1000; i++ {
+		rec := buildBatch(t, nil, genEvents(1, uint64(stored), 8, 1, 100_000))
+		eb, _ := newView(t, rec)
+		_, err = s.Put(Deferred, eb, metas(genEvents(1, uint64(stored), 8, 1, 100_000)))
+		rec.Release()
+		if err != nil {
+			break
+		}
+		stored += 8
+	}
+	if !errors.Is(err, ErrDiskBudget) {
+		t.Fatalf("filling the tmpfs: %v, want ErrDiskBudget", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("refused after %d events (%d MB) with %d bytes free: %v", stored, stored*133_000/1e6, st.Bavail*uint64(st.Bsize), err)
+	if stored < 100 {
+		t.Fatalf("only %d events fitted on a 64 MiB tmpfs with 12 MiB kept free", stored)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	keys, _ := readAll(t, s, Deferred, CursorOptions{})
+	if len(keys) != stored {
+		t.Fatalf("%d events after reopen, %d acknowledged", len(keys), stored)
+	}
+}
