@@ -37,7 +37,7 @@ func fromVDIF(v *vdif.Report) *Report {
 		rep.NumSources = 1 // one recorder stream
 		rep.Checksums = Checksums{What: "Mark 5B time-code CRC16", Valid: v.CRCValid, Bad: v.Frames - v.CRCValid}
 	} else {
-		rep.Checksums = Checksums{What: "none (VDIF frames carry no checksum)", Absent: v.Frames}
+		rep.Checksums = Checksums{What: "VDIF frames carry no checksum", Absent: v.Frames}
 	}
 	// Frame sizes come as a histogram; take min, median and max from it.
 	sizes := make([]int, 0, len(v.FrameSizes))

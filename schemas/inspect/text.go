@@ -21,7 +21,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	line("bytes", "%d in %d records", r.Bytes, r.Records)
 	line("events", "%d", r.Events)
 	if len(r.Sources) > 0 {
-		line("sources", "%d: %s", r.NumSources, schemas.FormatSourceList(r.Sources))
+		line("sources", "%d: %s", r.NumSources, r.sourceList(r.Sources))
 	} else {
 		line("sources", "%d", r.NumSources)
 	}
@@ -122,7 +122,7 @@ func (r *Report) detailText(w io.Writer) error {
 			if !d.ChecksumOK {
 				ok = "BAD"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Index, d.Offset, d.Bytes, d.EventID, d.Run, ok, schemas.FormatSourceList(d.Sources), d.Note)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Index, d.Offset, d.Bytes, d.EventID, d.Run, ok, r.sourceList(d.Sources), d.Note)
 		}
 	case r.LHCb != nil && len(r.LHCb.Detail) > 0:
 		fmt.Fprintln(tw, "\n#\toffset\tbytes\tevent number\trun\torbit\tbunch\tbanks\tODIN")
@@ -150,6 +150,19 @@ func (r *Report) detailText(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// sourceList renders source ids: ATLAS source ids in hex (sub-detector in
+// the high byte, module below, as ATLAS writes them), others as ranges.
+func (r *Report) sourceList(ids []uint32) string {
+	if r.ATLAS == nil {
+		return schemas.FormatSourceList(ids)
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%#x", id)
+	}
+	return strings.Join(parts, ",")
 }
 
 // countMap renders a count map as "k1: n1, k2: n2" in key order.

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/inspect"
+)
+
+func init() { register(newInspectCmd) }
+
+// inspectJSON is what --json prints: the report's fields, the file, and the
+// error that stopped the reading, if any, with where it happened.
+type inspectJSON struct {
+	File string `json:"file"`
+	*inspect.Report
+	Error *inspectError `json:"error,omitempty"`
+}
+
+type inspectError struct {
+	Message string `json:"message"`
+	Format  string `json:"format,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Offset  *int64 `json:"offset,omitempty"` // byte offset in the file
+	Kind    string `json:"kind,omitempty"`   // the sentinel: "truncated", "bad magic", ...
+}
+
+// newInspectCmd builds `sluice inspect FILE [--events N] [--json]`.
+func newInspectCmd() *cobra.Command {
+	var (
+		events int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Detect a data file's format from its bytes and summarise it",
+		Long: `Detects the format of FILE from its bytes (sluice fragments or multi-fragment
+packets, LHCb MDF or MEP, VDIF, Mark 5B, CMS FRD, ATLAS eformat) and prints what
+it holds: records and events, sources, record sizes, checksum validity, time
+range, and with --events N the detail of the first N events. A damaged file
+is summarised up to the damage, and the command fails naming the byte offset
+and what was expected there.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if events < 0 {
+				return fmt.Errorf("--events must be >= 0, have %d", events)
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			rep, ierr := inspect.Inspect(f, events)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				o := inspectJSON{File: args[0], Report: rep}
+				if rep == nil {
+					o.Report = &inspect.Report{}
+				}
+				if ierr != nil {
+					o.Error = &inspectError{Message: ierr.Error()}
+					var de *schemas.DecodeError
+					if errors.As(ierr, &de) {
+						o.Error.Format, o.Error.Field, o.Error.Offset, o.Error.Kind = de.Format, de.Field, &de.Offset, de.Err.Error()
+					}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(o); err != nil {
+					return err
+				}
+			} else if rep != nil {
+				fmt.Fprintf(out, "%s\n", args[0])
+				if err := rep.WriteText(out); err != nil {
+					return err
+				}
+			}
+			if ierr != nil {
+				return fmt.Errorf("%s: %w", args[0], ierr)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&events, "events", 0, "print the detail of the first N events (frames for VDIF and Mark 5B)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (with an \"error\" object when the file is damaged)")
+	return cmd
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/atlas"
+	"github.com/sluice-daq/sluice/schemas/cms"
+)
+
+// writeFile writes b to a file in a fresh temporary directory.
+func writeFile(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// squeeze collapses runs of spaces and tabs, so that tests do not depend on
+// the column widths of the text report.
+func squeeze(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' }), " ")
+}
+
+// sampleFRD is an FRD file (header v2) of two events with FEDs 10 and 700.
+func sampleFRD(t *testing.T) []byte {
+	var data []byte
+	for _, id := range []uint16{10, 700} {
+		var err error
+		if data, err = cms.AppendFED(data, &cms.FED{SourceID: id, LV1ID: 1, Payload: make([]byte, 16)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := cms.AppendFRDFile(nil, &cms.FRDFileHeader{Version: 2, Run: 362000}, []cms.FRDEvent{
+		{Version: 6, Run: 362000, Lumi: 1, Event: 41, Data: data},
+		{Version: 4, Run: 362000, Lumi: 1, Event: 1 << 33, Data: data},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sampleEformat is one byte-swapped (big-endian) full event with two ROBs.
+func sampleEformat(t *testing.T) []byte {
+	var robs []atlas.ROB
+	for _, src := range []uint32{0x110000, 0x420007} {
+		rod := atlas.ROD{Version: atlas.RODVersion, SourceID: src, Run: 431000, Data: []uint32{1, 2}}
+		robs = append(robs, atlas.ROB{Version: atlas.VersionV40, SourceID: src, ChecksumType: atlas.ChecksumCRC16CCITT, Payload: rod.AppendWords(nil)})
+	}
+	b, err := atlas.AppendFullEvent(nil, &atlas.FullEvent{Version: atlas.VersionV40, GlobalID: 77, RunNumber: 431000,
+		BCTimeSeconds: 1700000000, ChecksumType: atlas.ChecksumAdler32, ROBs: robs}, binary.BigEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sampleNative is three native fragments of two events from two sources.
+func sampleNative() []byte {
+	var b []byte
+	for i, src := range []uint32{1, 2, 1} {
+		b = schemas.AppendFragment(b, &schemas.Fragment{SourceID: src, EventID: uint64(5 + i/2), Payload: []byte("data")}, true)
+	}
+	return b
+}
+
+func TestInspectFormats(t *testing.T) {
+	cases := []struct {
+		name, file string
+		b          []byte
+		want       []string // lines the summary must hold
+	}{
+		{"cms", "a.dat", sampleFRD(t), []string{"format: cms-frd", "events: 2", "sources: 2: 10,700",
+			"checksums: 6 valid, 0 bad", "RAW_0002: 2 events, run 362000", "event numbers: 41 .. 8589934592"}},
+		{"atlas", "b.dat", sampleEformat(t), []string{"format: atlas-full-event", "byte order: big-endian", "sources: 2: 0x110000,0x420007",
+			"checksums: 3 valid, 0 bad", "time range: 2023-11-14T22:13:20Z"}},
+		{"native", "c.dat", sampleNative(), []string{"format: sluice-fragment", "events: 2", "checksums: 3 valid, 0 bad"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(t, "inspect", writeFile(t, c.file, c.b), "--events", "2")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(squeeze(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if !strings.Contains(squeeze(out), "\n# offset bytes event id") {
+				t.Errorf("no per-event detail with --events 2:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestInspectThirdPartySamples(t *testing.T) {
+	for rel, want := range map[string]string{
+		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": "events: 10",
+		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     "packing factors: [10]",
+		"baseband/sample.vdif":     "time range: 2014-06-16T05:56:07Z",
+		"baseband/sample_mwa.vdif": "format: vdif",
+		"baseband/sample.m5b":      "checksums: 4 valid, 0 bad",
+	} {
+		t.Run(rel, func(t *testing.T) {
+			p := filepath.Join("..", "..", "testdata", "third_party", rel)
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				t.Skipf("sample %s not in testdata/third_party (copied there by the LHCb/VDIF work)", rel)
+			}
+			out, err := run(t, "inspect", p, "--events", "1")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !strings.Contains(squeeze(out), want) {
+				t.Fatalf("output lacks %q:\n%s", want, out)
+			}
+		})
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	p := writeFile(t, "frd", sampleFRD(t))
+	out, err := run(t, "inspect", p, "--json", "--events", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		File    string   `json:"file"`
+		Format  string   `json:"format"`
+		Events  int      `json:"events"`
+		Sources []uint32 `json:"sources"`
+		Detail  []struct {
+			EventID uint64 `json:"event_id"`
+		} `json:"event_detail"`
+		CMS struct {
+			FEDs int `json:"feds"`
+		} `json:"cms"`
+		Error any `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json output does not parse: %v\n%s", err, out)
+	}
+	if got.File != p || got.Format != "cms-frd" || got.Events != 2 || len(got.Sources) != 2 || len(got.Detail) != 1 ||
+		got.Detail[0].EventID != 41 || got.CMS.FEDs != 4 || got.Error != nil {
+		t.Fatalf("JSON report %+v", got)
+	}
+}
+
+// TestInspectTruncated: a cut file is summarised up to the damage and the
+// command fails naming the offset and what was expected.
+func TestInspectTruncated(t *testing.T) {
+	b := sampleFRD(t)
+	second := 32 + 24 + 64 // file header, first event (v6 header, 2 FEDs of 32 bytes)
+	p := writeFile(t, "cut.frd", b[:len(b)-5])
+	out, err := run(t, "inspect", p)
+	var de *schemas.DecodeError
+	if !errors.As(err, &de) || !errors.Is(err, schemas.ErrTruncated) || de.Offset != int64(second) {
+		t.Fatalf("error %v, want truncated at offset %d", err, second)
+	}
+	if !strings.Contains(err.Error(), "byte offset 120") || !strings.Contains(err.Error(), "needs 96 bytes") {
+		t.Fatalf("error %q does not say where and what was expected", err)
+	}
+	if !strings.Contains(squeeze(out), "events: 1") {
+		t.Fatalf("no summary of the event before the damage:\n%s", out)
+	}
+	out, err = run(t, "inspect", p, "--json")
+	var got struct {
+		Events int `json:"events"`
+		Error  struct {
+			Offset int64  `json:"offset"`
+			Kind   string `json:"kind"`
+		} `json:"error"`
+	}
+	if err == nil || json.Unmarshal([]byte(out), &got) != nil || got.Events != 1 || got.Error.Offset != int64(second) || got.Error.Kind != "truncated" {
+		t.Fatalf("--json on a cut file: %v\n%s", err, out)
+	}
+	// An unknown format fails at offset 0.
+	_, err = run(t, "inspect", writeFile(t, "x", []byte("just some text that is no data format")))
+	if !errors.As(err, &de) || !errors.Is(err, schemas.ErrBadMagic) || de.Offset != 0 {
+		t.Fatalf("unknown format: %v", err)
+	}
+}
