@@ -1,0 +1,152 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Result is the trigger chain's final verdict on one event, what the node
+// and the replay write to the store.
+type Result struct {
+	Decision schemas.Decision // accept, reject or defer
+	Lines    uint64           // lines that fired in Stage, after prescales (bit i = line i of Stage's plugin)
+	Stage    string           // the stage that made the final decision
+	Reason   string           // why the event was deferred or rejected by the host, or the plugin's annotation; often empty
+	// Status is the event's status bits from the batch, plus
+	// StatusTriggerError when its batch failed in the plugin repeatedly.
+	Status schemas.EventStatus
+}
+
+// Config describes a trigger chain.
+type Config struct {
+	Stages []StageConfig // in order; an event accepted by one stage goes to the next
+	Options
+	// Registerer receives the chain's metrics (sluice_trigger_…); nil: none.
+	Registerer prometheus.Registerer
+}
+
+// Chain runs event batches through its stages in order. Events rejected or
+// deferred by a stage stop there; events accepted by the last stage are
+// accepted.
+type Chain struct {
+	stages []*stage
+	mem    memory.Allocator
+}
+
+// NewChain starts every instance of every stage (checking handshakes,
+// describing and configuring the plugins). On error nothing is left running
+// and the error names the stage and the binary.
+func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
+	if len(cfg.Stages) == 0 {
+		return nil, errors.New("trigger chain: no stages")
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("trigger chain: metrics: %w", err)
+	}
+	c := &Chain{mem: cfg.Allocator}
+	if c.mem == nil {
+		c.mem = memory.DefaultAllocator
+	}
+	seen := map[string]bool{}
+	for i, sc := range cfg.Stages {
+		if sc.Name == "" || seen[sc.Name] {
+			c.Close()
+			return nil, fmt.Errorf("trigger chain: stage %d: name %q empty or used twice", i, sc.Name)
+		}
+		seen[sc.Name] = true
+		s, err := newStage(ctx, sc, cfg.Options, m)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("trigger chain: %w", err)
+		}
+		c.stages = append(c.stages, s)
+	}
+	return c, nil
+}
+
+// StageInfo describes one running stage.
+type StageInfo struct {
+	Name        string
+	Description sdk.Description // what the stage's plugin said about itself
+	Instances   int
+}
+
+// Stages describes the chain's stages in order.
+func (c *Chain) Stages() []StageInfo {
+	out := make([]StageInfo, len(c.stages))
+	for i, s := range c.stages {
+		out[i] = StageInfo{Name: s.cfg.Name, Description: s.desc, Instances: len(s.slots)}
+	}
+	return out
+}
+
+// Decide runs one event batch (schemas.EventSchema) through the chain and
+// returns one Result per row. Every row gets exactly one final decision,
+// even when plugins crash, hang or fail (their events are deferred with
+// StatusTriggerError); the error is non-nil only when ctx ends first. Safe
+// for concurrent use: concurrent batches run on different instances.
+func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, error) {
+	ev, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, fmt.Errorf("trigger chain: %w", err)
+	}
+	n := ev.Len()
+	out := make([]Result, n)
+	for i := range out {
+		out[i].Status = ev.Status(i)
+	}
+	// pending holds the rows accepted so far; sub is rec restricted to them.
+	pending := make([]int, n)
+	for i := range pending {
+		pending[i] = i
+	}
+	sub := rec
+	sub.Retain()
+	defer func() { sub.Release() }()
+	for si, s := range c.stages {
+		res, err := s.decide(ctx, sub)
+		if err != nil {
+			return nil, err
+		}
+		last := si == len(c.stages)-1
+		next := pending[:0:0]
+		for j, row := range pending {
+			r := res[j]
+			r.Status |= out[row].Status
+			if r.Decision == schemas.DecisionAccept && !last {
+				next = append(next, row)
+			}
+			out[row] = r
+		}
+		if last || len(next) == 0 {
+			break
+		}
+		if len(next) < len(pending) {
+			filtered, err := selectRows(ctx, c.mem, sub, positions(pending, next))
+			if err != nil {
+				return nil, fmt.Errorf("trigger chain: selecting the events for stage %s: %w", c.stages[si+1].cfg.Name, err)
+			}
+			sub.Release()
+			sub = filtered
+		}
+		pending = next
+	}
+	return out, nil
+}
+
+// Close stops every plugin process and removes the shared-memory regions.
+func (c *Chain) Close() {
+	for _, s := range c.stages {
+		s.close()
+	}
+	c.stages = nil
+}

@@ -1,0 +1,237 @@
+package plugins
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
+	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// inProcessL0 returns l0calo's decisions computed in this process.
+func inProcessL0(t *testing.T, batches []arrow.RecordBatch) map[uint64]sdk.Result {
+	t.Helper()
+	tr := l0.New()
+	out := map[uint64]sdk.Result{}
+	for _, rec := range batches {
+		ev, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := make([]sdk.Result, ev.Len())
+		if err := tr.Decide(ev, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			out[ev.EventID(i)] = r
+		}
+	}
+	return out
+}
+
+// TestChainTwoStages runs l0calo (two instances) then passthrough with its
+// own prescale of 2: an event is accepted when l0calo accepts it and its id
+// is even; rejects name the stage that rejected.
+func TestChainTwoStages(t *testing.T) {
+	mem := checkedMem(t)
+	batches := synthetic(t, mem, 0, 3000, 250, 64)
+	reg := prometheus.NewPedanticRegistry()
+	log, logs := testLogger()
+	c, err := NewChain(context.Background(), Config{
+		Stages: []StageConfig{
+			{Name: "llt", Plugin: pluginPath("l0calo"), Instances: 2},
+			{Name: "hlt", Plugin: pluginPath("passthrough"), Params: map[string]string{"prescale": "2"}},
+		},
+		Options:    Options{Logger: log, Allocator: mem},
+		Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runChain(t, c, batches)
+	c.Close()
+	want := inProcessL0(t, batches)
+	accepted := 0
+	for id, r := range got {
+		w := want[id]
+		switch {
+		case w.Decision != schemas.DecisionAccept:
+			if r.Decision != w.Decision || r.Stage != "llt" {
+				t.Fatalf("event %d: %+v, l0calo in process says %v", id, r, w.Decision)
+			}
+		case id%2 == 0:
+			accepted++
+			if r.Decision != schemas.DecisionAccept || r.Stage != "hlt" || r.Lines != 1 {
+				t.Fatalf("event %d: %+v, want accepted by hlt", id, r)
+			}
+		default:
+			if r.Decision != schemas.DecisionReject || r.Stage != "hlt" {
+				t.Fatalf("event %d: %+v, want rejected by hlt", id, r)
+			}
+		}
+	}
+	if accepted == 0 || len(got) != 3000 {
+		t.Fatalf("%d events decided, %d accepted", len(got), accepted)
+	}
+	// Metrics: every event left llt once; hlt saw only llt's accepts.
+	llt := metricValue(t, reg, "sluice_trigger_events_total", "stage", "llt", "decision", "accept") +
+		metricValue(t, reg, "sluice_trigger_events_total", "stage", "llt", "decision", "reject")
+	if llt != 3000 {
+		t.Fatalf("llt counted %v events", llt)
+	}
+	if n := metricValue(t, reg, "sluice_trigger_events_total", "stage", "hlt", "decision", "accept"); int(n) != accepted {
+		t.Fatalf("hlt counted %v accepts, want %d", n, accepted)
+	}
+	if n := metricValue(t, reg, "sluice_trigger_instances_up", "stage", "llt"); n != 0 {
+		t.Fatalf("%v llt instances up after Close", n)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("promlint: %v %v", problems, err)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("errors logged:\n%s", logs)
+	}
+}
+
+// TestHostPrescale keeps 1 in 4 of the passthrough's line "all" on the host:
+// the 1st, 5th, 9th … accepted events.
+func TestHostPrescale(t *testing.T) {
+	mem := checkedMem(t)
+	batches := synthetic(t, mem, 100, 103, 10, 16)
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint64{"all": 4}},
+	}, Options: Options{Allocator: mem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := runChain(t, c, batches)
+	n := 0
+	for id := uint64(100); id < 203; id++ {
+		r := got[id]
+		keep := (id-100)%4 == 0
+		if keep != (r.Decision == schemas.DecisionAccept) || (!keep && r.Reason != "prescaled") {
+			t.Fatalf("event %d: %+v, keep=%v", id, r, keep)
+		}
+		if keep {
+			n++
+		}
+	}
+	if n != 26 {
+		t.Fatalf("%d of 103 kept, want 26", n)
+	}
+	// A prescale of a line the plugin does not have stops the chain.
+	_, err = NewChain(context.Background(), Config{Stages: []StageConfig{
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint64{"muon": 4}},
+	}})
+	if err == nil || !strings.Contains(err.Error(), `"muon"`) {
+		t.Fatalf("unknown prescaled line: %v", err)
+	}
+}
+
+// TestDeferFraction defers a fixed quarter of the events by event id, the
+// same events whatever the batching; the plugin never sees them.
+func TestDeferFraction(t *testing.T) {
+	mem := checkedMem(t)
+	reg := prometheus.NewRegistry()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Deferral: Deferral{Fraction: 0.25}},
+	}, Options: Options{Allocator: mem}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := runChain(t, c, synthetic(t, mem, 0, 4000, 400, 16))
+	b := runChain(t, c, synthetic(t, mem, 0, 4000, 77, 16))
+	deferred := 0
+	for id, r := range a {
+		if r.Decision != b[id].Decision {
+			t.Fatalf("event %d: %v with batches of 400, %v with batches of 77", id, r.Decision, b[id].Decision)
+		}
+		if r.Decision == schemas.DecisionDefer {
+			deferred++
+			if r.Reason != "deferred: fraction" {
+				t.Fatalf("event %d deferred with reason %q", id, r.Reason)
+			}
+		}
+	}
+	if deferred < 900 || deferred > 1100 {
+		t.Fatalf("%d of 4000 deferred, want about 1000", deferred)
+	}
+	// The plugin answered only for the others.
+	if n := metricValue(t, reg, "sluice_trigger_events_total", "stage", "hlt", "decision", "accept"); int(n) != 2*(4000-deferred) {
+		t.Fatalf("%v accepts counted, want %d", n, 2*(4000-deferred))
+	}
+}
+
+// TestDeferBacklog: with one instance busy (hung until its deadline) and a
+// batch waiting for it, a third batch is deferred whole.
+func TestDeferBacklog(t *testing.T) {
+	mem := checkedMem(t)
+	batches := synthetic(t, mem, 0, 30, 10, 16)
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt", Plugin: pluginPath("hang"), Params: map[string]string{"event": "5", "once": t.TempDir() + "/hung"},
+		Deadline: 2 * time.Second, Deferral: Deferral{Backlog: 5},
+	}}, Options: Options{Allocator: mem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := c.stages[0]
+	results := make([][]Result, 2)
+	done := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			res, err := c.Decide(context.Background(), batches[i])
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = res
+			done <- i
+		}()
+		if i == 0 {
+			waitFor(t, func() bool { return len(s.free) == 0 }) // batch 0 holds the instance
+		}
+	}
+	waitFor(t, func() bool { return s.waiting.Load() == 10 }) // batch 1 waits
+	res, err := c.Decide(context.Background(), batches[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Decision != schemas.DecisionDefer || !strings.Contains(r.Reason, "backlog") {
+			t.Fatalf("batch 2 row %d: %+v", i, r)
+		}
+	}
+	<-done
+	<-done
+	// Batch 0 hung once, was resent to a restarted instance and accepted.
+	for b := range 2 {
+		for i, r := range results[b] {
+			if r.Decision != schemas.DecisionAccept {
+				t.Fatalf("batch %d row %d: %+v", b, i, r)
+			}
+		}
+	}
+}
+
+// waitFor polls cond until it holds (the test's own timeout bounds it).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+

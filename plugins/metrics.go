@@ -1,0 +1,91 @@
+package plugins
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the trigger host's Prometheus collectors; every series has the
+// labels stage and plugin (the name the plugin gives in Describe).
+type metrics struct {
+	batches    *prometheus.CounterVec   // by outcome
+	events     *prometheus.CounterVec   // by decision
+	lineEvents *prometheus.CounterVec   // by line, after prescale
+	prescaled  *prometheus.CounterVec   // by line: firings removed by the prescale
+	failures   *prometheus.CounterVec   // by reason
+	restarts   *prometheus.CounterVec   // by reason
+	callTime   *prometheus.HistogramVec // per Decide call
+	up         *prometheus.GaugeVec
+	backlog    *prometheus.GaugeVec
+}
+
+// Batch outcomes (label outcome of sluice_trigger_batches_total).
+const (
+	outcomeDecided      = "decided"       // the plugin decided the batch
+	outcomeFailed       = "trigger_error" // failed K times: deferred with StatusTriggerError
+	outcomeDeferBacklog = "deferred_backlog"
+	outcomeDeferAll     = "deferred_fraction" // every event deferred by the fraction policy
+)
+
+// Failure and restart reasons.
+const (
+	reasonCrash    = "crash"    // the process died or the connection broke
+	reasonDeadline = "deadline" // the call outlived the stage's deadline; the process was killed
+	reasonError    = "error"    // the plugin returned an error (or panicked) for the batch
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	l := []string{"stage", "plugin"}
+	m := &metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_batches_total",
+			Help: "Event batches handled by a trigger stage, by outcome (decided, trigger_error, deferred_backlog, deferred_fraction)."}, append(l, "outcome")),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_events_total",
+			Help: "Events leaving a trigger stage, by decision (accept, reject, defer)."}, append(l, "decision")),
+		lineEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_line_events_total",
+			Help: "Accepted events on which a trigger line fired, after its prescale."}, append(l, "line")),
+		prescaled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_prescaled_events_total",
+			Help: "Trigger line firings removed by the line's prescale."}, append(l, "line")),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_call_failures_total",
+			Help: "Failed Decide calls, by reason (crash, deadline, error)."}, append(l, "reason")),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_restarts_total",
+			Help: "Plugin processes restarted after a crash or a missed deadline."}, append(l, "reason")),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_trigger_call_duration_seconds",
+			Help:    "Duration of one Decide call on a plugin (batch out, decisions back).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, l),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_trigger_instances_up",
+			Help: "Plugin processes of a stage running and ready."}, l),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_trigger_backlog_events",
+			Help: "Events in batches waiting for a free plugin instance."}, l),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	reg1 := func(c prometheus.Collector) prometheus.Collector {
+		if err != nil {
+			return c
+		}
+		var are prometheus.AlreadyRegisteredError
+		switch e := reg.Register(c); {
+		case e == nil:
+		case errors.As(e, &are):
+			// A second chain on the same registry (e.g. online and replay)
+			// shares the collectors; its series differ by the stage label.
+			return are.ExistingCollector
+		default:
+			err = e
+		}
+		return c
+	}
+	m.batches = reg1(m.batches).(*prometheus.CounterVec)
+	m.events = reg1(m.events).(*prometheus.CounterVec)
+	m.lineEvents = reg1(m.lineEvents).(*prometheus.CounterVec)
+	m.prescaled = reg1(m.prescaled).(*prometheus.CounterVec)
+	m.failures = reg1(m.failures).(*prometheus.CounterVec)
+	m.restarts = reg1(m.restarts).(*prometheus.CounterVec)
+	m.callTime = reg1(m.callTime).(*prometheus.HistogramVec)
+	m.up = reg1(m.up).(*prometheus.GaugeVec)
+	m.backlog = reg1(m.backlog).(*prometheus.GaugeVec)
+	return m, err
+}

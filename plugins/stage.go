@@ -1,0 +1,410 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// StageConfig describes one stage of a trigger chain.
+type StageConfig struct {
+	Name      string            // e.g. "llt", "hlt"; labels logs and metrics
+	Plugin    string            // path of the plugin binary
+	Params    map[string]string // passed to the plugin's Configure
+	Instances int               // plugin processes run in parallel; default 1
+	// Prescales keeps 1 in N firings of a line (by line name), counted by
+	// the host over the events the stage accepts on that line, in the order
+	// the stage finishes its batches. An accepted event whose lines are all
+	// prescaled away is rejected with reason "prescaled".
+	Prescales map[string]uint64
+	Deadline  time.Duration // per Decide call; a plugin past it is killed and restarted; default 10 s
+	// MaxAttempts (K) is how often a batch is tried before its events are
+	// deferred with StatusTriggerError; default 3.
+	MaxAttempts int
+	Deferral    Deferral
+	// RestartBackoff is the wait before restarting a failed process, doubled
+	// for each further consecutive failure up to MaxRestartBackoff; defaults
+	// 50 ms and 5 s.
+	RestartBackoff, MaxRestartBackoff time.Duration
+}
+
+// Deferral is a stage's policy for deferring events to the store instead of
+// deciding them now.
+type Deferral struct {
+	// Fraction of events deferred, chosen by a hash of the event id (so the
+	// same events are deferred whatever the batching); 0 to 1.
+	Fraction float64
+	// Backlog: when more than this many events wait for a free instance of
+	// the stage, a new batch is deferred whole (the LHCb deferred trigger).
+	// 0 disables it.
+	Backlog int
+}
+
+// slot is one instance position of a stage; inst is nil while the process
+// is down (it failed to restart).
+type slot struct {
+	inst     *instance
+	failures int          // consecutive failures, for the back-off
+	pid      atomic.Int64 // inst's process id, 0 while down; readable without owning the slot
+}
+
+func (sl *slot) set(in *instance) {
+	sl.inst = in
+	if in == nil {
+		sl.pid.Store(0)
+	} else {
+		sl.pid.Store(int64(in.pid))
+	}
+}
+
+type stage struct {
+	cfg      StageConfig
+	icfg     *instanceConfig
+	desc     sdk.Description
+	log      *slog.Logger
+	m        *metrics
+	slots    []*slot
+	free     chan *slot
+	waiting  atomic.Int64 // events in batches waiting for a free slot
+	counters []atomic.Uint64
+	prescale []uint64 // per line; 0 or 1: none
+	salt     uint64   // mixes the stage name into the deferral hash
+}
+
+func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*stage, error) {
+	if cfg.Instances <= 0 {
+		cfg.Instances = 1
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 10 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = 50 * time.Millisecond
+	}
+	if cfg.MaxRestartBackoff <= 0 {
+		cfg.MaxRestartBackoff = 5 * time.Second
+	}
+	if f := cfg.Deferral.Fraction; f < 0 || f > 1 {
+		return nil, fmt.Errorf("stage %s: deferral fraction %g outside [0, 1]", cfg.Name, f)
+	}
+	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances)}
+	s.log = s.icfg.log.With("stage", cfg.Name, "plugin_path", cfg.Plugin)
+	for _, c := range cfg.Name {
+		s.salt = (s.salt ^ uint64(c)) * 0x100000001B3
+	}
+	for i := 0; i < cfg.Instances; i++ {
+		in, err := s.start(ctx)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("stage %s: %w", cfg.Name, err)
+		}
+		if i == 0 {
+			s.desc = in.desc
+			if err := s.setPrescales(); err != nil {
+				in.close()
+				return nil, err
+			}
+		}
+		sl := &slot{}
+		sl.set(in)
+		s.slots = append(s.slots, sl)
+		s.free <- sl
+		s.gauge(s.m.up).Inc()
+	}
+	return s, nil
+}
+
+func (s *stage) setPrescales() error {
+	s.prescale = make([]uint64, len(s.desc.Lines))
+	s.counters = make([]atomic.Uint64, len(s.desc.Lines))
+	for name, n := range s.cfg.Prescales {
+		found := false
+		for i, l := range s.desc.Lines {
+			if l == name {
+				s.prescale[i], found = n, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("stage %s: prescale for line %q, which plugin %s does not have (lines: %v)", s.cfg.Name, name, s.desc.Name, s.desc.Lines)
+		}
+		if n == 0 {
+			return fmt.Errorf("stage %s: prescale of line %q is 0; use 1 to keep every event", s.cfg.Name, name)
+		}
+	}
+	return nil
+}
+
+// start starts and configures one plugin process.
+func (s *stage) start(ctx context.Context) (*instance, error) {
+	in, err := startInstance(ctx, s.icfg)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.icfg.startTimeout)
+	defer cancel()
+	if err := in.configure(cctx, s.cfg.Params); err != nil {
+		in.close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// decide returns one result per row of rec; it fails only when ctx ends.
+func (s *stage) decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, error) {
+	ev, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, err
+	}
+	n := ev.Len()
+	out := make([]Result, n)
+	for i := range out {
+		out[i].Stage = s.cfg.Name
+	}
+	if b := s.cfg.Deferral.Backlog; b > 0 && s.waiting.Load() > int64(b) {
+		reason := fmt.Sprintf("deferred: backlog above %d events", b)
+		for i := range out {
+			out[i].Decision, out[i].Reason = schemas.DecisionDefer, reason
+		}
+		s.count(outcomeDeferBacklog, out)
+		return out, nil
+	}
+	// Rows deferred by the fraction policy are left out of what the plugin sees.
+	rows := s.undeferred(ev, out)
+	if len(rows) == 0 {
+		s.count(outcomeDeferAll, out)
+		return out, nil
+	}
+	sub := rec
+	if len(rows) < n {
+		if sub, err = selectRows(ctx, s.icfg.mem, rec, rows); err != nil {
+			return nil, err
+		}
+		defer sub.Release()
+	}
+	res, outcome, err := s.call(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	for j, row := range rows {
+		out[row].Decision, out[row].Lines, out[row].Reason = res[j].Decision, res[j].Lines, res[j].Annotation
+		if outcome == outcomeFailed {
+			out[row].Status = schemas.StatusTriggerError
+		}
+	}
+	s.applyPrescales(rows, out)
+	s.count(outcome, out)
+	return out, nil
+}
+
+// undeferred marks the rows the fraction policy defers and returns the others.
+func (s *stage) undeferred(ev *schemas.EventBatch, out []Result) []int {
+	rows := make([]int, 0, len(out))
+	f := s.cfg.Deferral.Fraction
+	for i := range out {
+		// splitmix64 of the event id: uniform in [0, 2^64), fixed per event.
+		z := ev.EventID(i) ^ s.salt + 0x9E3779B97F4A7C15
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		z ^= z >> 31
+		if f > 0 && float64(z>>11)/(1<<53) < f {
+			out[i].Decision, out[i].Reason = schemas.DecisionDefer, "deferred: fraction"
+			continue
+		}
+		rows = append(rows, i)
+	}
+	return rows
+}
+
+// call runs rec on a free instance, restarting crashed or hung processes
+// and resending, up to MaxAttempts times. After the last failure every
+// event gets decision defer with the reason and outcome outcomeFailed.
+func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, string, error) {
+	n := int(rec.NumRows())
+	g := s.gauge(s.m.backlog)
+	s.waiting.Add(int64(n))
+	g.Add(float64(n))
+	var sl *slot
+	select {
+	case sl = <-s.free:
+	case <-ctx.Done():
+	}
+	s.waiting.Add(-int64(n))
+	g.Sub(float64(n))
+	if sl == nil {
+		return nil, "", ctx.Err()
+	}
+	defer func() { s.free <- sl }()
+	var lastErr error
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		if sl.inst == nil {
+			if err := s.restart(ctx, sl); err != nil {
+				if ctx.Err() != nil {
+					return nil, "", ctx.Err()
+				}
+				lastErr = err
+				continue
+			}
+		}
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.Deadline)
+		res, err := sl.inst.decide(cctx, rec, nil)
+		cancel()
+		if err == nil {
+			s.hist().Observe(time.Since(t0).Seconds())
+			sl.failures = 0
+			return res, outcomeDecided, nil
+		}
+		if ctx.Err() != nil {
+			// The node is stopping: the batch is not failed, it is not done.
+			s.drop(sl, reasonCrash)
+			return nil, "", ctx.Err()
+		}
+		reason := s.classify(sl.inst, err)
+		lastErr = err
+		s.m.failures.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()
+		s.log.Warn("trigger plugin failed on a batch", "plugin", s.desc.Name, "pid", sl.inst.pid,
+			"attempt", attempt, "of", s.cfg.MaxAttempts, "reason", reason, "events", n, "error", err)
+		if reason != reasonError {
+			s.drop(sl, reason)
+		}
+	}
+	reason := fmt.Sprintf("trigger error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)
+	s.log.Error("batch deferred after repeated trigger failures", "plugin", s.desc.Name, "events", n, "error", lastErr)
+	res := make([]sdk.Result, n)
+	for i := range res {
+		res[i] = sdk.Result{Decision: schemas.DecisionDefer, Annotation: reason}
+	}
+	return res, outcomeFailed, nil
+}
+
+// classify says why a call failed: the deadline passed, the process or its
+// connection died, or the plugin itself returned an error.
+func (s *stage) classify(in *instance, err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return reasonDeadline
+	case in.exited() || status.Code(err) == codes.Unavailable || status.Code(err) == codes.Canceled:
+		return reasonCrash
+	}
+	return reasonError
+}
+
+// drop kills the slot's process; the next attempt restarts it.
+func (s *stage) drop(sl *slot, reason string) {
+	sl.inst.kill()
+	sl.set(nil)
+	sl.failures++
+	s.gauge(s.m.up).Dec()
+	s.m.restarts.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()
+}
+
+// restart starts a new process in the slot after the back-off.
+func (s *stage) restart(ctx context.Context, sl *slot) error {
+	wait := s.cfg.RestartBackoff << min(max(sl.failures-1, 0), 20)
+	wait = min(wait, s.cfg.MaxRestartBackoff)
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	in, err := s.start(ctx)
+	if err != nil {
+		sl.failures++
+		s.log.Error("restarting trigger plugin failed", "error", err, "backoff", wait)
+		return err
+	}
+	if in.desc.Name != s.desc.Name || len(in.desc.Lines) != len(s.desc.Lines) {
+		in.close()
+		sl.failures++
+		return fmt.Errorf("plugin %s changed its description on restart (%s, %d lines)", s.cfg.Plugin, in.desc.Name, len(in.desc.Lines))
+	}
+	s.log.Info("trigger plugin restarted", "plugin", s.desc.Name, "pid", in.pid)
+	sl.set(in)
+	s.gauge(s.m.up).Inc()
+	return nil
+}
+
+// applyPrescales keeps 1 in N firings of each prescaled line among rows;
+// an accepted event left with no line is rejected.
+func (s *stage) applyPrescales(rows []int, out []Result) {
+	for _, row := range rows {
+		r := &out[row]
+		if r.Decision != schemas.DecisionAccept || r.Lines == 0 {
+			continue
+		}
+		for b, n := range s.prescale {
+			if n <= 1 || r.Lines&(1<<b) == 0 {
+				continue
+			}
+			// Counter-based: the 1st, (N+1)th, (2N+1)th … firing is kept.
+			if (s.counters[b].Add(1)-1)%n != 0 {
+				r.Lines &^= 1 << b
+				s.m.prescaled.WithLabelValues(s.cfg.Name, s.desc.Name, s.desc.Lines[b]).Inc()
+			}
+		}
+		if r.Lines == 0 {
+			r.Decision, r.Reason = schemas.DecisionReject, "prescaled"
+		}
+	}
+}
+
+// count updates the batch, decision and line counters.
+func (s *stage) count(outcome string, out []Result) {
+	s.m.batches.WithLabelValues(s.cfg.Name, s.desc.Name, outcome).Inc()
+	var by [4]int
+	var lines [sdk.MaxLines]int
+	for _, r := range out {
+		by[r.Decision&3]++
+		if r.Decision == schemas.DecisionAccept {
+			for b := range s.desc.Lines {
+				if r.Lines&(1<<b) != 0 {
+					lines[b]++
+				}
+			}
+		}
+	}
+	for d := schemas.DecisionAccept; d <= schemas.DecisionDefer; d++ {
+		if by[d] > 0 {
+			s.m.events.WithLabelValues(s.cfg.Name, s.desc.Name, d.String()).Add(float64(by[d]))
+		}
+	}
+	for b, k := range lines[:len(s.desc.Lines)] {
+		if k > 0 {
+			s.m.lineEvents.WithLabelValues(s.cfg.Name, s.desc.Name, s.desc.Lines[b]).Add(float64(k))
+		}
+	}
+}
+
+func (s *stage) gauge(v *prometheus.GaugeVec) prometheus.Gauge {
+	return v.WithLabelValues(s.cfg.Name, s.desc.Name)
+}
+
+func (s *stage) hist() prometheus.Observer {
+	return s.m.callTime.WithLabelValues(s.cfg.Name, s.desc.Name)
+}
+
+// close stops the stage's processes; it waits for batches in flight.
+func (s *stage) close() {
+	for range s.slots {
+		sl := <-s.free
+		if sl.inst != nil {
+			sl.inst.close()
+			sl.set(nil)
+			s.gauge(s.m.up).Dec()
+		}
+	}
+}
