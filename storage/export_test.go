@@ -1,0 +1,156 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// exportFixture stores 25 accepted events over two runs and returns them.
+func exportFixture(t *testing.T) (*Store, []testEvent) {
+	s := openTest(t, nil)
+	evs := append(genEvents(1, 0, 15, 1, 3000), genEvents(2, 100, 10, 2, 3000)...)
+	for i := range evs {
+		evs[i].meta = RowMeta{Decision: schemas.DecisionAccept, Lines: uint64(i), Stage: "hlt1", Reason: ""}
+		evs[i].status = schemas.StatusCorrupt
+		evs[i].corrupt = []uint32{uint32(i)}
+	}
+	put(t, s, Accepted, evs[:15])
+	put(t, s, Accepted, evs[15:])
+	return s, evs
+}
+
+// checkExported compares a table read back from an export with the events.
+func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
+	t.Helper()
+	want, _ := schemas.EventSchema(schemas.ModeEvent, testGroups)
+	if tbl.NumRows() != int64(len(evs)) || tbl.NumCols() != int64(len(want.Fields())+4) {
+		t.Fatalf("%d rows × %d columns, want %d × %d", tbl.NumRows(), tbl.NumCols(), len(evs), len(want.Fields())+4)
+	}
+	for i, f := range want.Fields() {
+		if got := tbl.Schema().Field(i); got.Name != f.Name || !arrow.TypeEqual(got.Type, f.Type) {
+			t.Fatalf("column %d is %s %s, want %s %s", i, got.Name, got.Type, f.Name, f.Type)
+		}
+	}
+	tr := array.NewTableReader(tbl, 1000)
+	defer tr.Release()
+	row := 0
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		evRec := array.NewRecordBatch(want, rec.Columns()[:len(want.Fields())], rec.NumRows())
+		defer evRec.Release()
+		ev, err := schemas.NewEventBatch(evRec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := rec.Column(len(want.Fields())).(*array.Uint8)
+		lines := rec.Column(len(want.Fields()) + 1).(*array.Uint64)
+		stage := rec.Column(len(want.Fields()) + 2).(*array.String)
+		for i := 0; i < ev.Len(); i++ {
+			m := RowMeta{Decision: schemas.Decision(dec.Value(i)), Lines: lines.Value(i), Stage: stage.Value(i)}
+			if err := checkRow(ev, m, i, evs[row], schemas.StatusCorrupt); err != nil {
+				t.Fatal(err)
+			}
+			row++
+		}
+	}
+	if row != len(evs) {
+		t.Fatalf("read %d rows, want %d", row, len(evs))
+	}
+}
+
+// TestExportArrow exports to an Arrow IPC file and reads it back with the
+// Arrow Go IPC file reader.
+func TestExportArrow(t *testing.T) {
+	s, evs := exportFixture(t)
+	path := filepath.Join(t.TempDir(), "x.arrow")
+	f, _ := os.Create(path)
+	n, err := s.Export(Accepted, FormatArrow, f, ExportOptions{})
+	f.Close()
+	if err != nil || n != len(evs) {
+		t.Fatalf("export: %d events, %v", n, err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	f, _ = os.Open(path)
+	defer f.Close()
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var recs []arrow.RecordBatch
+	for i := 0; i < r.NumRecords(); i++ {
+		rec, err := r.RecordBatch(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Retain()
+		defer rec.Release()
+		recs = append(recs, rec)
+	}
+	tbl := array.NewTableFromRecords(r.Schema(), recs)
+	defer tbl.Release()
+	checkExported(t, tbl, evs)
+}
+
+// TestExportParquet exports to Parquet and reads it back with pqarrow.
+func TestExportParquet(t *testing.T) {
+	s, evs := exportFixture(t)
+	var buf bytes.Buffer
+	n, err := s.Export(Accepted, FormatParquet, &buf, ExportOptions{})
+	if err != nil || n != len(evs) {
+		t.Fatalf("export: %d events, %v", n, err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	tbl, err := pqarrow.ReadTable(context.Background(), bytes.NewReader(buf.Bytes()), nil, pqarrow.ArrowReadProperties{}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	checkExported(t, tbl, evs)
+	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	if pf.NumRows() != int64(len(evs)) {
+		t.Fatalf("parquet footer says %d rows, want %d", pf.NumRows(), len(evs))
+	}
+}
+
+// TestExportRowsAndSelection exports with a row encoder (the MDF hook),
+// a selection and a limit.
+func TestExportRowsAndSelection(t *testing.T) {
+	s, _ := exportFixture(t)
+	var buf bytes.Buffer
+	enc := func(ev *schemas.EventBatch, i int, m RowMeta) ([]byte, error) {
+		return binary.LittleEndian.AppendUint64(nil, ev.EventID(i)), nil
+	}
+	n, err := s.Export(Accepted, FormatRows, &buf, ExportOptions{Selection: Selection{MinRun: 2, MinEvent: 104}, Limit: 3, Encode: enc})
+	if err != nil || n != 3 {
+		t.Fatalf("export: %d events, %v", n, err)
+	}
+	want := []uint64{104, 106, 108}
+	for i, w := range want {
+		if got := binary.LittleEndian.Uint64(buf.Bytes()[8*i:]); got != w {
+			t.Fatalf("record %d is event %d, want %d", i, got, w)
+		}
+	}
+	if _, err := s.Export(Accepted, FormatRows, &buf, ExportOptions{}); err == nil {
+		t.Fatal("rows export without an encoder accepted")
+	}
+}
