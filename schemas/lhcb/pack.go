@@ -131,6 +131,7 @@ func WriteMFPs(r io.Reader, sources []uint32, n int, align uint8, emit func(pack
 	if err != nil {
 		return nil, err
 	}
+	sp.SkipCRC = true // AppendMFP computes them
 	pk, err := NewPacker(n, align, emit)
 	if err != nil {
 		return nil, err

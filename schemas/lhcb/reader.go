@@ -20,6 +20,7 @@ type Reader struct {
 	buf     []byte
 	scratch []byte
 	infl    inflater
+	rec     Record
 	err     error // sticky: a stream error ends the reading
 }
 
@@ -84,14 +85,14 @@ func (r *Reader) Next() (*Record, error) {
 	}
 	r.buf = b
 	r.off = base + int64(size)
-	rec, err := finishRecord(h, b, base, r.Checksums, &r.infl, r.scratch)
-	if h.Compressed() && cap(rec.Body) > cap(r.scratch) {
-		r.scratch = rec.Body
+	r.rec, err = finishRecord(h, b, base, r.Checksums, &r.infl, r.scratch)
+	if h.Compressed() && cap(r.rec.Body) > cap(r.scratch) {
+		r.scratch = r.rec.Body
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &rec, nil
+	return &r.rec, nil
 }
 
 // streamErr turns a short read into a DecodeError: the stream ended after

@@ -93,22 +93,35 @@ func ScanSources(r io.Reader) ([]uint32, error) {
 // Splitter turns MDF events into one fragment per configured source. It
 // reuses its buffers: not safe for concurrent use.
 type Splitter struct {
-	sources []uint32       // bank sources, ascending (HeaderSource excluded)
-	index   map[uint32]int // source id -> position in sources
-	banks   []Bank
-	at      []int // body offset of banks[i]
-	count   []int // per source: banks in the current event
-	first   []int // per source: body offset of its first bank
-	end     []int // per source: body offset after its last bank, or -1 once its banks are not contiguous
-	spans   [][2]int
-	buf     []byte
+	// SkipCRC leaves Fragment.CRC at 0, for callers that compute the CRCs
+	// when they encode the fragments anyway (schemas.AppendMFP,
+	// schemas.AppendFragment with computeCRC). Fragments handed to the
+	// builder directly need their CRC: leave it false.
+	SkipCRC bool
+
+	sources []uint32 // bank sources, ascending (HeaderSource excluded)
+	// table[type][source id] is 1 + the position of SourceID(type, source
+	// id) in sources, 0 when not configured; nil for an unused type. A
+	// direct index, as a map lookup per bank costs more than the rest of
+	// the split.
+	table [256][]int32
+	st    []srcState // per source, state in the current event
+	epoch uint32     // current event's stamp in srcState.epoch
+	buf   []byte     // header fragment, then concatenations of scattered banks
+}
+
+// srcState is what Split knows of a source in the current event.
+type srcState struct {
+	epoch        uint32 // == Splitter.epoch when the source has banks in this event
+	first, end   int32  // body offsets of its first bank and after its last; end = -1 when not contiguous
+	span0, span1 int32  // its concatenated banks in buf when not contiguous
 }
 
 // NewSplitter returns a Splitter for the given source set (as ScanSources
 // returns; HeaderSource is always included whether listed or not). Ids of
 // 2^24 and above other than HeaderSource are refused.
 func NewSplitter(sources []uint32) (*Splitter, error) {
-	s := &Splitter{index: map[uint32]int{}}
+	s := &Splitter{}
 	for _, id := range sources {
 		if id == HeaderSource {
 			continue
@@ -121,11 +134,13 @@ func NewSplitter(sources []uint32) (*Splitter, error) {
 	slices.Sort(s.sources)
 	s.sources = slices.Compact(s.sources)
 	for i, id := range s.sources {
-		s.index[id] = i
+		typ, src, _ := SplitSourceID(id)
+		if s.table[typ] == nil {
+			s.table[typ] = make([]int32, 1<<16)
+		}
+		s.table[typ][src] = int32(i) + 1
 	}
-	n := len(s.sources)
-	s.count, s.first, s.end = make([]int, n), make([]int, n), make([]int, n)
-	s.spans = make([][2]int, n)
+	s.st = make([]srcState, len(s.sources))
 	return s, nil
 }
 
@@ -136,92 +151,120 @@ func (s *Splitter) Sources() []uint32 { return append(slices.Clone(s.sources), H
 // Split appends to dst the fragments of one MDF event, header h and body of
 // raw banks, that is the index-th of its stream: the header fragment, then
 // one fragment per configured source in ascending source id, all with the
-// same event id (see the mapping above) and their CRC-32C computed.
-// Payloads alias body or the Splitter's buffers and stay valid until the
-// next Split. Errors: *schemas.DecodeError for a malformed bank or ODIN
-// bank (offsets from the start of body), or an error wrapping
+// same event id (see the mapping above) and their CRC-32C computed unless
+// SkipCRC. Payloads alias body or the Splitter's buffers and stay valid
+// until the next Split. Errors: *schemas.DecodeError for a malformed bank
+// or ODIN bank (offsets from the start of body), or an error wrapping
 // ErrUnknownSource.
 func (s *Splitter) Split(dst []schemas.Fragment, h *Header, body []byte, index uint64) ([]schemas.Fragment, error) {
-	var err error
-	if s.banks, err = AppendBanks(s.banks[:0], body); err != nil {
-		return dst, err
+	if len(body) > MaxRecordSize {
+		return dst, schemas.Errorf(formatSplit, "body", 0, schemas.ErrSizeOverflow, "body of %d bytes exceeds %d", len(body), MaxRecordSize)
 	}
-	for i := range s.count {
-		s.count[i], s.end[i] = 0, 0
+	s.epoch++
+	if s.epoch == 0 { // wrapped: forget every stamp
+		clear(s.st)
+		s.epoch = 1
 	}
-	eventID, haveODIN := index, false
-	s.at = s.at[:0]
-	at := 0
-	for bi := range s.banks {
-		// Invariant: at is the body offset of bank bi (banks are contiguous).
-		b := &s.banks[bi]
-		s.at = append(s.at, at)
-		si, ok := s.index[b.Key()]
-		if !ok {
-			return dst, fmt.Errorf("%w: event %d: bank %d (type %d, source %d: source id %#x) at body offset %d", ErrUnknownSource, index, bi, b.Type, b.SourceID, b.Key(), at)
+	le := binary.LittleEndian
+	hh := *h
+	hh.Size, hh.Checksum, hh.Compression = uint32(h.Len()+len(body)), 0, 0
+	s.buf = appendHeader(s.buf[:0], &hh)
+	countAt := len(s.buf)
+	s.buf = append(s.buf, 0, 0, 0, 0)
+	eventID, haveODIN, scattered, nbanks := index, false, false, 0
+	for at := 0; at < len(body); {
+		// Invariant: body[:at] is whole valid banks, each recorded in s.st
+		// and listed in s.buf.
+		rest := body[at:]
+		n := 0
+		if len(rest) >= BankHeaderSize {
+			n = int(le.Uint16(rest[2:]))
 		}
+		padded := (n + 3) &^ 3
+		if n < BankHeaderSize || le.Uint16(rest) != BankMagic || padded > len(rest) {
+			_, _, err := DecodeBank(rest) // the exact error
+			return dst, schemas.WithOffset(err, int64(at))
+		}
+		typ, src := rest[4], le.Uint16(rest[6:])
+		var si int32
+		if t := s.table[typ]; t != nil {
+			si = t[src] - 1
+		} else {
+			si = -1
+		}
+		if si < 0 {
+			return dst, fmt.Errorf("%w: event %d: bank %d (type %d, source %d: source id %#x) at body offset %d", ErrUnknownSource, index, nbanks, typ, src, SourceID(typ, src), at)
+		}
+		st := &s.st[si]
 		switch {
-		case s.count[si] == 0:
-			s.first[si] = at
-			s.end[si] = at + b.PaddedLen()
-		case s.end[si] == at:
-			s.end[si] = at + b.PaddedLen()
+		case st.epoch != s.epoch:
+			*st = srcState{epoch: s.epoch, first: int32(at), end: int32(at + padded)}
+		case st.end == int32(at):
+			st.end = int32(at + padded)
 		default:
-			s.end[si] = -1
+			st.end, scattered = -1, true
 		}
-		s.count[si]++
-		if b.Type == BankTypeODIN && !haveODIN {
-			o, err := DecodeODIN(b.Version, b.Data)
+		if typ == BankTypeODIN && !haveODIN {
+			o, err := DecodeODIN(rest[5], rest[BankHeaderSize:n])
 			if err != nil {
 				return dst, schemas.WithOffset(err, int64(at+BankHeaderSize))
 			}
 			eventID, haveODIN = o.EventNumber, true
 		}
-		at += b.PaddedLen()
+		s.buf = le.AppendUint32(s.buf, SourceID(typ, src))
+		nbanks++
+		at += padded
 	}
-
-	// Build the header fragment and the concatenations of scattered banks
-	// in s.buf, remembering spans, then slice s.buf once it stops growing.
-	hh := *h
-	hh.Size, hh.Checksum, hh.Compression = uint32(h.Len()+len(body)), 0, 0
-	s.buf = appendHeader(s.buf[:0], &hh)
-	s.buf = binary.LittleEndian.AppendUint32(s.buf, uint32(len(s.banks)))
-	for bi := range s.banks {
-		s.buf = binary.LittleEndian.AppendUint32(s.buf, s.banks[bi].Key())
-	}
+	le.PutUint32(s.buf[countAt:], uint32(nbanks))
 	headerLen := len(s.buf)
-	for si := range s.sources {
-		if s.count[si] == 0 || s.end[si] >= 0 {
-			continue
-		}
-		start := len(s.buf)
-		for bi := range s.banks {
-			if b := &s.banks[bi]; b.Key() == s.sources[si] {
-				s.buf = append(s.buf, body[s.at[bi]:s.at[bi]+b.PaddedLen()]...)
-			}
-		}
-		s.spans[si] = [2]int{start, len(s.buf)}
+	if scattered {
+		s.gather(body)
 	}
 
-	dst = append(dst, fragment(HeaderSource, eventID, s.buf[:headerLen]))
-	for si, id := range s.sources {
-		var p []byte
+	base := len(dst)
+	dst = slices.Grow(dst, 1+len(s.sources))[:base+1+len(s.sources)]
+	dst[base] = schemas.Fragment{SourceID: HeaderSource, EventID: eventID, Payload: s.buf[:headerLen:headerLen]}
+	out := dst[base+1:]
+	for si := range out {
+		// Every configured source gets a fragment, empty when it has no
+		// bank. Fields are stored one by one: building a Fragment value
+		// and copying it costs twice as much in this loop.
+		f, st := &out[si], &s.st[si]
+		f.SourceID, f.EventID, f.CRC = s.sources[si], eventID, 0
 		switch {
-		case s.count[si] == 0:
-			f := fragment(id, eventID, nil)
-			f.Flags = schemas.FlagEmpty
-			dst = append(dst, f)
-			continue
-		case s.end[si] >= 0:
-			p = body[s.first[si]:s.end[si]]
+		case st.epoch != s.epoch:
+			f.Flags, f.Payload = schemas.FlagEmpty, nil
+		case st.end >= 0:
+			f.Flags, f.Payload = 0, body[st.first:st.end:st.end]
 		default:
-			p = s.buf[s.spans[si][0]:s.spans[si][1]]
+			f.Flags, f.Payload = 0, s.buf[st.span0:st.span1:st.span1]
 		}
-		dst = append(dst, fragment(id, eventID, p))
+	}
+	if !s.SkipCRC {
+		for i := range dst[base:] {
+			dst[base+i].CRC = schemas.Checksum(dst[base+i].Payload)
+		}
 	}
 	return dst, nil
 }
 
-func fragment(source uint32, eventID uint64, p []byte) schemas.Fragment {
-	return schemas.Fragment{SourceID: source, EventID: eventID, CRC: schemas.Checksum(p), Payload: p[:len(p):len(p)]}
+// gather concatenates, in s.buf, the banks of every source whose banks are
+// not adjacent in body (already validated by Split), in body order.
+func (s *Splitter) gather(body []byte) {
+	le := binary.LittleEndian
+	for si := range s.st {
+		st := &s.st[si]
+		if st.epoch != s.epoch || st.end >= 0 {
+			continue
+		}
+		st.span0 = int32(len(s.buf))
+		for at := int(st.first); at < len(body); {
+			n := (int(le.Uint16(body[at+2:])) + 3) &^ 3
+			if SourceID(body[at+4], le.Uint16(body[at+6:])) == s.sources[si] {
+				s.buf = append(s.buf, body[at:at+n]...)
+			}
+			at += n
+		}
+		st.span1 = int32(len(s.buf))
+	}
 }
