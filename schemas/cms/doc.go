@@ -25,6 +25,13 @@
 // xor) over every 64-bit word of the fragment fed most significant byte
 // first, with the CRC field and the C, F and R bits zeroed (see FEDCRC).
 //
+// # SlinkRocket (Phase 2)
+//
+// The Phase-2 framing: a 128-bit header (BOE 0x55, version 3, 44-bit event
+// id), the payload in 128-bit words and a 128-bit trailer (EOE 0xAA, length
+// in 128-bit words, status bits, orbit and bunch crossing); see
+// SlinkRocket. Its CRCs are carried, not verified, as in cmssw.
+//
 // # FRD event
 //
 //	v3: version u32, run, lumi, event, eventSize, paddingSize, adler32  (28 B)
