@@ -140,7 +140,10 @@ func DecodeMEP(b []byte) (*MEP, error) {
 
 // Event appends to dst the raw banks of event k (0 <= k < PackingFactor):
 // fragment k of every block, in block order, as banks whose payload aliases
-// the MEP. The bank version is the low byte of the block's version.
+// the MEP. The bank version is the low byte of the block's version. Every
+// block gives a bank, including the fragments the sample uses to say "no
+// bank of this source in this event" (size 0, type 0): they are kept as
+// they are, not interpreted.
 func (m *MEP) Event(k int, dst []Bank) []Bank {
 	for i := range m.Blocks {
 		blk := &m.Blocks[i]

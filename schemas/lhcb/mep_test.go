@@ -91,6 +91,22 @@ func TestMEPTranspose(t *testing.T) {
 			t.Fatalf("block %d: fragments sum to %d, block_size %d", i, perBlock[i], want)
 		}
 	}
+	// Where a source has no bank in an event, the sample's fragment has
+	// size 0 and type 0 (blocks 398..400, sources 1..3 of type 32).
+	placeholders := 0
+	for i := range m.Blocks {
+		for k, typ := range m.Blocks[i].Types {
+			if typ == 0 {
+				if len(m.Blocks[i].Fragments[k]) != 0 || m.Blocks[i].Types[0] != 32 {
+					t.Fatalf("block %d fragment %d: type 0 with %d bytes", i, k, len(m.Blocks[i].Fragments[k]))
+				}
+				placeholders++
+			}
+		}
+	}
+	if placeholders != 16 {
+		t.Fatalf("%d type-0 fragments, want 16", placeholders)
+	}
 	if len(odinNumbers) != m.PackingFactor {
 		t.Fatalf("%d ODIN fragments, want one per event", len(odinNumbers))
 	}
