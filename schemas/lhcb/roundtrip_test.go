@@ -253,3 +253,61 @@ func TestRoundTripMFPs(t *testing.T) {
 	checkLedger(t, l, uint64(len(sources))*sampleRecords, sampleRecords)
 	checkJoined(t, out, originals(t, data))
 }
+
+// TestRoundTripMEP: the MEP sample's 10 events -> per-source MFPs of
+// packing factor 10 -> builder -> joiner: every event comes back as an MDF
+// record holding the transposed banks of that event.
+func TestRoundTripMEP(t *testing.T) {
+	data := readFile(t, mepSample)
+	_, body := mepBody(t)
+	m, err := DecodeMEP(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packets [][]byte
+	sources, err := WriteMFPs(bytes.NewReader(data), nil, 10, 0, func(p []byte) error {
+		packets = append(packets, bytes.Clone(p))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packets) != len(sources) || len(sources) != 1241+1 {
+		t.Fatalf("%d packets, %d sources", len(packets), len(sources))
+	}
+	rand.New(rand.NewPCG(5, 5)).Shuffle(len(packets), func(i, j int) { packets[i], packets[j] = packets[j], packets[i] })
+	out, l := buildAndJoin(t, sources, func(ctx context.Context, b *builder.Builder) {
+		for _, p := range packets {
+			mfp, _, err := schemas.DecodeMFP(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.AddPacket(ctx, mfp, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	checkLedger(t, l, uint64(len(sources))*10, 10)
+	for _, j := range out {
+		if j.err != nil {
+			t.Fatalf("event %d: %v", j.id, j.err)
+		}
+		rec, _, err := DecodeRecord(j.record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := AppendBanks(nil, rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := m.Event(int(j.id-6001), nil)
+		if len(got) != len(want) || rec.Header.DataType != DataTypeBanks {
+			t.Fatalf("event %d: %d banks, want %d; data type %d", j.id, len(got), len(want), rec.Header.DataType)
+		}
+		for k := range got {
+			if got[k].Type != want[k].Type || got[k].SourceID != want[k].SourceID || got[k].Version != want[k].Version || !bytes.Equal(got[k].Data, want[k].Data) {
+				t.Fatalf("event %d bank %d differs", j.id, k)
+			}
+		}
+	}
+}
