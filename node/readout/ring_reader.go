@@ -32,6 +32,7 @@ type Reader struct {
 
 	mu     sync.Mutex
 	closed bool
+	out    int       // packets handed out and not released
 	base   uint64    // sequence number of pend[head]
 	pend   []pending // circular queue of handed-out records not yet acknowledged
 	head   int
@@ -211,6 +212,9 @@ func (r *Reader) push(end uint64, done bool) uint64 {
 	}
 	r.pend[(r.head+r.n)%len(r.pend)] = pending{end: end, done: done}
 	r.n++
+	if !done {
+		r.out++
+	}
 	seq := r.base + uint64(r.n-1)
 	if done {
 		r.advance()
@@ -223,11 +227,30 @@ func (r *Reader) push(end uint64, done bool) uint64 {
 func (r *Reader) release(seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || seq < r.base || seq >= r.base+uint64(r.n) {
-		return // already acknowledged, or the reader is gone
+	if seq < r.base || seq >= r.base+uint64(r.n) {
+		return // already acknowledged
 	}
-	r.pend[(r.head+int(seq-r.base))%len(r.pend)].done = true
-	r.advance()
+	e := &r.pend[(r.head+int(seq-r.base))%len(r.pend)]
+	if e.done {
+		return // released twice
+	}
+	e.done = true
+	r.out--
+	if !r.closed {
+		r.advance()
+	} else if r.out == 0 {
+		r.m.unmap() // the last packet of a detached reader
+	}
+}
+
+// heldBytes is the ring space read and not yet acknowledged.
+func (r *Reader) heldBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0
+	}
+	return int64(r.read - r.m.u64(offAck).Load())
 }
 
 // advance moves the ack pointer over the released prefix; r.mu is held.
@@ -250,7 +273,14 @@ func (r *Reader) advance() {
 }
 
 // WriterThrottleNs is the total time the writer has waited for ring space.
-func (r *Reader) WriterThrottleNs() uint64 { return r.m.u64(offThrottleNs).Load() }
+func (r *Reader) WriterThrottleNs() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m.mem == nil {
+		return 0
+	}
+	return r.m.u64(offThrottleNs).Load()
+}
 
 // Unacknowledged is the number of packets handed out and not yet
 // acknowledged (released, or waiting for an earlier packet's release).
@@ -261,18 +291,21 @@ func (r *Reader) Unacknowledged() int {
 }
 
 // Close detaches the reader: unacknowledged packets stay in the ring for
-// the next reader. Packets handed out become invalid (the ring is unmapped)
-// and their release funcs do nothing. Not concurrent with Next.
+// the next reader, which reads them again. Packets still handed out stay
+// mapped (their releases no longer acknowledge anything) and the ring is
+// unmapped when the last of them is released. Not concurrent with Next.
 func (r *Reader) Close() error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		return nil
 	}
 	r.closed = true
-	r.mu.Unlock()
 	close(r.stop)
 	<-r.beat
 	r.m.u32(offReaderPID).CompareAndSwap(r.pid, 0)
-	return r.m.unmap()
+	if r.out == 0 {
+		return r.m.unmap()
+	}
+	return nil
 }

@@ -32,8 +32,9 @@ type Writer struct {
 	seq   uint64 // records written, for record headers
 	stop  chan struct{}
 	beat  chan struct{}
-	hdr   [recordHeaderSize]byte
 	close atomic.Bool
+	// throttle keeps ThrottleNs once the ring is unmapped.
+	throttle uint64
 }
 
 // CreateWriter creates (replacing any previous file) the ring /dev/shm/name
@@ -180,7 +181,12 @@ func (wr *Writer) Drain(ctx context.Context) error {
 }
 
 // ThrottleNs is the total time Write waited for ring space, in ns.
-func (wr *Writer) ThrottleNs() uint64 { return wr.m.u64(offThrottleNs).Load() }
+func (wr *Writer) ThrottleNs() uint64 {
+	if wr.close.Load() {
+		return wr.throttle
+	}
+	return wr.m.u64(offThrottleNs).Load()
+}
 
 // Close marks the ring closed (the reader returns io.EOF once it has read
 // everything), stops the heartbeat, unmaps the ring and removes its file
@@ -190,6 +196,7 @@ func (wr *Writer) Close() error {
 		return nil
 	}
 	m := &wr.m
+	wr.throttle = m.u64(offThrottleNs).Load()
 	m.u32(offWriterState).Store(1)
 	m.u32(offWriteSeq).Add(1)
 	futexWake(m.u32(offWriteSeq))

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/node/readout"
+)
+
+func init() { register(newReadoutCmd) }
+
+// newReadoutCmd builds `sluice readout`, the readout-board emulator. The
+// generator lives in node/readout (RunEmulator) so the node can embed it.
+func newReadoutCmd() *cobra.Command {
+	var (
+		cfg         readout.EmulatorConfig
+		groups      string
+		sizeDist    string
+		summaryJSON string
+	)
+	cmd := &cobra.Command{
+		Use:   "readout --to URI [--from FILE] [--events N | --duration D] [--rate HZ] [--loop N] [fault options]",
+		Short: "Emulate readout boards: send multi-fragment packets to a ring, TCP or UDP input, or a file",
+		Long: `Emulate readout boards: generate detector-like multi-fragment packets (or replay
+a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
+  shm://NAME            a shared-memory readout ring in /dev/shm (the writer waits when it is full)
+  tcp://HOST:PORT       a TCP input (credit-based flow control, one connection per source group)
+  udp://HOST:PORT       a UDP input (8-byte sequence number + MFP; ?format=vtp: + VDIF frame)
+  file://PATH           a native MFP stream file
+Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
+--truncate exclude each other. Prints what was sent and injected.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.To == "" {
+				return fmt.Errorf("--to is required (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
+			}
+			var err error
+			if cfg.Size, err = readout.ParseSizeDist(sizeDist); err != nil {
+				return fmt.Errorf("--size-dist: %w", err)
+			}
+			if groups != "" {
+				if cfg.Groups, err = readout.ParseGroups(groups); err != nil {
+					return fmt.Errorf("--groups: %w", err)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sum, runErr := readout.RunEmulator(ctx, cfg)
+			fmt.Fprintln(cmd.OutOrStdout(), sum.String())
+			if summaryJSON != "" {
+				b, err := json.MarshalIndent(sum, "", "  ")
+				if err == nil {
+					err = os.WriteFile(summaryJSON, append(b, '\n'), 0o644)
+				}
+				if err != nil && runErr == nil {
+					runErr = fmt.Errorf("--summary-json: %w", err)
+				}
+			}
+			if runErr == context.Canceled {
+				return nil // interrupted: what was sent is reported
+			}
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.To, "to", "", "output URI: shm://NAME, tcp://HOST:PORT, udp://HOST:PORT[?format=vtp] or file://PATH")
+	f.StringVar(&cfg.From, "from", "", "replay this file (native MFP, MDF/MEP or VDIF) instead of generating")
+	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long")
+	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")
+	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids shifted to stay unique")
+	f.IntVar(&cfg.Sources, "sources", 4, "synthetic sources 0..N-1 (ignored with --groups)")
+	f.StringVar(&groups, "groups", "", "sub-detector source groups, e.g. ecal:0-31,hcal:32-47,muon:48-63,tracker:64-99")
+	f.IntVar(&cfg.Packing, "packing", 1, "fragments per multi-fragment packet")
+	f.StringVar(&sizeDist, "size-dist", "fixed:128", "payload bytes: fixed:N, uniform:MIN,MAX or lognormal:MEAN,SIGMA")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of payload contents and fault draws")
+	f.Uint64Var(&cfg.FirstEvent, "first-event", 0, "event id of the first event")
+	f.IntVar(&cfg.Connections, "connections", 0, "TCP connections (default min(sources, 4))")
+	f.Uint64Var(&cfg.RingSize, "ring-size", readout.DefaultRingData, "shm ring data size in bytes (power of two)")
+	f.IntVar(&cfg.SocketBuffer, "socket-buffer", 4<<20, "TCP/UDP send buffer in bytes")
+	f.Float64Var(&cfg.Faults.Drop, "drop", 0, "probability a packet is not sent")
+	f.Float64Var(&cfg.Faults.Duplicate, "duplicate", 0, "probability a packet is sent twice")
+	f.Float64Var(&cfg.Faults.Corrupt, "corrupt", 0, "probability one fragment of a packet gets a payload byte flipped (bad CRC)")
+	f.Float64Var(&cfg.Faults.Truncate, "truncate", 0, "probability a packet is cut short (TCP: mid-packet disconnect)")
+	f.Float64Var(&cfg.Faults.Reorder, "reorder", 0, "probability a packet is held back behind later ones")
+	f.IntVar(&cfg.Faults.ReorderWindow, "reorder-window", 8, "a reordered packet goes out after 1..N later packets")
+	f.Float64Var(&cfg.Faults.Stall, "stall", 0, "probability a source stalls at a packet")
+	f.DurationVar(&cfg.Faults.StallDuration, "stall-duration", 0, "how long a stalled source waits (default 10ms)")
+	f.StringVar(&summaryJSON, "summary-json", "", "write the summary of what was sent as JSON to this file")
+	return cmd
+}

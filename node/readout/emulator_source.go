@@ -1,0 +1,226 @@
+package readout
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/schemas/synth"
+	"github.com/sluice-daq/sluice/schemas/vdif"
+)
+
+// emuPacket is one unit the emulator sends: an MFP, or a bare VDIF frame
+// for VTP.
+type emuPacket struct {
+	b      []byte
+	source uint32
+	n      int    // fragments
+	event  uint64 // events since the start of the run, for pacing
+}
+
+// packetSource yields the packets of a run in sending order.
+type packetSource interface {
+	// next returns the next packet, built in dst's storage, or ok=false at
+	// the end of the run.
+	next(dst []byte) (p emuPacket, ok bool)
+	sources() int
+}
+
+// synthSource generates detector-like packets: for each block of Packing
+// consecutive events, one MFP per source.
+type synthSource struct {
+	ids     []uint32
+	kinds   []synth.Kind
+	packing int
+	size    SizeDist
+	seed    uint64
+	first   uint64
+	events  uint64 // 0: unbounded (Duration ends the run)
+	rng     *rand.Rand
+
+	block, src int
+	payload    []byte
+	views      [][]byte
+}
+
+func newSynthSource(cfg *EmulatorConfig) *synthSource {
+	s := &synthSource{packing: cfg.Packing, size: cfg.Size, seed: cfg.Seed, first: cfg.FirstEvent, events: cfg.Events,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5EED))}
+	for _, g := range cfg.Groups {
+		for _, id := range g.Sources {
+			s.ids = append(s.ids, id)
+			s.kinds = append(s.kinds, synth.KindOf(g.Name))
+		}
+	}
+	return s
+}
+
+func (s *synthSource) sources() int { return len(s.ids) }
+
+func (s *synthSource) next(dst []byte) (emuPacket, bool) {
+	start := uint64(s.block) * uint64(s.packing)
+	if s.events > 0 && start >= s.events {
+		return emuPacket{}, false
+	}
+	n := s.packing
+	if s.events > 0 {
+		n = int(min(uint64(n), s.events-start))
+	}
+	id, kind := s.ids[s.src], s.kinds[s.src]
+	s.payload, s.views = s.payload[:0], s.views[:0]
+	offs := make([]int, 0, n+1)
+	for i := 0; i < n; i++ {
+		offs = append(offs, len(s.payload))
+		s.payload = synth.Append(s.payload, kind, s.seed, s.first+start+uint64(i), id, s.size.draw(s.rng))
+	}
+	offs = append(offs, len(s.payload))
+	for i := 0; i < n; i++ {
+		s.views = append(s.views, s.payload[offs[i]:offs[i+1]])
+	}
+	p := emuPacket{b: schemas.AppendMFP(dst[:0], id, s.first+start, 0, 3, s.views, nil), source: id, n: n, event: start}
+	if s.src++; s.src == len(s.ids) {
+		s.src = 0
+		s.block++
+	}
+	return p, true
+}
+
+// fileSource replays the packets split from a file Loop times, shifting
+// event ids by the file's span on each replay so they stay unique.
+type fileSource struct {
+	packets []emuPacket // from the file, first pass
+	span    uint64      // event ids the file covers
+	minID   uint64
+	loops   int
+	vtp     bool // packets are bare VDIF frames (no event id to shift)
+	nsrc    int
+	i, loop int
+}
+
+func (f *fileSource) sources() int { return f.nsrc }
+
+func (f *fileSource) next(dst []byte) (emuPacket, bool) {
+	if f.i == len(f.packets) {
+		f.i, f.loop = 0, f.loop+1
+	}
+	if f.loop >= f.loops || len(f.packets) == 0 {
+		return emuPacket{}, false
+	}
+	p := f.packets[f.i]
+	f.i++
+	shift := uint64(f.loop) * f.span
+	p.b = append(dst[:0], p.b...)
+	p.event += shift
+	if !f.vtp {
+		first := binary.LittleEndian.Uint64(p.b[16:])
+		binary.LittleEndian.PutUint64(p.b[16:], first+shift)
+	}
+	return p, true
+}
+
+// loadFile splits the file at path into packets of packing fragments per
+// source: a native MFP stream as is, MDF/MEP through lhcb.WriteMFPs, VDIF
+// through vdif.Packer (or, when vtp is set, one bare frame per packet).
+// The whole file is held in memory: it is a sample replayed in a loop.
+func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	head := data[:min(len(data), vdif.DetectBytes)]
+	f := &fileSource{loops: loops, vtp: vtp}
+	var format string
+	add := func(b []byte) error {
+		p, n, err := schemas.DecodeMFP(b)
+		if err != nil {
+			return err
+		}
+		f.packets = append(f.packets, emuPacket{b: append([]byte(nil), b[:n]...), source: p.SourceID, n: p.N, event: p.FirstEventID})
+		return nil
+	}
+	switch {
+	case len(data) >= 4 && binary.LittleEndian.Uint32(data) == schemas.MFPMagic:
+		format = "mfp"
+		for off := 0; off < len(data); {
+			_, n, err := schemas.DecodeMFP(data[off:])
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", path, schemas.WithOffset(err, int64(off)))
+			}
+			add(data[off : off+n])
+			off += n
+		}
+	case lhcb.DetectMDF(head) || lhcb.DetectMEP(head):
+		format = "mdf"
+		if _, err := lhcb.WriteMFPs(bytes.NewReader(data), nil, packing, 3, add); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
+	case vdif.Detect(head) == vdif.FormatVDIF:
+		format = "vdif"
+		pk, err := vdif.NewPacker(packing)
+		if err != nil {
+			return nil, "", err
+		}
+		r := vdif.NewReader(bytes.NewReader(data))
+		var out []byte
+		for {
+			fr, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", path, err)
+			}
+			if vtp {
+				f.packets = append(f.packets, emuPacket{b: append([]byte(nil), fr.Bytes...), source: vdif.SourceID(&fr.Header), n: 1, event: vdif.EventID(&fr.Header)})
+				continue
+			}
+			out = pk.Add(out[:0], &fr)
+			if err := splitMFPs(out, add); err != nil {
+				return nil, "", err
+			}
+		}
+		if err := splitMFPs(pk.Flush(out[:0]), add); err != nil {
+			return nil, "", err
+		}
+	default:
+		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP or VDIF file (by its first bytes)", path)
+	}
+	if vtp && format != "vdif" {
+		return nil, "", fmt.Errorf("%s: udp ?format=vtp sends VDIF frames, this file is %s", path, format)
+	}
+	if len(f.packets) == 0 {
+		return nil, "", fmt.Errorf("%s: no packets", path)
+	}
+	lo, hi := f.packets[0].event, f.packets[0].event
+	srcs := map[uint32]bool{}
+	for i := range f.packets {
+		p := &f.packets[i]
+		lo, hi = min(lo, p.event), max(hi, p.event+uint64(p.n)-1)
+		srcs[p.source] = true
+	}
+	f.minID, f.span, f.nsrc = lo, hi-lo+1, len(srcs)
+	for i := range f.packets {
+		f.packets[i].event -= lo // pacing counts events from the file's first
+	}
+	return f, format, nil
+}
+
+// splitMFPs calls add for each MFP in b (packets back to back).
+func splitMFPs(b []byte, add func([]byte) error) error {
+	for len(b) > 0 {
+		_, n, err := schemas.DecodeMFP(b)
+		if err != nil {
+			return err
+		}
+		if err := add(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package readout
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TCP readout stream protocol, version 1 (all integers little-endian):
+//
+//	sender -> receiver: preamble {u32 magic 0x53544C53 ("SLTS"), u32 version 1},
+//	                    then frames {u32 length L, L bytes: one MFP};
+//	                    L = 0 ends the stream cleanly.
+//	receiver -> sender: credit grants {u64 bytes}, the first (the window)
+//	                    right after the preamble, then one whenever the sink
+//	                    released packets.
+//
+// A sender may have at most the bytes granted so far minus the frame bytes
+// (L, prefixes not counted) it has sent in flight; the receiver checks this
+// and closes a connection that exceeds it (ReasonProtocol).
+const (
+	tcpMagic   uint32 = 0x53544C53
+	tcpVersion uint32 = 1
+	// readBufSize is the connection's bufio size: small frames are read
+	// many per syscall, while the bulk of a large frame is read straight
+	// into its pooled buffer (bufio bypasses its buffer for large reads).
+	readBufSize = 16 << 10
+	// largeWrite: frames at least this big are written with writev
+	// straight from the caller's bytes instead of through the bufio buffer.
+	largeWrite = 16 << 10
+)
+
+// TCPInput listens for readout streams (tcp://HOST:PORT), one connection
+// per source or board, any number at once, reconnections included.
+type TCPInput struct {
+	ln          *net.TCPListener
+	cfg         Config
+	c           counters
+	pool        bufPool
+	outstanding atomic.Int64 // credit granted to open connections and not yet used
+	rcvbuf      atomic.Int64
+}
+
+// ListenTCP listens on addr (HOST:PORT; port 0 picks one, see Addr).
+func ListenTCP(addr string, cfg Config) (*TCPInput, error) {
+	cfg = cfg.withDefaults()
+	la, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
+	}
+	ln, err := net.ListenTCP("tcp", la)
+	if err != nil {
+		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
+	}
+	in := &TCPInput{ln: ln, cfg: cfg}
+	in.pool.held = &in.c
+	return in, nil
+}
+
+// Addr is the address the input listens on.
+func (in *TCPInput) Addr() net.Addr { return in.ln.Addr() }
+
+// Stats returns the counters.
+func (in *TCPInput) Stats() Stats {
+	s := in.c.snapshot()
+	s.CreditsOutstanding = in.outstanding.Load()
+	s.SocketBufferBytes = int(in.rcvbuf.Load())
+	return s
+}
+
+// Run accepts connections and hands their packets to sink until ctx ends
+// or Config.ExpectStreams streams have ended (nil), or the sink fails (its
+// error). It closes the listener when it returns.
+func (in *TCPInput) Run(ctx context.Context, sink Sink) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopAccept := context.AfterFunc(ctx, func() { in.ln.Close() })
+	defer stopAccept()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer in.ln.Close()
+	var ended atomic.Int64
+	for {
+		conn, err := in.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("readout tcp://%s: accept: %w", in.ln.Addr(), err)
+		}
+		in.c.connections.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cleanEnd, err := in.serve(ctx, conn, sink)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			if cleanEnd && in.cfg.ExpectStreams > 0 && ended.Add(1) == int64(in.cfg.ExpectStreams) {
+				cancel(nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && err != context.Canceled {
+		return err
+	}
+	return nil
+}
+
+// tcpConn is the receiving side of one connection.
+type tcpConn struct {
+	in       *TCPInput
+	conn     *net.TCPConn
+	avail    atomic.Int64 // credit granted and not yet used
+	returned atomic.Int64 // bytes released by the sink, not yet granted back
+	wake     chan struct{}
+	onFree   func(int) // returnCredit, built once per connection
+}
+
+// serve reads one connection's frames. It returns whether the stream ended
+// with an end-of-stream frame, and an error only when the sink failed.
+func (in *TCPInput) serve(ctx context.Context, conn *net.TCPConn, sink Sink) (bool, error) {
+	in.c.open.Add(1)
+	defer in.c.open.Add(-1)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := conn.SetReadBuffer(in.cfg.SocketBuffer); err == nil {
+		if n, err := sockOpt(conn, unix.SO_RCVBUF); err == nil {
+			in.rcvbuf.Store(int64(n))
+		}
+	}
+	var pre [8]byte
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(conn, pre[:]); err != nil {
+		return false, nil // gone before saying anything: nothing lost
+	}
+	conn.SetReadDeadline(time.Time{})
+	if binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || binary.LittleEndian.Uint32(pre[4:]) != tcpVersion {
+		in.c.discarded[rProtocol].Add(1)
+		return false, nil
+	}
+	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1)}
+	tc.onFree = tc.returnCredit
+	done := make(chan struct{})
+	grantsDone := make(chan struct{})
+	go tc.grants(done, grantsDone)
+	defer func() {
+		close(done)
+		<-grantsDone
+		in.outstanding.Add(-tc.avail.Load())
+	}()
+	tc.returned.Add(int64(in.cfg.CreditWindow)) // the initial grant goes out like any other
+	tc.signal()
+
+	br := bufio.NewReaderSize(conn, readBufSize)
+	var hdr [4]byte
+	for {
+		// Invariant: br is at a frame boundary.
+		if n, err := io.ReadFull(br, hdr[:]); err != nil {
+			if n > 0 {
+				in.c.discarded[rTruncatedAtDisconnect].Add(1)
+			}
+			return false, nil
+		}
+		l := int64(binary.LittleEndian.Uint32(hdr[:]))
+		if l == 0 {
+			in.c.streams.Add(1)
+			return true, nil
+		}
+		if l > tc.avail.Load() {
+			in.c.discarded[rProtocol].Add(1) // sender ignored its credit
+			return false, nil
+		}
+		tc.avail.Add(-l)
+		in.outstanding.Add(-l)
+		buf := in.pool.get(int(l))
+		if _, err := io.ReadFull(br, buf.b[:l]); err != nil {
+			in.c.discarded[rTruncatedAtDisconnect].Add(1)
+			buf.put()
+			return false, nil
+		}
+		buf.hold(int(l), tc.onFree)
+		if err := in.c.deliver(ctx, sink, buf.b[:l:l], buf.release); err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+}
+
+// returnCredit is called when the sink released n bytes of this
+// connection; the grants goroutine sends them back to the sender.
+func (tc *tcpConn) returnCredit(n int) {
+	tc.returned.Add(int64(n))
+	tc.signal()
+}
+
+func (tc *tcpConn) signal() {
+	select {
+	case tc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// grants writes credit grants until done is closed; a release that comes
+// after the connection closed is simply not granted.
+func (tc *tcpConn) grants(done <-chan struct{}, finished chan<- struct{}) {
+	defer close(finished)
+	var msg [8]byte
+	for {
+		select {
+		case <-done:
+			return
+		case <-tc.wake:
+		}
+		n := tc.returned.Swap(0)
+		if n == 0 {
+			continue
+		}
+		// Count the credit before the sender can use it.
+		tc.avail.Add(n)
+		tc.in.outstanding.Add(n)
+		binary.LittleEndian.PutUint64(msg[:], uint64(n))
+		if _, err := tc.conn.Write(msg[:]); err != nil {
+			return
+		}
+	}
+}
+
+// sockOpt reads an integer socket option.
+func sockOpt(c syscall.Conn, opt int) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var serr error
+	err = rc.Control(func(fd uintptr) { v, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt) })
+	if err != nil {
+		return 0, err
+	}
+	return v, serr
+}

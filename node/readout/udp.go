@@ -1,0 +1,268 @@
+package readout
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/vdif"
+)
+
+// UDP readout datagrams: an 8-byte little-endian sequence number (one
+// sequence per sender address, incremented per datagram, like VTP) followed
+// by the payload: one MFP (format=mfp) or one VDIF frame (format=vtp, which
+// is then exactly VTP). A datagram of only the 8 bytes is an end marker:
+// its number is the count of datagrams the sender numbered, so missing
+// ones at the end of the stream are counted too.
+const (
+	seqSize = 8
+	// udpHeadroom is free space kept in front of each datagram in its
+	// buffer, so a decoder can write an MFP header before a VDIF frame
+	// without copying the frame: 32 + the 8 sequence bytes = the 40 bytes
+	// of a one-fragment MFP's header and arrays.
+	udpHeadroom = 32
+	// MaxDatagram is the largest UDP payload over IPv4.
+	MaxDatagram = 65507
+)
+
+// DatagramDecoder turns one datagram, b[off:] (its 8-byte sequence number
+// included), into the packet handed to the sink, aliasing b; b[:off] is
+// free headroom it may write. Errors are *schemas.DecodeError.
+type DatagramDecoder func(b []byte, off int) (schemas.MFP, error)
+
+// DecodeMFPDatagram: the payload is exactly one MFP.
+func DecodeMFPDatagram(b []byte, off int) (schemas.MFP, error) {
+	rec := b[off+seqSize:]
+	p, n, err := schemas.DecodeMFP(rec)
+	if err == nil && n != len(rec) {
+		err = schemas.Errorf("mfp", "packet", int64(n), schemas.ErrInconsistent, "%d bytes after a packet of %d", len(rec)-n, n)
+	}
+	return p, schemas.WithOffset(err, seqSize)
+}
+
+// DecodeVTPDatagram: the datagram is VTP (one VDIF frame). The frame
+// becomes a one-fragment MFP (source and event id from vdif.FrameFragment)
+// whose header is written into the headroom, so the frame is not copied.
+// off must be >= 32.
+func DecodeVTPDatagram(b []byte, off int) (schemas.MFP, error) {
+	_, f, err := vdif.DecodeVTP(b[off:])
+	if err != nil {
+		return schemas.MFP{}, err
+	}
+	frag := vdif.FrameFragment(&f)
+	const hdr = schemas.MFPHeaderSize + 8
+	start := off + seqSize - hdr
+	h := b[start : off+seqSize]
+	le := binary.LittleEndian
+	le.PutUint32(h[0:], schemas.MFPMagic)
+	h[4], h[5] = schemas.MFPVersion, 0
+	le.PutUint16(h[6:], uint16(frag.Flags))
+	le.PutUint32(h[8:], frag.SourceID)
+	le.PutUint32(h[12:], 1)
+	le.PutUint64(h[16:], frag.EventID)
+	le.PutUint32(h[24:], uint32(hdr+len(frag.Payload)))
+	le.PutUint32(h[28:], 0)
+	le.PutUint32(h[32:], uint32(len(frag.Payload)))
+	le.PutUint32(h[36:], frag.CRC)
+	p, _, err := schemas.DecodeMFP(b[start:])
+	return p, err
+}
+
+// UDPInput receives readout datagrams (udp://HOST:PORT).
+type UDPInput struct {
+	conn   *net.UDPConn
+	cfg    Config
+	c      counters
+	pool   bufPool
+	rcvbuf int
+}
+
+// ListenUDP listens on addr (HOST:PORT; port 0 picks one, see Addr) and
+// requests Config.SocketBuffer bytes of receive buffer, forcing it past
+// net.core.rmem_max when the process may (CAP_NET_ADMIN); the size the
+// kernel granted is in Stats.SocketBufferBytes.
+func ListenUDP(addr string, cfg Config) (*UDPInput, error) {
+	cfg = cfg.withDefaults()
+	la, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("readout udp://%s: %w", addr, err)
+	}
+	conn, err := net.ListenUDP("udp", la)
+	if err != nil {
+		return nil, fmt.Errorf("readout udp://%s: %w", addr, err)
+	}
+	in := &UDPInput{conn: conn, cfg: cfg}
+	in.pool.held = &in.c
+	conn.SetReadBuffer(cfg.SocketBuffer)
+	if n, err := sockOpt(conn, unix.SO_RCVBUF); err == nil && n < cfg.SocketBuffer {
+		if rc, err := conn.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.SocketBuffer) })
+		}
+	}
+	in.rcvbuf, _ = sockOpt(conn, unix.SO_RCVBUF)
+	return in, nil
+}
+
+// Addr is the address the input listens on.
+func (in *UDPInput) Addr() net.Addr { return in.conn.LocalAddr() }
+
+// Stats returns the counters.
+func (in *UDPInput) Stats() Stats {
+	s := in.c.snapshot()
+	s.SocketBufferBytes = in.rcvbuf
+	return s
+}
+
+// Run receives datagrams, puts each sender's back in sequence order within
+// the reorder window and latency budget, and hands them to sink, until ctx
+// ends or Config.ExpectStreams senders sent their end marker (nil), or the
+// sink fails (its error). It closes the socket when it returns.
+func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
+	defer in.conn.Close()
+	stop := context.AfterFunc(ctx, func() { in.conn.Close() })
+	defer stop()
+	streams := map[netip.AddrPort]*seqWindow{}
+	var ended int
+	deliver := func(b *rxBuf, n int) error {
+		p, err := in.cfg.Datagram(b.b[:udpHeadroom+n], udpHeadroom)
+		if err != nil {
+			if errors.Is(err, schemas.ErrTruncated) {
+				in.c.discarded[rTruncated].Add(1)
+			} else {
+				in.c.discarded[rMalformed].Add(1)
+			}
+			b.put()
+			return nil
+		}
+		b.hold(n, nil)
+		return in.c.hand(ctx, sink, p, b.release)
+	}
+	for {
+		// Wake up when the oldest held datagram's latency budget runs out.
+		var due time.Time
+		for _, w := range streams {
+			if w.held > 0 && (due.IsZero() || w.due.Before(due)) {
+				due = w.due
+			}
+		}
+		in.conn.SetReadDeadline(due)
+		b := in.pool.get(udpHeadroom + MaxDatagram)
+		n, from, err := in.conn.ReadFromUDPAddrPort(b.b[udpHeadroom:])
+		now := time.Now()
+		if err != nil {
+			b.put()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				for _, w := range streams {
+					if w.held > 0 && !now.Before(w.due) {
+						if err := w.flush(w.highest+1, deliver); err != nil {
+							return err
+						}
+					}
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("readout udp://%s: %w", in.conn.LocalAddr(), err)
+		}
+		if n < seqSize {
+			in.c.discarded[rMalformed].Add(1)
+			b.put()
+			continue
+		}
+		seq := binary.LittleEndian.Uint64(b.b[udpHeadroom:])
+		w := streams[from]
+		if w == nil {
+			w = newSeqWindow(in.cfg.ReorderWindow, seq, &in.c)
+			streams[from] = w
+		}
+		if n == seqSize { // end marker
+			b.put()
+			if w.ended {
+				continue
+			}
+			w.ended = true
+			in.c.streams.Add(1)
+			if err := w.flush(seq, deliver); err != nil {
+				return err
+			}
+			if ended++; in.cfg.ExpectStreams > 0 && ended == in.cfg.ExpectStreams {
+				return nil
+			}
+			continue
+		}
+		if err := w.add(seq, b, n, now.Add(in.cfg.LatencyBudget), deliver); err != nil {
+			return err
+		}
+	}
+}
+
+// UDPSender sends readout datagrams to a UDP input: what the emulator uses.
+type UDPSender struct {
+	conn *net.UDPConn
+	buf  []byte
+	// refused counts sends the kernel refused because nothing listened
+	// (ICMP port unreachable): those datagrams are lost.
+	refused int
+}
+
+// DialUDP prepares to send to addr (HOST:PORT) with an SO_SNDBUF of
+// socketBuffer bytes (0: system default).
+func DialUDP(addr string, socketBuffer int) (*UDPSender, error) {
+	ra, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("readout udp://%s: %w", addr, err)
+	}
+	c, err := net.DialUDP("udp", nil, ra)
+	if err != nil {
+		return nil, fmt.Errorf("readout udp://%s: %w", addr, err)
+	}
+	if socketBuffer > 0 {
+		c.SetWriteBuffer(socketBuffer)
+	}
+	return &UDPSender{conn: c, buf: make([]byte, 0, seqSize+MaxDatagram)}, nil
+}
+
+// Send sends one datagram: seq, then payload (an MFP, or a VDIF frame for
+// VTP). Errors: ErrPacketTooLarge, or the socket's error.
+func (s *UDPSender) Send(seq uint64, payload []byte) error {
+	if seqSize+len(payload) > MaxDatagram {
+		return fmt.Errorf("readout udp://%s: %w: %d bytes, a datagram holds %d", s.conn.RemoteAddr(), ErrPacketTooLarge, len(payload), MaxDatagram-seqSize)
+	}
+	s.buf = binary.LittleEndian.AppendUint64(s.buf[:0], seq)
+	s.buf = append(s.buf, payload...)
+	_, err := s.conn.Write(s.buf)
+	if errors.Is(err, unix.ECONNREFUSED) {
+		s.refused++
+		return nil
+	}
+	return err
+}
+
+// End sends the end marker (three times: it may be lost like any
+// datagram) saying that sequence numbers below count were used.
+func (s *UDPSender) End(count uint64) error {
+	var m [seqSize]byte
+	binary.LittleEndian.PutUint64(m[:], count)
+	for range 3 {
+		if _, err := s.conn.Write(m[:]); err != nil && !errors.Is(err, unix.ECONNREFUSED) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Refused is the number of datagrams refused because nothing listened.
+func (s *UDPSender) Refused() int { return s.refused }
+
+// Close closes the socket.
+func (s *UDPSender) Close() error { return s.conn.Close() }
