@@ -61,7 +61,7 @@ func TestInspectMDF(t *testing.T) {
 
 func TestInspectBadChecksumAndTruncation(t *testing.T) {
 	data := bytes.Clone(readFile(t, mdfSample))
-	data[sampleRecordOffsets[2]+48+10] ^= 1 // in the first bank's payload
+	data[sampleRecordOffsets[2]+48+10] ^= 1                            // in the first bank's payload
 	binary.LittleEndian.PutUint32(data[sampleRecordOffsets[4]+12:], 0) // absent
 	rep, err := Inspect(bytes.NewReader(data[:sampleRecordOffsets[9]+10]), 0)
 	wantDecodeError(t, err, schemas.ErrTruncated, sampleRecordOffsets[9])
