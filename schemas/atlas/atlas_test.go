@@ -153,6 +153,7 @@ func TestROBRoundTrip(t *testing.T) {
 				t.Fatalf("%v %v: stored checksum 0x%08x, want 0x%08x", o, ck, out.Checksum, want)
 			}
 			in.Checksum, in.ChecksumOK, in.payloadOff = want, true, 4*8
+			in.le, _ = AppendROB(nil, &in, binary.LittleEndian) // the decoder keeps the little-endian bytes
 			if !reflect.DeepEqual(out, in) {
 				t.Fatalf("%v %v: decoded %+v, want %+v", o, ck, out, in)
 			}

@@ -78,6 +78,18 @@ func Adler32(words []uint32) uint32 {
 	return h.Sum32()
 }
 
+// known reports whether this package can compute checksums of type c.
+func (c ChecksumType) known() bool { return c <= ChecksumAdler32 }
+
+// checksumLE is Checksum for words whose little-endian bytes le the caller
+// already has, sparing Adler-32 the staging copy.
+func checksumLE(t ChecksumType, words []uint32, le []byte) (uint32, bool) {
+	if t == ChecksumAdler32 {
+		return adler32.Checksum(le), true
+	}
+	return Checksum(t, words)
+}
+
 // Checksum returns the checksum of type t over words, and false for a type
 // this package does not know.
 func Checksum(t ChecksumType, words []uint32) (uint32, bool) {

@@ -96,13 +96,13 @@ func DecodeFullEvent(b []byte) (FullEvent, int, ByteOrder, error) {
 	if err != nil {
 		return FullEvent{}, 0, nil, err
 	}
-	e, err := decodeFullEvent(toWords(b[:4*size], o))
+	e, err := decodeFullEvent(image(b[:4*size], o))
 	return e, 4 * size, o, err
 }
 
-func decodeFullEvent(w []uint32) (FullEvent, error) {
+func decodeFullEvent(w []uint32, le []byte) (FullEvent, error) {
 	at := func(i int) int64 { return 4 * int64(i) }
-	g, err := decodeGeneric(w, 0, fmtFull, fullFixedWords)
+	g, err := decodeGeneric(w, le, 0, fmtFull, fullFixedWords)
 	if err != nil {
 		return FullEvent{}, err
 	}
@@ -138,7 +138,8 @@ func decodeFullEvent(w []uint32) (FullEvent, error) {
 		if len(rest) < 2 || uint64(rest[1]) > uint64(len(rest)) {
 			return e, schemas.Errorf(fmtROB, "fragment_size", off+4, schemas.ErrSizeOverflow, "ROB %d reaches past the event's payload (%d words left)", len(e.ROBs), len(rest))
 		}
-		r, err := decodeROB(rest[:rest[1]], off)
+		at := g.payloadAt + q
+		r, err := decodeROB(rest[:rest[1]], le[4*at:4*(at+int(rest[1]))], off)
 		if err != nil && !errors.Is(err, schemas.ErrCRCMismatch) {
 			return e, err
 		}

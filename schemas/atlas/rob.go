@@ -38,6 +38,9 @@ type ROB struct {
 	// re-encoding writes the stored checksum back rather than hide the
 	// corruption behind a fresh one.
 	keepChecksum bool
+	// le is the decoded fragment's little-endian bytes (aliasing the input
+	// when it was little-endian), nil for a ROB built by hand.
+	le []byte
 }
 
 // Words is the ROB's encoded size in words.
@@ -108,7 +111,8 @@ func DecodeROB(b []byte) (ROB, int, ByteOrder, error) {
 	if err != nil {
 		return ROB{}, 0, nil, err
 	}
-	r, err := decodeROB(toWords(b[:4*size], o), 0)
+	w, le := image(b[:4*size], o)
+	r, err := decodeROB(w, le, 0)
 	return r, 4 * size, o, err
 }
 
@@ -132,6 +136,7 @@ type genericHeader struct {
 	checksumType                 ChecksumType
 	payload                      []uint32 // words between header and checksum
 	payloadAt                    int      // word index of payload
+	payloadLE                    []byte   // payload's little-endian bytes
 	checksum                     uint32
 }
 
@@ -139,7 +144,7 @@ type genericHeader struct {
 // fragment-size words, w[0] the marker already checked) at byte offset base,
 // and locates its payload. minHeader is the smallest header size the
 // fragment type allows beyond the status words.
-func decodeGeneric(w []uint32, base int64, format string, minHeader int) (genericHeader, error) {
+func decodeGeneric(w []uint32, le []byte, base int64, format string, minHeader int) (genericHeader, error) {
 	at := func(i int) int64 { return base + 4*int64(i) }
 	if len(w) < 6 {
 		return genericHeader{}, schemas.Errorf(format, "fragment_size", base+4, schemas.ErrSizeOverflow, "fragment_size %d words is smaller than the 6-word generic header", len(w))
@@ -164,7 +169,7 @@ func decodeGeneric(w []uint32, base int64, format string, minHeader int) (generi
 	g.checksumType = ChecksumType(w[6+nstatus])
 	end := len(w)
 	if g.checksumType != ChecksumNone {
-		if _, ok := Checksum(g.checksumType, nil); !ok {
+		if !g.checksumType.known() {
 			return g, schemas.Errorf(format, "checksum_type", at(6+int(nstatus)), schemas.ErrUnsupported, "checksum type %d (know 0 none, 1 CRC16-CCITT, 2 Adler-32)", g.checksumType)
 		}
 		if int(g.hsize) == end {
@@ -175,26 +180,27 @@ func decodeGeneric(w []uint32, base int64, format string, minHeader int) (generi
 	}
 	g.payloadAt = int(g.hsize)
 	g.payload = w[g.hsize:end:end]
+	g.payloadLE = le[4*g.hsize : 4*end : 4*end]
 	return g, nil
 }
 
 // verify checks g's checksum; on mismatch it returns ErrCRCMismatch at the
 // checksum word.
 func (g *genericHeader) verify(base int64, format string) error {
-	got, _ := Checksum(g.checksumType, g.payload)
+	got, _ := checksumLE(g.checksumType, g.payload, g.payloadLE)
 	if got != g.checksum {
 		return schemas.Errorf(format, "checksum", base+4*int64(g.size-1), schemas.ErrCRCMismatch, "source 0x%08x: %v stored 0x%08x, computed 0x%08x", g.source, g.checksumType, g.checksum, got)
 	}
 	return nil
 }
 
-// decodeROB decodes the ROB words w (exactly its fragment size, marker
-// checked by the caller) at byte offset base.
-func decodeROB(w []uint32, base int64) (ROB, error) {
+// decodeROB decodes the ROB words w (exactly its fragment size) with
+// their little-endian bytes le, found at byte offset base.
+func decodeROB(w []uint32, le []byte, base int64) (ROB, error) {
 	if len(w) > 0 && w[0] != MarkerROB {
 		return ROB{}, schemas.Errorf(fmtROB, "marker", base, schemas.ErrBadMagic, "want 0x%08x, have 0x%08x", MarkerROB, w[0])
 	}
-	g, err := decodeGeneric(w, base, fmtROB, 1)
+	g, err := decodeGeneric(w, le, base, fmtROB, 1)
 	if err != nil {
 		return ROB{}, err
 	}
@@ -203,7 +209,7 @@ func decodeROB(w []uint32, base int64) (ROB, error) {
 	}
 	r := ROB{
 		Version: g.version, SourceID: g.source, Status: g.status, ChecksumType: g.checksumType,
-		Checksum: g.checksum, Payload: g.payload, payloadOff: base + 4*int64(g.payloadAt),
+		Checksum: g.checksum, Payload: g.payload, payloadOff: base + 4*int64(g.payloadAt), le: le,
 	}
 	err = g.verify(base, fmtROB)
 	r.ChecksumOK, r.keepChecksum = err == nil, err != nil

@@ -13,7 +13,8 @@ import (
 // ROB in the event's order, appended to dst: source id = the ROB's source
 // id, event id = e.GlobalID (the event builder's id, unique within a run;
 // lvl1_id restarts at every ECR and so is not), payload = the ROB fragment
-// re-encoded little-endian (one allocation for all of them), CRC = the
+// in little-endian byte order (aliasing the input when it was
+// little-endian, else the decoder's swapped copy), CRC = the
 // CRC-32C of that payload. A ROB whose checksum failed or whose generic
 // status bits are set is kept and flagged schemas.FlagSourceError, so the
 // builder marks its event instead of losing it. Errors: two ROBs with one
@@ -26,19 +27,26 @@ func SplitFullEvent(dst []schemas.Fragment, e *FullEvent) ([]schemas.Fragment, e
 			return dst, fmt.Errorf("atlas: full event %d holds ROB 0x%08x twice: %w", e.GlobalID, e.ROBs[i].SourceID, schemas.ErrInconsistent)
 		}
 		seen[e.ROBs[i].SourceID] = true
-		n += 4 * e.ROBs[i].Words()
+		if e.ROBs[i].le == nil {
+			n += 4 * e.ROBs[i].Words()
+		}
 	}
+	// Decoded ROBs already have their little-endian bytes; only ROBs built
+	// by hand are encoded, into one buffer.
 	buf := make([]byte, 0, n)
-	words := make([]uint32, 0, 64)
+	var words []uint32
 	for i := range e.ROBs {
 		r := &e.ROBs[i]
-		var err error
-		if words, err = r.AppendWords(words[:0]); err != nil {
-			return dst, err
+		p := r.le
+		if p == nil {
+			var err error
+			if words, err = r.AppendWords(words[:0]); err != nil {
+				return dst, err
+			}
+			start := len(buf)
+			buf = appendWords(buf, binary.LittleEndian, words...)
+			p = buf[start:len(buf):len(buf)]
 		}
-		start := len(buf)
-		buf = appendWords(buf, binary.LittleEndian, words...)
-		p := buf[start:len(buf):len(buf)]
 		var flags schemas.FragmentFlag
 		if !r.ChecksumOK || r.GenericStatus() != 0 {
 			flags |= schemas.FlagSourceError

@@ -68,11 +68,30 @@ func order(b []byte, marker uint32, format string) (ByteOrder, error) {
 
 // toWords converts b (a multiple of 4 bytes) to word values.
 func toWords(b []byte, o ByteOrder) []uint32 {
-	w := make([]uint32, len(b)/4)
-	for i := range w {
-		w[i] = o.Uint32(b[4*i:])
-	}
+	w, _ := image(b, o)
 	return w
+}
+
+// image converts b (a multiple of 4 bytes, in byte order o) to word values
+// and to their little-endian bytes: b itself when it is little-endian,
+// else a swapped copy made in the same pass. Checksums and the splitter
+// work on the little-endian bytes, so that they need no further copy.
+func image(b []byte, o ByteOrder) (w []uint32, le []byte) {
+	w = make([]uint32, len(b)/4)
+	if o == ByteOrder(binary.LittleEndian) {
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		return w, b
+	}
+	// Concrete byte orders here: a call through the interface per word
+	// costs more than the swap itself.
+	le = make([]byte, len(b))
+	for i := range w {
+		w[i] = binary.BigEndian.Uint32(b[4*i:])
+		binary.LittleEndian.PutUint32(le[4*i:], w[i])
+	}
+	return w, le
 }
 
 // appendWords appends words to dst in byte order o.

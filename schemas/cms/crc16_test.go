@@ -101,3 +101,26 @@ func TestFEDCRCIgnoresFRLBits(t *testing.T) {
 		t.Fatal("CRC did not change when Evt_stat changed")
 	}
 }
+
+// TestFEDCRCSlicedMatchesBitwise checks the word-at-a-time FEDCRC against
+// the bitwise CRC of the MSB-first byte stream on random fragments.
+func TestFEDCRCSlicedMatchesBitwise(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for words := 2; words < 40; words++ {
+		frag := make([]byte, 8*words)
+		for i := range frag {
+			frag[i] = byte(r.Uint32())
+		}
+		stream := make([]byte, 0, len(frag))
+		for i := 0; i < words; i++ {
+			w := binary.LittleEndian.Uint64(frag[8*i:])
+			if i == words-1 {
+				w &= crcZeroMask
+			}
+			stream = binary.BigEndian.AppendUint64(stream, w)
+		}
+		if got, want := FEDCRC(frag), crc16Bitwise(stream); got != want {
+			t.Fatalf("%d words: FEDCRC 0x%04X, bitwise 0x%04X", words, got, want)
+		}
+	}
+}

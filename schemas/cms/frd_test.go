@@ -210,3 +210,28 @@ func TestFRDFileErrors(t *testing.T) {
 		t.Fatalf("after the corrupt event: %d, %v", e.Event, err)
 	}
 }
+
+func TestDecodeFRDFileHeaderErrors(t *testing.T) {
+	good, _ := AppendFRDFileHeader(nil, &FRDFileHeader{Version: 2, EventCount: 1, FileSize: 100})
+	cases := []struct {
+		name     string
+		b        []byte
+		sentinel error
+		off      int64
+	}{
+		{"no id", good[:6], schemas.ErrTruncated, 0},
+		{"bad magic", append([]byte("RAX_"), good[4:]...), schemas.ErrBadMagic, 0},
+		{"bad version", append([]byte("RAW_0003"), good[8:]...), schemas.ErrBadVersion, 4},
+		{"truncated v2", good[:30], schemas.ErrTruncated, 0},
+		{"header size", append(append([]byte(nil), good[:8]...), append([]byte{24, 0}, good[10:]...)...), schemas.ErrBadHeader, 8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := DecodeFRDFileHeader(c.b)
+			wantDecodeErr(t, err, c.sentinel, c.off)
+		})
+	}
+	if _, err := AppendFRDFileHeader(nil, &FRDFileHeader{Version: 1, EventCount: 1 << 16}); err == nil {
+		t.Fatal("v1 header with a 17-bit event count accepted")
+	}
+}

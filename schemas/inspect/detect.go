@@ -57,10 +57,10 @@ func Detect(head []byte) Format {
 			}
 		}
 	}
-	if len(head) >= 8 && string(head[:4]) == cms.FRDFileMagic {
-		if _, _, err := cms.DecodeFRDFileHeader(head); err == nil {
-			return CMSFRD
-		}
+	if len(head) >= 8 && string(head[:7]) == cms.FRDFileMagic+"000" {
+		// "RAW_000n": an FRD file id, even with a header the reader will
+		// refuse; Inspect then says what is wrong with it, and where.
+		return CMSFRD
 	}
 	if atlas.DetectOrder(head, atlas.MarkerFullEvent) != nil {
 		return ATLASFullEvent
