@@ -13,9 +13,10 @@ import (
 // ROB in the event's order, appended to dst: source id = the ROB's source
 // id, event id = e.GlobalID (the event builder's id, unique within a run;
 // lvl1_id restarts at every ECR and so is not), payload = the ROB fragment
-// in little-endian byte order (aliasing the input when it was
-// little-endian, else the decoder's swapped copy), CRC = the
-// CRC-32C of that payload. A ROB whose checksum failed or whose generic
+// in little-endian byte order, CRC = the CRC-32C of that payload. A
+// decoded ROB travels as the bytes it was decoded from (aliasing the input
+// when it was little-endian, else the decoder's swapped copy), even if its
+// fields were changed since; ROBs built by hand are encoded. A ROB whose checksum failed or whose generic
 // status bits are set is kept and flagged schemas.FlagSourceError, so the
 // builder marks its event instead of losing it. Errors: two ROBs with one
 // source id (schemas.ErrInconsistent).

@@ -57,7 +57,9 @@ func inspectATLAS(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		if rep.Records == 0 {
 			rep.ATLAS.ByteOrder = orderName(o)
 		}
-		if buf, err = readRecord(br, buf, 4*uint64(o.Uint32(head[4:])), off, format); err != nil {
+		// Read at least the 8 bytes peeked, so that a size word too small
+		// for a header is reported as such by the decoder.
+		if buf, err = readRecord(br, buf, max(4*uint64(o.Uint32(head[4:])), 8), off, format); err != nil {
 			break
 		}
 		d := EventDetail{Index: rep.Records, Offset: off, Bytes: len(buf)}

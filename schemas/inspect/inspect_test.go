@@ -266,6 +266,11 @@ func TestInspectErrors(t *testing.T) {
 			return b
 		}(), schemas.ErrBadMagic, 24 + 24 + 7, 0},
 		{"eformat event cut", ev[:len(ev)-4], schemas.ErrTruncated, int64(evLen), 1},
+		{"eformat size word too small", func() []byte {
+			b := append([]byte(nil), ev...)
+			binary.BigEndian.PutUint32(b[evLen+4:], 1)
+			return b
+		}(), schemas.ErrSizeOverflow, int64(evLen + 4), 1},
 		{"eformat ROB past its event", badROB, schemas.ErrSizeOverflow, int64(evLen + 4*20 + 4), 1},
 		{"FRD file header of another version", []byte("RAW_0009 and more bytes follow here"), schemas.ErrBadVersion, 4, 0},
 		{"unknown", []byte("hello, world"), schemas.ErrBadMagic, 0, 0},
