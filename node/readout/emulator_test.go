@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ const (
 func TestMain(m *testing.M) {
 	if cfgJSON := os.Getenv(envEmulator); cfgJSON != "" {
 		os.Exit(emulatorChild(cfgJSON, os.Getenv(envSummary)))
+	}
+	if args := os.Getenv(envBench); args != "" {
+		os.Exit(benchChild(strings.Split(args, "\x1f")))
 	}
 	os.Exit(m.Run())
 }

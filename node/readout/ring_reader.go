@@ -26,7 +26,8 @@ type Reader struct {
 	m    mapping
 	cfg  ReaderConfig
 	pid  uint32
-	read uint64 // read cursor, free-running bytes; starts at the ack pointer
+	read uint64    // read cursor, free-running bytes; starts at the ack pointer
+	idle time.Time // last liveness check of the writer
 	stop chan struct{}
 	beat chan struct{}
 
@@ -167,6 +168,7 @@ func (r *Reader) Next(ctx context.Context) ([]byte, func(), error) {
 func (r *Reader) wait(ctx context.Context) error {
 	m := &r.m
 	seq := m.u32(offWriteSeq).Load()
+	m.u64(offReaderWake).Store(r.read + coalesce(uint64(len(m.data))))
 	m.u32(offReaderWait).Store(1)
 	if r.read < m.u64(offWrite).Load() {
 		m.u32(offReaderWait).Store(0)
@@ -181,7 +183,7 @@ func (r *Reader) wait(ctx context.Context) error {
 		}
 		return io.EOF
 	}
-	futexWait(m.u32(offWriteSeq), seq, pollInterval)
+	futexWait(m.u32(offWriteSeq), seq, coalesceLatency)
 	m.u32(offReaderWait).Store(0)
 	if r.read < m.u64(offWrite).Load() {
 		return nil
@@ -191,6 +193,13 @@ func (r *Reader) wait(ctx context.Context) error {
 	}
 	if m.u32(offWriterState).Load() == 1 {
 		return nil // the next round returns io.EOF
+	}
+	// Liveness costs a kill(2) and a /proc read: check it only after a
+	// poll interval without data.
+	if now := time.Now(); now.Sub(r.idle) < pollInterval {
+		return nil
+	} else {
+		r.idle = now
 	}
 	if why := peerState(m.u32(offWriterPID).Load(), m.u64(offWriterBeat).Load(), r.cfg.StaleAfter); why != "" {
 		return fmt.Errorf("readout ring %s: %w: %s", m.name, ErrWriterDead, why)
@@ -266,7 +275,7 @@ func (r *Reader) advance() {
 	}
 	if moved {
 		m.u32(offAckSeq).Add(1)
-		if m.u32(offWriterWait).Load() != 0 {
+		if m.u32(offWriterWait).Load() != 0 && m.u64(offAck).Load() >= m.u64(offWriterWake).Load() {
 			futexWake(m.u32(offAckSeq))
 		}
 	}

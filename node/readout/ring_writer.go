@@ -132,7 +132,7 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
 	m.u64(offWritten).Add(1)
 	m.u32(offWriteSeq).Add(1)
-	if m.u32(offReaderWait).Load() != 0 {
+	if m.u32(offReaderWait).Load() != 0 && wr.w >= m.u64(offReaderWake).Load() {
 		futexWake(m.u32(offWriteSeq))
 	}
 	return nil
@@ -150,20 +150,29 @@ func (wr *Writer) putHeader(pos uint64, n, kind uint32) {
 func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {
 	m := &wr.m
 	size := uint64(len(m.data))
+	// Ask to be woken once the space needed plus some slack is free.
+	wake := wr.w + need - size + min(coalesce(size), size-need)
+	idle := time.Now()
 	for {
 		seq := m.u32(offAckSeq).Load()
+		m.u64(offWriterWake).Store(wake)
 		m.u32(offWriterWait).Store(1)
 		if wr.w+need-m.u64(offAck).Load() <= size {
 			m.u32(offWriterWait).Store(0)
 			return nil
 		}
-		futexWait(m.u32(offAckSeq), seq, pollInterval)
+		futexWait(m.u32(offAckSeq), seq, coalesceLatency)
 		m.u32(offWriterWait).Store(0)
 		if wr.w+need-m.u64(offAck).Load() <= size {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if now := time.Now(); now.Sub(idle) < pollInterval {
+			continue // liveness is checked once per poll interval
+		} else {
+			idle = now
 		}
 		// No reader attached yet: the board waits for the node to start.
 		if pid := m.u32(offReaderPID).Load(); pid != 0 {

@@ -131,6 +131,7 @@ func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
 	defer stop()
 	streams := map[netip.AddrPort]*seqWindow{}
 	var ended int
+	var deadline time.Time // the read deadline set on the socket
 	deliver := func(b *rxBuf, n int) error {
 		p, err := in.cfg.Datagram(b.b[:udpHeadroom+n], udpHeadroom)
 		if err != nil {
@@ -153,7 +154,10 @@ func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
 				due = w.due
 			}
 		}
-		in.conn.SetReadDeadline(due)
+		if !due.Equal(deadline) {
+			in.conn.SetReadDeadline(due)
+			deadline = due
+		}
 		b := in.pool.get(udpHeadroom + MaxDatagram)
 		n, from, err := in.conn.ReadFromUDPAddrPort(b.b[udpHeadroom:])
 		now := time.Now()
