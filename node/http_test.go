@@ -76,8 +76,6 @@ func TestMetricsPassPromlint(t *testing.T) {
 		`sluice_events_decided_total{decision="defer"} 30`,
 		`sluice_events_stored_total{stream="deferred"} 29`,
 		`sluice_input_losses_total{input="udp://127.0.0.1:9000",reason="lost"} 3`,
-		`sluice_plugin_restarts_total{stage="hlt1"} 1`,
-		`sluice_trigger_line_events_total{line="hlt1/quiet"} 8`,
 		`sluice_queue_batches 2`,
 		"go_goroutines", "process_resident_memory_bytes",
 	} {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sluice-daq/sluice/node/readout"
 )
 
 // Ledger is the end-of-run account of a node (and, during the run, a live
@@ -42,6 +44,9 @@ type Ledger struct {
 	DeferredBy map[string]uint64 `json:"deferred_by"`
 	// Lines counts accepted events per trigger line ("stage/line").
 	Lines map[string]uint64 `json:"lines"`
+	// EventsInFlight were built and not decided yet (in the batch queue or
+	// the chain); 0 once the run stopped.
+	EventsInFlight uint64 `json:"events_in_flight"`
 
 	// What the store acknowledged (durable under its sync policy), and
 	// events kept by the chain that the store could not take, by reason.
@@ -49,7 +54,14 @@ type Ledger struct {
 	EventsStoredAccepted uint64            `json:"events_stored_accepted"`
 	EventsStoredDeferred uint64            `json:"events_stored_deferred"`
 	EventsDropped        map[string]uint64 `json:"events_dropped"`
+	// EventsUnacked were kept and handed to the store, which has not yet
+	// reported them durable; 0 once the run stopped.
+	EventsUnacked uint64 `json:"events_unacked"`
 	BytesStored          uint64            `json:"bytes_stored"`
+
+	// Emulators is what each embedded readout emulator reported sending
+	// (and the faults it injected), to compare with what was received.
+	Emulators []readout.Summary `json:"emulators,omitempty"`
 
 	DurationSeconds float64 `json:"duration_seconds"`
 	Balanced        bool    `json:"balanced"`
@@ -57,34 +69,45 @@ type Ledger struct {
 	Imbalance []string `json:"imbalance,omitempty"`
 }
 
-// Check fills Balanced and Imbalance. A final ledger balances when:
-//   - fragments received = fragments in events + discarded (+ open, which
-//     must be 0 once the run stopped);
-//   - events built = accepted + rejected + deferred;
-//   - accepted + deferred = stored + dropped, and the stored events split
-//     into the accepted and deferred streams the same way.
+// Check fills Balanced and Imbalance. A ledger balances when:
+//   - fragments received = fragments in events + discarded + open;
+//   - events built = accepted + rejected + deferred + in flight;
+//   - accepted + deferred = stored + dropped + unacknowledged, and the
+//     stored events split into the accepted and deferred streams.
+//
+// A final ledger (the run stopped) also needs nothing open, in flight or
+// unacknowledged.
 func (l *Ledger) Check(final bool) {
 	l.Imbalance = nil
+	bad := func(format string, args ...any) { l.Imbalance = append(l.Imbalance, fmt.Sprintf(format, args...)) }
 	disc := sum(l.FragmentsDiscarded)
 	if l.FragmentsReceived != l.FragmentsInEvents+disc+l.FragmentsOpen {
-		l.Imbalance = append(l.Imbalance, fmt.Sprintf("fragments: received %d != in events %d + discarded %d + open %d",
-			l.FragmentsReceived, l.FragmentsInEvents, disc, l.FragmentsOpen))
+		bad("fragments: received %d != in events %d + discarded %d + open %d",
+			l.FragmentsReceived, l.FragmentsInEvents, disc, l.FragmentsOpen)
 	}
-	if final && l.FragmentsOpen != 0 {
-		l.Imbalance = append(l.Imbalance, fmt.Sprintf("fragments: %d still open after the run stopped", l.FragmentsOpen))
-	}
-	if d := l.EventsAccepted + l.EventsRejected + l.EventsDeferred; l.EventsBuilt != d {
-		l.Imbalance = append(l.Imbalance, fmt.Sprintf("events: built %d != accepted %d + rejected %d + deferred %d",
-			l.EventsBuilt, l.EventsAccepted, l.EventsRejected, l.EventsDeferred))
+	if d := l.EventsAccepted + l.EventsRejected + l.EventsDeferred + l.EventsInFlight; l.EventsBuilt != d {
+		bad("events: built %d != accepted %d + rejected %d + deferred %d + in flight %d",
+			l.EventsBuilt, l.EventsAccepted, l.EventsRejected, l.EventsDeferred, l.EventsInFlight)
 	}
 	dropped := sum(l.EventsDropped)
-	if kept := l.EventsAccepted + l.EventsDeferred; kept != l.EventsStored+dropped {
-		l.Imbalance = append(l.Imbalance, fmt.Sprintf("events: accepted %d + deferred %d != stored %d + dropped %d",
-			l.EventsAccepted, l.EventsDeferred, l.EventsStored, dropped))
+	if kept := l.EventsAccepted + l.EventsDeferred; kept != l.EventsStored+dropped+l.EventsUnacked {
+		bad("events: accepted %d + deferred %d != stored %d + dropped %d + unacknowledged %d",
+			l.EventsAccepted, l.EventsDeferred, l.EventsStored, dropped, l.EventsUnacked)
 	}
 	if l.EventsStored != l.EventsStoredAccepted+l.EventsStoredDeferred {
-		l.Imbalance = append(l.Imbalance, fmt.Sprintf("store: stored %d != accepted stream %d + deferred stream %d",
-			l.EventsStored, l.EventsStoredAccepted, l.EventsStoredDeferred))
+		bad("store: stored %d != accepted stream %d + deferred stream %d",
+			l.EventsStored, l.EventsStoredAccepted, l.EventsStoredDeferred)
+	}
+	if final {
+		if l.FragmentsOpen != 0 {
+			bad("fragments: %d still open after the run stopped", l.FragmentsOpen)
+		}
+		if l.EventsInFlight != 0 {
+			bad("events: %d built but never decided", l.EventsInFlight)
+		}
+		if l.EventsUnacked != 0 {
+			bad("events: %d never acknowledged by the store", l.EventsUnacked)
+		}
 	}
 	l.Balanced = len(l.Imbalance) == 0
 }
@@ -121,6 +144,10 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		byReason(l.InputLosses)
 	}
 	row("bytes received", l.BytesReceived)
+	for _, e := range l.Emulators {
+		row("emulator "+e.To+" sent fragments", e.FragmentsSent)
+		byReason(e.FaultFragments)
+	}
 	row("events built", l.EventsBuilt)
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)
@@ -128,6 +155,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row("  rejected", l.EventsRejected)
 	row("  deferred", l.EventsDeferred)
 	byReason(l.DeferredBy)
+	if l.EventsInFlight != 0 {
+		row("  in flight", l.EventsInFlight)
+	}
 	if len(l.Lines) > 0 {
 		row("accepted by line", "")
 		byReason(l.Lines)
@@ -138,6 +168,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if len(l.EventsDropped) > 0 {
 		row("events dropped", sum(l.EventsDropped))
 		byReason(l.EventsDropped)
+	}
+	if l.EventsUnacked != 0 {
+		row("  not yet durable", l.EventsUnacked)
 	}
 	row("bytes stored", l.BytesStored)
 	if l.Balanced {

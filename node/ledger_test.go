@@ -32,8 +32,8 @@ func TestLedgerBalance(t *testing.T) {
 		{"balanced", func(*Ledger) {}, ""},
 		{"fragment lost silently", func(l *Ledger) { l.FragmentsReceived++ }, "fragments: received 1001 != in events 990 + discarded 10 + open 0"},
 		{"open fragments at the end", func(l *Ledger) { l.FragmentsOpen = 5; l.FragmentsInEvents -= 5 }, "5 still open after the run stopped"},
-		{"event without decision", func(l *Ledger) { l.EventsBuilt++ }, "events: built 101 != accepted 10 + rejected 60 + deferred 30"},
-		{"kept event not stored", func(l *Ledger) { l.EventsDropped = nil }, "accepted 10 + deferred 30 != stored 39 + dropped 0"},
+		{"event without decision", func(l *Ledger) { l.EventsBuilt++ }, "events: built 101 != accepted 10 + rejected 60 + deferred 30 + in flight 0"},
+		{"kept event not stored", func(l *Ledger) { l.EventsDropped = nil }, "accepted 10 + deferred 30 != stored 39 + dropped 0 + unacknowledged 0"},
 		{"streams disagree", func(l *Ledger) { l.EventsStoredAccepted++; l.EventsStoredDeferred++ }, "store: stored 39 != accepted stream 11 + deferred stream 30"},
 	}
 	for _, tc := range cases {
@@ -52,11 +52,17 @@ func TestLedgerBalance(t *testing.T) {
 			}
 		})
 	}
-	// During the run open fragments are expected.
+	// During the run open fragments, events in flight and writes not yet
+	// durable are expected; at the end they are not.
 	l := balancedLedger()
 	l.FragmentsOpen, l.FragmentsInEvents = 5, 985
+	l.EventsBuilt, l.EventsInFlight = 104, 4
+	l.EventsStored, l.EventsStoredDeferred, l.EventsUnacked = 37, 27, 2
 	if l.Check(false); !l.Balanced {
-		t.Fatalf("live ledger with open fragments: %v", l.Imbalance)
+		t.Fatalf("live ledger: %v", l.Imbalance)
+	}
+	if l.Check(true); l.Balanced || len(l.Imbalance) != 3 {
+		t.Fatalf("final ledger with open/in-flight/unacked: %v", l.Imbalance)
 	}
 }
 

@@ -44,7 +44,6 @@ var metricDefs = []metricDef{
 	{"sluice_events_corrupt_total", "Built events with at least one fragment that failed its CRC.", nil},
 	{"sluice_events_decided_total", "Events decided by the online trigger chain, by decision.", []string{"decision"}},
 	{"sluice_events_deferred_total", "Events deferred, by reason.", []string{"reason"}},
-	{"sluice_trigger_line_events_total", "Accepted events per trigger line.", []string{"line"}},
 	{"sluice_events_stored_total", "Events acknowledged by the store, by stream.", []string{"stream"}},
 	{"sluice_stored_bytes_total", "Bytes of the events acknowledged by the store.", nil},
 	{"sluice_events_dropped_total", "Events kept by the chain that could not be stored, by reason.", []string{"reason"}},
@@ -56,11 +55,6 @@ var metricDefs = []metricDef{
 	{"sluice_input_received_bytes_total", "Bytes received per input.", []string{"input"}},
 	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
 	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
-	{"sluice_plugin_instances", "Configured plugin processes per trigger stage.", []string{"stage"}},
-	{"sluice_plugin_instances_up", "Plugin processes running per trigger stage.", []string{"stage"}},
-	{"sluice_plugin_restarts_total", "Plugin process restarts per trigger stage.", []string{"stage"}},
-	{"sluice_plugin_backlog_batches", "Batches waiting for a trigger stage.", []string{"stage"}},
-	{"sluice_store_headroom_bytes", "Bytes the store may still write before its disk budget refuses writes.", nil},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
 	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
 	{"sluice_replay_events_total", "Deferred events decided by inter-fill replay, by decision.", []string{"decision"}},
@@ -82,7 +76,9 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads one Status and sends every metric.
+// Collect reads one Status and sends every metric. Per-stage trigger
+// metrics (sluice_trigger_...) and store metrics (sluice_store_...) are
+// registered by the plugins and storage packages on the same registry.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.status()
 	l := &s.Ledger
@@ -121,7 +117,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_events_decided_total", l.EventsRejected, "reject")
 	counter("sluice_events_decided_total", l.EventsDeferred, "defer")
 	byReason("sluice_events_deferred_total", l.DeferredBy)
-	byReason("sluice_trigger_line_events_total", l.Lines)
 	counter("sluice_events_stored_total", l.EventsStoredAccepted, "accepted")
 	counter("sluice_events_stored_total", l.EventsStoredDeferred, "deferred")
 	counter("sluice_stored_bytes_total", l.BytesStored)
@@ -137,13 +132,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_input_packets_total", in.Packets, in.URI)
 		gauge("sluice_input_idle_seconds", in.IdleSince, in.URI)
 	}
-	for _, p := range s.Plugins {
-		gauge("sluice_plugin_instances", float64(p.Instances), p.Stage)
-		gauge("sluice_plugin_instances_up", float64(p.Up), p.Stage)
-		counter("sluice_plugin_restarts_total", p.Restarts, p.Stage)
-		gauge("sluice_plugin_backlog_batches", float64(p.Backlog), p.Stage)
-	}
-	gauge("sluice_store_headroom_bytes", float64(s.Store.HeadroomBytes))
 	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
 	gauge("sluice_replay_active", boolFloat(s.Replay.Active))
 	counter("sluice_replay_events_total", s.Replay.Accepted, "accept")

@@ -57,7 +57,7 @@ type PluginStatus struct {
 	Instances int    `json:"instances"`
 	Up        int    `json:"up"`
 	Restarts  uint64 `json:"restarts"`
-	Backlog   int    `json:"backlog_batches"`
+	Backlog   int    `json:"backlog_events"` // events waiting for a free instance
 }
 
 // StoreStatus is the event store's state.

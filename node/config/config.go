@@ -149,11 +149,12 @@ type Stage struct {
 }
 
 // Deferral is a stage's deferral policy: defer Fraction of the events
-// unprocessed, and/or defer whole batches when the stage's backlog (batches
-// waiting for it) passes Backlog.
+// unprocessed (chosen by a hash of the event id), and/or defer whole
+// batches while more than Backlog events wait for the stage (the LHCb
+// deferred trigger).
 type Deferral struct {
 	Fraction float64 `yaml:"fraction"` // in [0, 1]
-	Backlog  int     `yaml:"backlog"`  // batches; 0 = no backlog deferral
+	Backlog  int     `yaml:"backlog"`  // events; 0 = no backlog deferral
 }
 
 // Store configures the local event store.

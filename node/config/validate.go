@@ -289,7 +289,7 @@ func (c *Config) validateTrigger(ps *problems) {
 			ps.add(p+".deferral.fraction", d, "want a fraction in [0, 1]")
 		}
 		if s.Deferral.Backlog < 0 {
-			ps.add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 batches (0 = off)")
+			ps.add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 events (0 = off)")
 		}
 		if s.Deadline <= 0 {
 			ps.add(p+".deadline", s.Deadline, "want a positive duration such as 10s")

@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/plugins"
+)
+
+// pluginChain adapts *plugins.Chain to Decider.
+type pluginChain struct {
+	c      *plugins.Chain
+	stages []config.Stage
+	lines  map[string][]string
+	gather prometheus.Gatherer // where the chain's metrics are, for Plugins (nil: none)
+}
+
+// NewChain starts the plugin processes of stages, in order, with their
+// parameters, prescales and deferral policies; metrics go to reg (nil:
+// none). On error nothing is left running and the error names the stage
+// and the binary.
+func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registerer, log *slog.Logger) (Decider, error) {
+	sc := make([]plugins.StageConfig, len(stages))
+	for i, s := range stages {
+		pre := make(map[string]uint64, len(s.Prescales))
+		for line, n := range s.Prescales {
+			pre[line] = uint64(n)
+		}
+		sc[i] = plugins.StageConfig{
+			Name: s.Name, Plugin: s.Plugin, Params: s.Params, Instances: s.Instances,
+			Prescales: pre, Deadline: s.Deadline,
+			Deferral: plugins.Deferral{Fraction: s.Deferral.Fraction, Backlog: s.Deferral.Backlog},
+		}
+	}
+	c, err := plugins.NewChain(ctx, plugins.Config{Stages: sc, Options: plugins.Options{Logger: log}, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	pc := &pluginChain{c: c, stages: stages, lines: map[string][]string{}}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		pc.gather = g
+	}
+	for _, si := range c.Stages() {
+		pc.lines[si.Name] = si.Description.Lines
+	}
+	return pc, nil
+}
+
+func (p *pluginChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
+	res, err := p.c.Decide(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Verdict, len(res))
+	for i, r := range res {
+		out[i] = Verdict{Decision: r.Decision, Lines: r.Lines, Stage: r.Stage, Reason: r.Reason, Status: r.Status}
+	}
+	return out, nil
+}
+
+func (p *pluginChain) Lines(stage string) []string { return p.lines[stage] }
+
+func (p *pluginChain) Close() { p.c.Close() }
+
+// Plugins reports each stage's configured and running instances, restarts
+// and backlog, read from the chain's own metrics.
+func (p *pluginChain) Plugins() []PluginStatus {
+	out := make([]PluginStatus, len(p.stages))
+	idx := map[string]int{}
+	for i, s := range p.stages {
+		out[i] = PluginStatus{Stage: s.Name, Plugin: s.Plugin, Instances: s.Instances}
+		idx[s.Name] = i
+	}
+	if p.gather == nil {
+		return out
+	}
+	fams, err := p.gather.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			i, ok := -1, false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					i, ok = idx[l.GetValue()]
+				}
+			}
+			if !ok {
+				continue
+			}
+			switch f.GetName() {
+			case "sluice_trigger_instances_up":
+				out[i].Up += int(m.GetGauge().GetValue())
+			case "sluice_trigger_restarts_total":
+				out[i].Restarts += uint64(m.GetCounter().GetValue())
+			case "sluice_trigger_backlog_events":
+				out[i].Backlog += int(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return out
+}

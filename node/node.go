@@ -1,0 +1,386 @@
+// Package node is the sluice node's runtime: it wires readout inputs, the
+// event builder, the online trigger chain and the event store into one
+// bounded pipeline, controls the run (idle → configured → running →
+// draining → stopped), keeps the end-of-run ledger, and serves metrics and
+// status over HTTP.
+//
+// Every stage is bounded: the builder by open events and buffered bytes,
+// the batches after it by the byteGate (half the memory budget) and by the
+// queue depth, the store by its disk budget. When a stage is full the one
+// before it waits, down to the inputs, which throttle their senders.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Options are the node's collaborators.
+type Options struct {
+	Logger  *slog.Logger      // default: slog.Default()
+	Limiter *RateLimitHandler // the logger's rate limiter, for its metric (optional)
+	// Open opens the run's parts (store, chains, inputs, emulators) once
+	// the node is configured; reg receives their metrics. Default OpenParts.
+	Open func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error)
+	// Allocator for the Arrow batches of the builder and the row selection
+	// (default: a pooling allocator).
+	Allocator memory.Allocator
+}
+
+// Node runs one run of the pipeline. Create it with New, then call Run
+// once; Stop (or POST /run/stop) drains it.
+type Node struct {
+	cfg     *config.Config
+	opts    Options
+	log     *slog.Logger
+	rc      *runControl
+	reg     *prometheus.Registry
+	mem     memory.Allocator
+	rates   rateMeter
+
+	mu      sync.Mutex // guards the fields below until the run ends
+	started time.Time
+	parts   *Parts
+	inputs  *runningInputs
+	builder eventBuilder
+	errs    []error
+	ended   time.Time
+	httpSrv *httpServer
+	final   *Ledger
+
+	flow   *flow
+	gate   *byteGate
+	queue  chan batch
+	replay *interFill
+}
+
+// New prepares a node for cfg (already validated): its registry and
+// run control; nothing is opened yet. The state is configured.
+func New(cfg *config.Config, opts Options) (*Node, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Open == nil {
+		opts.Open = OpenParts
+	}
+	n := &Node{cfg: cfg, opts: opts, mem: opts.Allocator, flow: newFlow()}
+	if n.mem == nil {
+		n.mem = memory.NewGoAllocator()
+	}
+	n.log = opts.Logger.With("node", cfg.Node.ID, "run", cfg.Run)
+	n.rc = newRunControl(func(s State) { n.log.Info("run state", "state", s.String()) })
+	n.reg = newRegistry(func() Status { return n.status(false) })
+	n.gate = newByteGate(int64(cfg.Builder.MemoryBudget / 2))
+	n.queue = make(chan batch, cfg.Builder.QueueBatches)
+	if err := n.rc.advance(StateConfigured); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Registry is the node's Prometheus registry.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+// HTTPAddr is the address the HTTP endpoint listens on ("" when off or
+// not started yet).
+func (n *Node) HTTPAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.httpSrv == nil {
+		return ""
+	}
+	return n.httpSrv.Addr()
+}
+
+// Stop requests a drain: inputs stop, open events are flushed, the chain
+// finishes and the store flushes; Run then returns. Safe to call any time.
+func (n *Node) Stop() {
+	if n.rc.requestDrain() {
+		n.log.Info("drain requested")
+	}
+}
+
+// fail records an error that makes the run fail (non-zero exit) and starts
+// a drain.
+func (n *Node) fail(err error) {
+	n.mu.Lock()
+	n.errs = append(n.errs, err)
+	n.mu.Unlock()
+	n.log.Error("run error", "err", err)
+	n.Stop()
+}
+
+// Run opens the parts, runs until a drain is requested, the inputs end or
+// ctx ends (a hard abort: the ledger will show what was in flight), drains,
+// and returns the final ledger. The error is non-nil when something failed
+// or the ledger does not balance.
+func (n *Node) Run(ctx context.Context) (Ledger, error) {
+	n.mu.Lock()
+	n.started = time.Now()
+	n.mu.Unlock()
+	if a := n.cfg.HTTP.Address; a != "off" {
+		srv, err := startHTTP(a, newHTTPHandler(n.reg, n), n.log)
+		if err != nil {
+			_ = n.rc.advance(StateStopped)
+			return Ledger{}, fmt.Errorf("http: %w", err)
+		}
+		n.mu.Lock()
+		n.httpSrv = srv
+		n.mu.Unlock()
+		n.log.Info("http listening", "addr", srv.Addr())
+		defer srv.shutdown()
+	}
+	parts, err := n.opts.Open(ctx, n.cfg, n.reg, n.log)
+	if err != nil {
+		_ = n.rc.advance(StateStopped)
+		return Ledger{}, err
+	}
+	groups, err := n.cfg.Groups()
+	if err != nil {
+		return Ledger{}, err
+	}
+	b, err := builder.New(builder.Config{
+		Mode:             schemas.Mode(n.cfg.Builder.Mode),
+		Groups:           groups,
+		Run:              n.cfg.Run,
+		Timeout:          n.cfg.Builder.Timeout,
+		SliceDuration:    uint64(n.cfg.Builder.SliceDuration),
+		Overlap:          uint64(n.cfg.Builder.Overlap),
+		MaxOpenEvents:    n.cfg.Builder.MaxOpenEvents,
+		MaxBufferedBytes: int64(n.cfg.Builder.MemoryBudget / 2),
+		BatchEvents:      n.cfg.Builder.BatchEvents,
+		BatchLatency:     n.cfg.Builder.BatchLatency,
+	})
+	if err != nil {
+		closeParts(parts)
+		_ = n.rc.advance(StateStopped)
+		return Ledger{}, err
+	}
+	n.mu.Lock()
+	n.parts, n.builder = parts, b
+	n.mu.Unlock()
+	l := n.pipeline(ctx, parts, b)
+	return l, n.result(&l)
+}
+
+// pipeline runs the stages from running to stopped.
+func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) Ledger {
+	workers := 1
+	for _, s := range n.cfg.OnlineStages() {
+		workers += s.Instances
+	}
+	decided := make(chan batch, 1)
+	acks := make(chan pendingAck, 64)
+	var fwd, dec, sto sync.WaitGroup
+	fwd.Go(func() { n.forward(ctx, b.Batches()) })
+	for range workers {
+		dec.Go(func() { n.decide(ctx, decided) })
+	}
+	sto.Go(func() { n.store(ctx, decided, acks) })
+	sto.Go(func() { n.waitAcks(ctx, acks) })
+
+	_ = n.rc.advance(StateRunning)
+	inCtx, stopInputs := context.WithCancel(ctx)
+	defer stopInputs()
+	emuCtx, stopEmulators := context.WithCancel(ctx)
+	defer stopEmulators()
+	in := n.startInputs(inCtx, emuCtx, parts, b)
+	n.mu.Lock()
+	n.inputs = in
+	n.mu.Unlock()
+	var replay *interFill
+	if n.cfg.Replay.InterFill > 0 && parts.ReplayStore != nil && parts.NewReplayChain != nil {
+		replay = newInterFill(n, parts)
+		n.mu.Lock()
+		n.replay = replay
+		n.mu.Unlock()
+		go replay.watch(ctx, in.allIdle)
+	}
+
+	select {
+	case <-n.rc.draining():
+	case <-in.finished:
+		n.log.Info("every input ended; draining")
+	case <-ctx.Done():
+		n.log.Warn("run aborted")
+	}
+	n.Stop()
+	_ = n.rc.advance(StateDraining)
+	if replay != nil {
+		replay.stop()
+	}
+	// The emulators (standing in for the boards) stop first; the inputs
+	// then take what is still in flight until they are idle.
+	stopEmulators()
+	in.emulators.Wait()
+	in.settle(ctx)
+	stopInputs()
+	in.inputs.Wait()
+
+	closeCtx, cancel := context.WithTimeout(ctx, n.cfg.Builder.Timeout+30*time.Second)
+	if err := b.Close(closeCtx); err != nil {
+		n.fail(fmt.Errorf("builder close: %w", err))
+	}
+	cancel()
+	fwd.Wait()
+	dec.Wait()
+	close(decided)
+	sto.Wait()
+	if parts.Chain != nil {
+		parts.Chain.Close()
+	}
+	if err := parts.Store.Close(); err != nil {
+		n.fail(fmt.Errorf("store close: %w", err))
+	}
+	if parts.Close != nil {
+		parts.Close()
+	}
+	n.mu.Lock()
+	n.ended = time.Now()
+	n.mu.Unlock()
+	_ = n.rc.advance(StateStopped)
+	l := n.snapshot()
+	l.Check(true)
+	n.mu.Lock()
+	n.final = &l
+	n.mu.Unlock()
+	return l
+}
+
+// result is the run's error: the errors recorded, and an unbalanced ledger.
+func (n *Node) result(l *Ledger) error {
+	n.mu.Lock()
+	errs := append([]error(nil), n.errs...)
+	n.mu.Unlock()
+	if !l.Balanced {
+		errs = append(errs, fmt.Errorf("%w: %v", ErrUnbalanced, l.Imbalance))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrUnbalanced: the end-of-run ledger does not add up.
+var ErrUnbalanced = errors.New("ledger does not balance")
+
+func closeParts(p *Parts) {
+	if p.Chain != nil {
+		p.Chain.Close()
+	}
+	if p.Store != nil {
+		_ = p.Store.Close()
+	}
+	if p.Close != nil {
+		p.Close()
+	}
+}
+
+// snapshot assembles the live ledger from the builder, the inputs and the
+// flow counters.
+func (n *Node) snapshot() Ledger {
+	n.mu.Lock()
+	b, in, parts, started, ended := n.builder, n.inputs, n.parts, n.started, n.ended
+	n.mu.Unlock()
+	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run, FragmentsDiscarded: map[string]uint64{}, InputLosses: map[string]uint64{}}
+	if in != nil {
+		for i, t := range in.trackers {
+			uri := n.cfg.Inputs[i].URI
+			for reason, v := range t.losses() {
+				l.InputLosses[uri+"/"+reason] += v
+			}
+		}
+	}
+	n.flow.fill(&l)
+	if parts != nil && parts.EmulatorSummaries != nil {
+		l.Emulators = parts.EmulatorSummaries()
+	}
+	if b != nil {
+		bl := b.Ledger()
+		l.FragmentsReceived, l.BytesReceived = bl.FragmentsIn, bl.BytesIn
+		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen
+		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
+		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
+		l.EventsIncomplete, l.EventsCorrupt = bl.EventsIncomplete, bl.EventsCorrupt
+	}
+	// The builder counts a batch when it delivers it, before the queue
+	// takes it: everything not decided yet is in flight.
+	if d := l.EventsAccepted + l.EventsRejected + l.EventsDeferred; l.EventsBuilt > d {
+		l.EventsInFlight = l.EventsBuilt - d
+	}
+	if !started.IsZero() {
+		end := ended
+		if end.IsZero() {
+			end = time.Now()
+		}
+		l.DurationSeconds = end.Sub(started).Seconds()
+	}
+	return l
+}
+
+// Status is the node's current status (GET /status).
+func (n *Node) Status() Status { return n.status(true) }
+
+// status assembles the Status; the metrics collector leaves out the plugin
+// instances, which the chain reads from the registry being collected.
+func (n *Node) status(withPlugins bool) Status {
+	n.mu.Lock()
+	final, parts, in, replay, started := n.final, n.parts, n.inputs, n.replay, n.started
+	n.mu.Unlock()
+	var l Ledger
+	if final != nil {
+		l = *final
+	} else {
+		l = n.snapshot()
+		l.Check(false)
+	}
+	s := Status{
+		Node: n.cfg.Node.ID, State: n.rc.State(), Run: n.cfg.Run, Ledger: l,
+		Rates: n.rates.update(time.Now(), &l),
+		Buffers: Buffers{
+			QueueBatches: len(n.queue), QueueCapacity: cap(n.queue), QueueBytes: n.gate.held(),
+			MemoryBudgetBytes: uint64(n.cfg.Builder.MemoryBudget),
+		},
+		Store: StoreStatus{Path: n.cfg.Store.Path},
+	}
+	if !started.IsZero() {
+		s.UptimeSeconds = time.Since(started).Seconds()
+	}
+	if n.opts.Limiter != nil {
+		s.LogSuppressed = n.opts.Limiter.Suppressed()
+	}
+	if in != nil {
+		now := time.Now()
+		for i, t := range in.trackers {
+			st := t.status(now)
+			st.URI = n.cfg.Inputs[i].URI
+			s.Inputs = append(s.Inputs, st)
+		}
+	}
+	if parts != nil {
+		if parts.Chain != nil && withPlugins {
+			s.Plugins = parts.Chain.Plugins()
+		}
+		if parts.Store != nil {
+			s.Store.HeadroomBytes = parts.Store.Headroom()
+			select {
+			case <-parts.Store.Writable():
+				s.Store.Writable = true
+			default:
+			}
+		}
+	}
+	if replay != nil {
+		s.Replay = replay.status()
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// OpenParts opens what cfg describes, in the order that lets a failure
+// leave nothing behind: the store, the online trigger chain (plugin
+// processes started and configured), then the inputs (sockets listening,
+// rings attached in Run) and their embedded emulators.
+func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+	st, err := OpenStore(cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Parts{Store: st}
+	fail := func(err error) (*Parts, error) {
+		closeParts(p)
+		return nil, err
+	}
+	if stages := cfg.OnlineStages(); len(stages) > 0 {
+		c, err := NewChain(ctx, stages, reg, log)
+		if err != nil {
+			return fail(err)
+		}
+		p.Chain = c
+	}
+	if cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0 {
+		p.ReplayStore = st
+		p.NewReplayChain = func(ctx context.Context) (Decider, error) {
+			// The replay stages' metrics would collide with the online
+			// stages' on one registry; inter-fill replay is visible through
+			// sluice_replay_* instead.
+			return NewChain(ctx, cfg.ReplayStages(), nil, log.With("replay", true))
+		}
+	}
+	groups, err := cfg.Groups()
+	if err != nil {
+		return fail(err)
+	}
+	summaries := &emulatorSummaries{}
+	for i, ic := range cfg.Inputs {
+		in, err := readout.Open(ic.URI, readout.Config{
+			CreditWindow:  int(ic.CreditWindow),
+			SocketBuffer:  int(ic.SocketBuffer),
+			ReorderWindow: ic.ReorderWindow,
+			LatencyBudget: ic.LatencyBudget,
+			ExpectStreams: ic.ExpectStreams,
+		})
+		if err != nil {
+			return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
+		}
+		p.Inputs = append(p.Inputs, in)
+		if c, ok := in.(interface{ Close() error }); ok {
+			prev := p.Close
+			p.Close = func() {
+				_ = c.Close()
+				if prev != nil {
+					prev()
+				}
+			}
+		}
+		scheme, _, _ := config.ParseURI(ic.URI)
+		finite := scheme == "file"
+		var emu func(context.Context) error
+		if e := ic.Emulator; e != nil {
+			ec, err := emulatorConfig(ic.URI, e, groups)
+			if err != nil {
+				return fail(fmt.Errorf("inputs[%d].emulator: %w", i, err))
+			}
+			finite = e.From != "" || e.Events > 0 || e.Duration > 0
+			emu = func(ctx context.Context) error {
+				s, err := readout.RunEmulator(ctx, ec)
+				summaries.add(s)
+				log.Info("emulator sent", "input", ic.URI, "packets", s.PacketsSent, "fragments", s.FragmentsSent,
+					"bytes", s.BytesSent, "throttled_ms", s.ThrottledNs/1e6, "faults", s.Faults)
+				if errors.Is(err, context.Canceled) {
+					return nil
+				}
+				return err
+			}
+		}
+		p.Finite = append(p.Finite, finite)
+		p.Emulators = append(p.Emulators, emu)
+	}
+	p.EmulatorSummaries = summaries.get
+	return p, nil
+}
+
+// emulatorSummaries collects what the embedded emulators sent.
+type emulatorSummaries struct {
+	mu   sync.Mutex
+	sums []readout.Summary
+}
+
+func (e *emulatorSummaries) add(s readout.Summary) {
+	e.mu.Lock()
+	e.sums = append(e.sums, s)
+	e.mu.Unlock()
+}
+
+func (e *emulatorSummaries) get() []readout.Summary {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]readout.Summary(nil), e.sums...)
+}
+
+// emulatorConfig maps an embedded emulator's settings onto the readout
+// emulator's.
+func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup) (readout.EmulatorConfig, error) {
+	ec := readout.EmulatorConfig{
+		To: uri, From: e.From, Events: e.Events, Duration: e.Duration, Rate: e.Rate, Loop: e.Loop,
+		Groups: groups, Packing: e.Packing, Seed: e.Seed, FirstEvent: e.FirstEventID,
+		Faults: readout.Faults{
+			Drop: e.Faults.Drop, Duplicate: e.Faults.Duplicate, Corrupt: e.Faults.Corrupt, Truncate: e.Faults.Truncate,
+			Reorder: e.Faults.Reorder, Stall: e.Faults.Stall,
+			ReorderWindow: e.Faults.ReorderWindow, StallDuration: e.Faults.StallDuration,
+		},
+		Connections: e.Connections, RingSize: uint64(e.RingSize), SocketBuffer: int(e.SocketBuffer),
+	}
+	if e.Sources != "" {
+		ids, err := schemas.ParseSourceList(e.Sources)
+		if err != nil {
+			return ec, err
+		}
+		ec.Groups = []schemas.SourceGroup{{Name: "emulated", Sources: ids}}
+	}
+	sd := e.FragmentSize
+	switch sd.Dist {
+	case "uniform":
+		ec.Size = readout.SizeDist{Kind: "uniform", A: float64(sd.Min), B: float64(sd.Max)}
+	case "lognormal":
+		ec.Size = readout.SizeDist{Kind: "lognormal", A: float64(sd.Mean), B: sd.Sigma}
+	default:
+		ec.Size = readout.SizeDist{Kind: "fixed", A: float64(sd.Mean)}
+	}
+	return ec, nil
+}
+
+// OpenStore opens the event store with cfg's policy; its metrics go to reg.
+func OpenStore(cfg *config.Config, reg prometheus.Registerer) (*storage.Store, error) {
+	policy := map[string]storage.SyncPolicy{
+		config.SyncEveryBatch: storage.SyncEveryBatch, config.SyncInterval: storage.SyncInterval, config.SyncNever: storage.SyncNever,
+	}[cfg.Store.Sync]
+	return storage.Open(storage.Options{
+		Dir:           cfg.Store.Path,
+		Sync:          policy,
+		SyncInterval:  cfg.Store.SyncInterval,
+		MinFreeBytes:  uint64(cfg.Store.MinFreeBytes),
+		MaxStoreBytes: uint64(cfg.Store.MaxStoreBytes),
+		GCInterval:    cfg.Store.GCInterval,
+		Registerer:    reg,
+	})
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"context"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// Verdict is the trigger chain's final decision on one event.
+type Verdict struct {
+	Decision schemas.Decision
+	Lines    uint64 // lines of Stage that fired (bit i = line i of its plugin)
+	Stage    string // the stage that decided
+	Reason   string // why it was deferred or rejected by the host; often empty
+	// Status is the event's status bits, including StatusTriggerError when
+	// its batch failed in the plugin repeatedly.
+	Status schemas.EventStatus
+}
+
+// Decider is a trigger chain: the online stages in `sluice run`, the
+// replay stages in replay.
+type Decider interface {
+	// Decide returns one Verdict per row of rec; it fails only when ctx
+	// ends first. Safe for concurrent use.
+	Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error)
+	// Lines names the trigger lines of a stage, by bit.
+	Lines(stage string) []string
+	// Plugins describes the plugin processes of each stage.
+	Plugins() []PluginStatus
+	// Close stops every plugin process.
+	Close()
+}
+
+// eventBuilder is what the node uses of *builder.Builder.
+type eventBuilder interface {
+	readout.Sink
+	Batches() <-chan arrow.RecordBatch
+	Close(ctx context.Context) error
+	Ledger() builder.Ledger
+}
+
+// eventStore is what the node uses of *storage.Store.
+type eventStore interface {
+	Put(stream storage.Stream, batch *schemas.EventBatch, rows []storage.RowMeta) (storage.Ack, error)
+	WaitDurable(ctx context.Context, seq uint64) error
+	Headroom() int64
+	Writable() <-chan struct{}
+	Close() error
+}
+
+// Parts are a run's components, opened before the run starts.
+type Parts struct {
+	Inputs []readout.Input
+	// Finite[i] says input i ends by itself (a file, or fed only by an
+	// embedded emulator that sends a fixed amount): the run drains once
+	// every input is finite and done.
+	Finite []bool
+	// Emulators are embedded readout emulators, run beside the inputs and
+	// stopped first when the run drains. Emulators[i] feeds Inputs[i] (nil
+	// when none).
+	Emulators []func(ctx context.Context) error
+	Chain     Decider // nil: no online stage, every event is deferred
+	Store     eventStore
+	// ReplayStore and NewReplayChain serve inter-fill replay (nil: off).
+	ReplayStore    *storage.Store
+	NewReplayChain func(ctx context.Context) (Decider, error)
+	// EmulatorSummaries returns what the embedded emulators reported when
+	// they ended (nil: none).
+	EmulatorSummaries func() []readout.Summary
+	// Close releases what the parts hold besides the above (e.g. sockets).
+	Close func()
+}

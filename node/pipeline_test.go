@@ -1,0 +1,446 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// fakeInput sends events first, first+1, ... from every source, packing
+// fragments per packet; each payload starts with its event id and source so
+// tests can check where it ended up. events == 0 sends until ctx ends.
+type fakeInput struct {
+	sources []uint32
+	first   uint64
+	events  uint64
+	packing int
+	size    int
+	// duplicateEvery > 0 sends every such packet twice.
+	duplicateEvery int
+	// gate, when set, is waited on before each packet (to pause a sender).
+	gate func(ctx context.Context, sent uint64) error
+
+	packets, frags, bytes atomic.Uint64
+}
+
+func (f *fakeInput) Run(ctx context.Context, sink readout.Sink) error {
+	packing := max(f.packing, 1)
+	n := 0
+	for ev := f.first; f.events == 0 || ev < f.first+f.events; ev += uint64(packing) {
+		k := packing
+		if f.events != 0 {
+			k = int(min(uint64(packing), f.first+f.events-ev))
+		}
+		for _, src := range f.sources {
+			if f.gate != nil {
+				if err := f.gate(ctx, f.packets.Load()); err != nil {
+					return nil
+				}
+			}
+			payloads := make([][]byte, k)
+			for i := range payloads {
+				p := make([]byte, max(f.size, 12))
+				binary.LittleEndian.PutUint64(p, ev+uint64(i))
+				binary.LittleEndian.PutUint32(p[8:], src)
+				payloads[i] = p
+			}
+			buf := schemas.AppendMFP(nil, src, ev, 0, 3, payloads, nil)
+			times := 1
+			n++
+			if f.duplicateEvery > 0 && n%f.duplicateEvery == 0 {
+				times = 2
+			}
+			for range times {
+				p, _, err := schemas.DecodeMFP(buf)
+				if err != nil {
+					return err
+				}
+				if err := sink.AddPacket(ctx, p, nil); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				f.packets.Add(1)
+				f.frags.Add(uint64(k))
+				f.bytes.Add(uint64(len(buf)))
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (f *fakeInput) Stats() readout.Stats {
+	return readout.Stats{Packets: f.packets.Load(), Fragments: f.frags.Load(), Bytes: f.bytes.Load()}
+}
+
+// fakeChain decides by event id: id%10 == 0 accept (line 1), 1-2 defer,
+// 3 defer with a trigger error, else reject.
+type fakeChain struct {
+	mu      sync.Mutex
+	batches int
+	closed  bool
+	accept  bool // accept everything (for replay)
+}
+
+func (c *fakeChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.batches++
+	c.mu.Unlock()
+	out := make([]Verdict, eb.Len())
+	for i := range out {
+		v := Verdict{Stage: "hlt", Status: eb.Status(i)}
+		switch id := eb.EventID(i); {
+		case c.accept || id%10 == 0:
+			v.Decision, v.Lines = schemas.DecisionAccept, 1<<1
+		case id%10 <= 2:
+			v.Decision, v.Reason = schemas.DecisionDefer, "deferral fraction"
+		case id%10 == 3:
+			v.Decision, v.Reason, v.Status = schemas.DecisionDefer, "plugin crashed 3 times", v.Status|schemas.StatusTriggerError
+		default:
+			v.Decision = schemas.DecisionReject
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (c *fakeChain) Lines(string) []string { return []string{"quiet", "busy"} }
+func (c *fakeChain) Plugins() []PluginStatus {
+	return []PluginStatus{{Stage: "hlt", Plugin: "fake", Instances: 1, Up: 1}}
+}
+func (c *fakeChain) Close() { c.mu.Lock(); c.closed = true; c.mu.Unlock() }
+
+func testConfig(t *testing.T, inputs int) *config.Config {
+	t.Helper()
+	c := config.Default()
+	c.Node.ID = "test"
+	c.Run = 5
+	c.Inputs = nil
+	for i := range inputs {
+		c.Inputs = append(c.Inputs, config.Input{URI: "shm://fake" + string(rune('a'+i))})
+	}
+	c.Sources = []config.SourceGroup{{Name: "a", Sources: "0-3"}, {Name: "b", Sources: "10-11"}}
+	c.Builder.BatchEvents = 16
+	c.Builder.BatchLatency = 5 * time.Millisecond
+	c.Builder.Timeout = 200 * time.Millisecond
+	c.Builder.MemoryBudget = 8 << 20
+	c.Store.Path = filepath.Join(t.TempDir(), "store")
+	c.Store.MinFreeBytes = 1 << 20
+	c.HTTP.Address = "127.0.0.1:0"
+	return c
+}
+
+// runNode runs a node with the given parts (the store opened from cfg)
+// until it stops; stop, when set, is called once the node runs.
+func runNode(t *testing.T, cfg *config.Config, parts *Parts, stop func(*Node)) (Ledger, error, *Node) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	n, err := New(cfg, Options{
+		Logger:    slog.New(slog.DiscardHandler),
+		Allocator: mem,
+		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+			st, err := OpenStore(cfg, reg)
+			if err != nil {
+				return nil, err
+			}
+			parts.Store = st
+			return parts, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stop != nil {
+		go func() {
+			for n.Status().State != StateRunning {
+				time.Sleep(5 * time.Millisecond)
+			}
+			stop(n)
+		}()
+	}
+	l, err := n.Run(context.Background())
+	mem.AssertSize(t, 0)
+	return l, err, n
+}
+
+// streamCount lists a store stream: events and their ids.
+func streamCount(t *testing.T, dir string, s storage.Stream) map[uint64]storage.EventInfo {
+	t.Helper()
+	st, err := storage.Open(storage.Options{Dir: dir, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := map[uint64]storage.EventInfo{}
+	if err := st.List(s, storage.Selection{}, 0, func(e storage.EventInfo) bool { out[e.Key.EventID] = e; return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
+	cfg := testConfig(t, 2)
+	in1 := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100, duplicateEvery: 50}
+	in2 := &fakeInput{sources: []uint32{10, 11}, events: 1000, packing: 1, size: 300}
+	chain := &fakeChain{}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in1, in2}, Finite: []bool{true, true}, Chain: chain}, nil)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	if !l.Balanced || l.EventsBuilt != 1000 || l.EventsIncomplete != 0 {
+		t.Fatalf("ledger: %+v", l)
+	}
+	// 20 of in1's 1000 packets were sent twice: 80 fragments discarded as
+	// duplicates, or as late when the copy came after its event was built.
+	if d := l.FragmentsDiscarded; l.FragmentsReceived != 6080 || d["duplicate"]+d["late"] != 80 || l.FragmentsInEvents != 6000 {
+		t.Fatalf("fragments received %d, in events %d, discarded %v", l.FragmentsReceived, l.FragmentsInEvents, d)
+	}
+	if l.EventsAccepted != 100 || l.EventsDeferred != 300 || l.EventsRejected != 600 {
+		t.Fatalf("decisions %d/%d/%d", l.EventsAccepted, l.EventsDeferred, l.EventsRejected)
+	}
+	if l.DeferredBy["hlt/deferral fraction"] != 200 || l.DeferredBy["hlt/trigger-error"] != 100 || l.Lines["hlt/busy"] != 100 {
+		t.Fatalf("deferred by %v, lines %v", l.DeferredBy, l.Lines)
+	}
+	if l.EventsStoredAccepted != 100 || l.EventsStoredDeferred != 300 || l.EventsStored != 400 {
+		t.Fatalf("stored %d+%d", l.EventsStoredAccepted, l.EventsStoredDeferred)
+	}
+	if !chain.closed {
+		t.Fatal("chain not closed")
+	}
+	acc := streamCount(t, cfg.Store.Path, storage.Accepted)
+	def := streamCount(t, cfg.Store.Path, storage.Deferred)
+	if len(acc) != 100 || len(def) != 300 {
+		t.Fatalf("store holds %d accepted, %d deferred", len(acc), len(def))
+	}
+	for id, e := range def {
+		if want := id%10 == 3; (e.Status&schemas.StatusTriggerError != 0) != want || e.Key.Run != 5 || e.NumFragments != 6 {
+			t.Fatalf("deferred event %d: %+v", id, e)
+		}
+	}
+	if _, ok := acc[990]; !ok {
+		t.Fatal("event 990 not in the accepted stream")
+	}
+}
+
+func TestPipelineStopDrains(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
+	in := &fakeInput{sources: []uint32{0, 1}, size: 1000} // endless
+	var states []State
+	l, err, n := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+		for n.Status().Ledger.EventsStored < 200 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		states = append(states, n.Status().State)
+		n.Stop()
+	})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !l.Balanced || l.EventsBuilt < 200 || l.EventsInFlight != 0 || l.EventsUnacked != 0 {
+		t.Fatalf("ledger after stop: %+v", l)
+	}
+	if states[0] != StateRunning || n.Status().State != StateStopped {
+		t.Fatalf("states %v then %v", states, n.Status().State)
+	}
+	// Every event the builder got fragments for was completed: a stopped
+	// sender leaves no partial events since it sends whole events.
+	if l.EventsIncomplete > 1 {
+		t.Fatalf("%d incomplete events after a drain", l.EventsIncomplete)
+	}
+}
+
+func TestPipelineNoOnlineStageDefersAll(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
+	cfg.Store.Sync = config.SyncInterval
+	cfg.Store.SyncInterval = 20 * time.Millisecond
+	in := &fakeInput{sources: []uint32{0, 1}, events: 300, packing: 3}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil)
+	if err != nil || !l.Balanced {
+		t.Fatalf("run: %v %+v", err, l)
+	}
+	if l.EventsDeferred != 300 || l.DeferredBy[ReasonNoOnlineStage] != 300 || l.EventsStoredDeferred != 300 {
+		t.Fatalf("ledger %+v", l)
+	}
+
+	// Replay the deferred events with a chain that accepts all of them.
+	st, err := OpenStore(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var progress int
+	s, err := Replay(context.Background(), st, &fakeChain{accept: true}, ReplayOptions{BatchEvents: 64, Progress: func(ReplaySummary) { progress++ }})
+	if err != nil || !s.Balanced {
+		t.Fatalf("replay: %v %+v", err, s)
+	}
+	if s.Selected != 300 || s.Replayed != 300 || s.Accepted != 300 || s.Remaining != 0 || s.StoreAccepted != 300 || progress != 5 {
+		t.Fatalf("replay summary %+v, %d progress calls", s, progress)
+	}
+	// Idempotent: nothing is left to replay.
+	s, err = Replay(context.Background(), st, &fakeChain{accept: true}, ReplayOptions{})
+	if err != nil || s.Replayed != 0 || !s.Balanced {
+		t.Fatalf("second replay %+v %v", s, err)
+	}
+}
+
+func TestReplayRateAndSelection(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	in := &fakeInput{sources: []uint32{0}, events: 100}
+	if l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil); err != nil {
+		t.Fatal(err, l)
+	}
+	st, err := OpenStore(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := time.Now()
+	s, err := Replay(context.Background(), st, &fakeChain{}, ReplayOptions{
+		Selection: storage.Selection{MinRun: 5, MaxRun: 5, MinEvent: 10, MaxEvent: 29}, Rate: 200, BatchEvents: 5})
+	if err != nil || !s.Balanced {
+		t.Fatal(err, s)
+	}
+	// 20 events at 200/s take >= 95 ms (the last batch is not waited for).
+	if s.Selected != 20 || s.Replayed != 20 || s.Accepted != 2 || s.Rejected != 12 || s.Kept != 6 || s.Remaining != 6 || time.Since(start) < 75*time.Millisecond {
+		t.Fatalf("summary %+v after %v", s, time.Since(start))
+	}
+	if s.KeptBy["hlt/deferral fraction"] != 4 || s.KeptBy["hlt/trigger-error"] != 2 {
+		t.Fatalf("kept by %v", s.KeptBy)
+	}
+}
+
+func TestPipelineStatusWhileRunning(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	in := &fakeInput{sources: []uint32{0}}
+	var st Status
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+		for n.Status().Ledger.EventsStored < 50 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		code, body := get(t, "http://"+n.HTTPAddr()+"/readyz")
+		if code != 200 {
+			t.Errorf("readyz %d %s", code, body)
+		}
+		st = n.Status()
+		n.Stop()
+	})
+	if err != nil || !l.Balanced {
+		t.Fatal(err, l)
+	}
+	if st.State != StateRunning || len(st.Inputs) != 1 || st.Inputs[0].Packets == 0 || st.Plugins[0].Up != 1 ||
+		st.Buffers.QueueCapacity != 4 || !st.Store.Writable || st.Store.HeadroomBytes <= 0 || st.Ledger.EventsStored < 50 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestInterFillReplay: an input sends a burst then pauses; during the pause
+// the node replays deferred events; when data returns replay stops.
+func TestInterFillReplay(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	cfg.Replay.InterFill = 150 * time.Millisecond
+	release := make(chan struct{})
+	in := &fakeInput{sources: []uint32{0}, events: 400, gate: func(ctx context.Context, sent uint64) error {
+		if sent == 200 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}}
+	replayChain := &fakeChain{accept: true}
+	var during ReplayStatus
+	parts := &Parts{Inputs: []readout.Input{in}, Finite: []bool{true},
+		NewReplayChain: func(context.Context) (Decider, error) { return replayChain, nil }}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Allocator: mem,
+		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+			st, err := OpenStore(cfg, reg)
+			if err != nil {
+				return nil, err
+			}
+			parts.Store, parts.ReplayStore = st, st
+			return parts, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if s := n.Status().Replay; s.Passes > 0 && !s.Active && s.Events > 0 {
+				during = s
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(release)
+	}()
+	l, err := n.Run(context.Background())
+	mem.AssertSize(t, 0)
+	if err != nil || !l.Balanced {
+		t.Fatal(err, l)
+	}
+	if during.Passes != 1 || during.Events == 0 || during.Accepted != during.Events {
+		t.Fatalf("inter-fill replay during the pause: %+v", during)
+	}
+	if !replayChain.closed {
+		t.Fatal("replay chain not closed")
+	}
+	// Events replayed moved to the accepted stream: online accepted ones
+	// plus the replayed deferred ones.
+	acc := streamCount(t, cfg.Store.Path, storage.Accepted)
+	if uint64(len(acc)) != l.EventsStoredAccepted+during.Accepted && uint64(len(acc)) < l.EventsStoredAccepted+during.Accepted {
+		t.Fatalf("accepted stream %d, online %d + replayed %d", len(acc), l.EventsStoredAccepted, during.Accepted)
+	}
+	for _, e := range acc {
+		if e.Meta.Stage == "hlt" && e.Key.EventID%10 != 0 && e.Status&schemas.StatusReplayed == 0 {
+			t.Fatalf("replayed event without the replayed status: %+v", e)
+		}
+	}
+}
+
+func TestPipelineFailingInputFailsRun(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	bad := &failingInput{err: errors.New("ring writer died")}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{bad}, Finite: []bool{false}}, nil)
+	if err == nil || !errors.Is(err, bad.err) || !l.Balanced {
+		t.Fatalf("want the input's error with a balanced ledger, got %v %+v", err, l)
+	}
+}
+
+type failingInput struct{ err error }
+
+func (f *failingInput) Run(context.Context, readout.Sink) error { return f.err }
+func (f *failingInput) Stats() readout.Stats                     { return readout.Stats{} }
+

@@ -1,0 +1,293 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// ReplayOptions configure a deferred replay.
+type ReplayOptions struct {
+	Selection   storage.Selection // runs and event ids to replay (zero: all)
+	Rate        float64           // events per second at most (0: unlimited)
+	BatchEvents int               // events per batch (default 256)
+	// Progress, when set, is called after each committed batch.
+	Progress func(ReplaySummary)
+}
+
+// ReplaySummary accounts for one replay: every deferred event read was
+// accepted (moved to the accepted stream), rejected (removed) or kept
+// deferred, in one atomic commit per batch. JSON names are the contract of
+// `sluice replay --summary-json`.
+type ReplaySummary struct {
+	Selected        uint64            `json:"events_selected"` // deferred events in the selection at the start
+	Replayed        uint64            `json:"events_replayed"`
+	Accepted        uint64            `json:"events_accepted"`
+	Rejected        uint64            `json:"events_rejected"`
+	Kept            uint64            `json:"events_kept_deferred"`
+	KeptBy          map[string]uint64 `json:"kept_by"`
+	Lines           map[string]uint64 `json:"lines"`
+	Batches         uint64            `json:"batches"`
+	Bytes           int64             `json:"bytes"`
+	Remaining       uint64            `json:"events_remaining"` // deferred events left in the selection at the end
+	DurationSeconds float64           `json:"duration_seconds"`
+	// StoreAccepted etc. are the store's own replay ledger moved by this
+	// replay; Balanced says they equal the counts above and replayed =
+	// accepted + rejected + kept.
+	StoreAccepted uint64 `json:"store_ledger_accepted"`
+	StoreRejected uint64 `json:"store_ledger_rejected"`
+	StoreKept     uint64 `json:"store_ledger_kept"`
+	Balanced      bool   `json:"balanced"`
+}
+
+// countDeferred counts the deferred events in sel (a key-only scan).
+func countDeferred(st *storage.Store, sel storage.Selection) (uint64, error) {
+	var n uint64
+	err := st.List(storage.Deferred, sel, 0, func(storage.EventInfo) bool { n++; return true })
+	return n, err
+}
+
+// Replay reads the deferred stream in (run, event id) order, runs chain on
+// each batch and commits the outcomes atomically (storage.Store.Commit), so
+// that a replay stopped at any point and started again decides every
+// deferred event exactly once. It returns when the selection is exhausted
+// or ctx ends (then with ctx.Err() and the summary so far).
+func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOptions) (ReplaySummary, error) {
+	start := time.Now()
+	s := ReplaySummary{KeptBy: map[string]uint64{}, Lines: map[string]uint64{}}
+	before, err := st.Ledger()
+	if err != nil {
+		return s, err
+	}
+	if s.Selected, err = countDeferred(st, opts.Selection); err != nil {
+		return s, err
+	}
+	cur, err := st.NewCursor(storage.Deferred, storage.CursorOptions{Selection: opts.Selection, BatchSize: opts.BatchEvents})
+	if err != nil {
+		return s, err
+	}
+	defer cur.Close()
+	finish := func(err error) (ReplaySummary, error) {
+		s.DurationSeconds = time.Since(start).Seconds()
+		after, lerr := st.Ledger()
+		if lerr == nil {
+			s.StoreAccepted, s.StoreRejected, s.StoreKept = after.Accepted-before.Accepted, after.Rejected-before.Rejected, after.Kept-before.Kept
+		}
+		s.Remaining, _ = countDeferred(st, opts.Selection)
+		s.Balanced = lerr == nil && s.Replayed == s.Accepted+s.Rejected+s.Kept &&
+			s.StoreAccepted == s.Accepted && s.StoreRejected == s.Rejected && s.StoreKept == s.Kept
+		return s, errors.Join(err, lerr)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return finish(err)
+		}
+		b, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			return finish(nil)
+		}
+		if err != nil {
+			return finish(err)
+		}
+		err = replayBatch(ctx, st, chain, b, &s)
+		b.Release()
+		if err != nil {
+			return finish(err)
+		}
+		if opts.Progress != nil {
+			p := s
+			p.DurationSeconds = time.Since(start).Seconds()
+			opts.Progress(p)
+		}
+		if opts.Rate > 0 {
+			due := start.Add(time.Duration(float64(s.Replayed) / opts.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return finish(ctx.Err())
+				}
+			}
+		}
+	}
+}
+
+func replayBatch(ctx context.Context, st *storage.Store, chain Decider, b *storage.Batch, s *ReplaySummary) error {
+	verdicts, err := chain.Decide(ctx, b.Rec)
+	if err != nil {
+		return err
+	}
+	if len(verdicts) != b.Events.Len() {
+		return fmt.Errorf("replay: trigger chain returned %d decisions for %d events", len(verdicts), b.Events.Len())
+	}
+	out := make([]storage.Outcome, len(verdicts))
+	for i, v := range verdicts {
+		o := storage.Outcome{Decision: v.Decision, Lines: v.Lines, Stage: v.Stage, Reason: v.Reason}
+		if o.Decision == schemas.DecisionNone {
+			o.Decision, o.Reason = schemas.DecisionDefer, "undecided"
+		}
+		out[i] = o
+	}
+	ack, err := st.Commit(b, out)
+	if err != nil {
+		return err
+	}
+	if !ack.Durable {
+		if err := st.WaitDurable(ctx, ack.Seq); err != nil {
+			return err
+		}
+	}
+	s.Batches++
+	s.Bytes += b.Bytes
+	s.Replayed += uint64(len(out))
+	s.Accepted += uint64(ack.Accepted)
+	s.Rejected += uint64(ack.Rejected)
+	s.Kept += uint64(ack.Kept)
+	for i, o := range out {
+		switch o.Decision {
+		case schemas.DecisionAccept:
+			names := chain.Lines(o.Stage)
+			for bit := 0; bit < 64; bit++ {
+				if o.Lines&(1<<bit) != 0 {
+					s.Lines[lineName(o.Stage, names, bit)]++
+				}
+			}
+		case schemas.DecisionDefer:
+			s.KeptBy[deferKey(&verdicts[i])]++
+		}
+	}
+	return nil
+}
+
+// interFill runs deferred replay inside `sluice run` while every input has
+// been idle for the configured time, and stops it as soon as data returns.
+type interFill struct {
+	n     *Node
+	parts *Parts
+
+	mu     sync.Mutex
+	chain  Decider
+	cancel context.CancelFunc
+	done   chan struct{}
+	quit   chan struct{}
+	st     ReplayStatus
+	armed  bool // a pass may start: set when data arrived since the last pass
+}
+
+func newInterFill(n *Node, parts *Parts) *interFill {
+	return &interFill{n: n, parts: parts, quit: make(chan struct{}), armed: true, st: ReplayStatus{Enabled: true}}
+}
+
+// interFillPoll is how often the inputs' idleness is checked.
+const interFillPoll = 100 * time.Millisecond
+
+// watch starts and stops replay passes until stop.
+func (r *interFill) watch(ctx context.Context, allIdle func(time.Duration) bool) {
+	t := time.NewTicker(interFillPoll)
+	defer t.Stop()
+	idle := r.n.cfg.Replay.InterFill
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.quit:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		active := r.cancel != nil
+		armed := r.armed
+		r.mu.Unlock()
+		switch {
+		case active && !allIdle(2*interFillPoll):
+			r.n.log.Info("inter-fill replay: data returned; stopping replay")
+			r.halt()
+			r.mu.Lock()
+			r.armed = true
+			r.mu.Unlock()
+		case !active && !allIdle(2*interFillPoll):
+			r.mu.Lock()
+			r.armed = true
+			r.mu.Unlock()
+		case !active && armed && allIdle(idle):
+			r.begin(ctx)
+		}
+	}
+}
+
+func (r *interFill) begin(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chain == nil {
+		c, err := r.parts.NewReplayChain(ctx)
+		if err != nil {
+			r.n.log.Error("inter-fill replay: cannot start the replay chain", "err", err)
+			r.armed = false
+			return
+		}
+		r.chain = c
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r.cancel, r.done, r.armed = cancel, make(chan struct{}), false
+	r.st.Active = true
+	r.st.Passes++
+	r.n.log.Info("inter-fill replay: inputs idle; replaying deferred events")
+	go func() {
+		defer close(r.done)
+		var last ReplaySummary
+		opts := ReplayOptions{Rate: r.n.cfg.Replay.Rate, BatchEvents: r.n.cfg.Replay.BatchEvents,
+			Progress: func(s ReplaySummary) {
+				r.mu.Lock()
+				r.st.Events += s.Replayed - last.Replayed
+				r.st.Accepted += s.Accepted - last.Accepted
+				r.mu.Unlock()
+				last = s
+			}}
+		s, err := Replay(rctx, r.parts.ReplayStore, r.chain, opts)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.n.log.Error("inter-fill replay failed", "err", err)
+		}
+		r.n.log.Info("inter-fill replay pass ended", "replayed", s.Replayed, "accepted", s.Accepted,
+			"rejected", s.Rejected, "kept", s.Kept, "remaining", s.Remaining)
+		r.mu.Lock()
+		r.st.Active = false
+		r.mu.Unlock()
+	}()
+}
+
+// halt stops the current pass, if any, and waits for it.
+func (r *interFill) halt() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.cancel = nil
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// stop ends inter-fill replay for good and closes its chain.
+func (r *interFill) stop() {
+	close(r.quit)
+	r.halt()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chain != nil {
+		r.chain.Close()
+		r.chain = nil
+	}
+}
+
+func (r *interFill) status() ReplayStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
