@@ -57,7 +57,7 @@ type Ledger struct {
 	// EventsUnacked were kept and handed to the store, which has not yet
 	// reported them durable; 0 once the run stopped.
 	EventsUnacked uint64 `json:"events_unacked"`
-	BytesStored          uint64            `json:"bytes_stored"`
+	BytesStored   uint64 `json:"bytes_stored"`
 
 	// Emulators is what each embedded readout emulator reported sending
 	// (and the faults it injected), to compare with what was received.

@@ -42,13 +42,13 @@ type Options struct {
 // Node runs one run of the pipeline. Create it with New, then call Run
 // once; Stop (or POST /run/stop) drains it.
 type Node struct {
-	cfg     *config.Config
-	opts    Options
-	log     *slog.Logger
-	rc      *runControl
-	reg     *prometheus.Registry
-	mem     memory.Allocator
-	rates   rateMeter
+	cfg   *config.Config
+	opts  Options
+	log   *slog.Logger
+	rc    *runControl
+	reg   *prometheus.Registry
+	mem   memory.Allocator
+	rates rateMeter
 
 	mu      sync.Mutex // guards the fields below until the run ends
 	started time.Time

@@ -442,5 +442,4 @@ func TestPipelineFailingInputFailsRun(t *testing.T) {
 type failingInput struct{ err error }
 
 func (f *failingInput) Run(context.Context, readout.Sink) error { return f.err }
-func (f *failingInput) Stats() readout.Stats                     { return readout.Stats{} }
-
+func (f *failingInput) Stats() readout.Stats                    { return readout.Stats{} }

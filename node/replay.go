@@ -290,4 +290,3 @@ func (r *interFill) status() ReplayStatus {
 	defer r.mu.Unlock()
 	return r.st
 }
-
