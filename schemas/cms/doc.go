@@ -49,8 +49,10 @@
 //
 // SplitFRD turns an FRD event into one native fragment per FED: source id =
 // FED id, event id = the FRD event number (64-bit for v4), payload = the
-// whole FED fragment (header, payload and trailer, so that JoinFRD can
-// concatenate payloads back into FRD data unchanged).
+// whole FED fragment (header, payload and trailer, so that the joiner can
+// concatenate payloads back into FRD data unchanged); plus one fragment
+// from HeaderSource with the FRD header and the FED order. JoinFRDBatch
+// turns a built event back into the FRD event, byte for byte.
 //
 // # Errors
 //

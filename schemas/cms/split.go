@@ -2,6 +2,7 @@ package cms
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -9,14 +10,36 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// SplitFRD turns one FRD event into sluice fragments, one per FED, appended
-// to dst in the order the FEDs lie in the event's data: source id = FED id,
-// event id = e.Event, payload = the whole FED fragment (aliasing e.Data),
-// CRC = the CRC-32C of that payload. A FED whose CRC-16 does not match, or
+// Splitting and joining. SplitFRD sends one fragment per FED (source id =
+// FED id, payload = the whole FED fragment) and one more, from
+// HeaderSource, that carries what the FEDs do not: the FRD header (version,
+// flags, run, luminosity section, event number, padding) and the FEDs'
+// order in the event. Its payload, little-endian:
+//
+//	| off | size | field                                                    |
+//	|-----|------|----------------------------------------------------------|
+//	|   0 |    E | the event's FRD header as an FRD event without data      |
+//	|     |      | (eventSize 0, checksum of nothing, v3/v4 padding bytes)  |
+//	|   E |    4 | n: FEDs in the event (u32)                               |
+//	| E+4 |   4n | FED id of FED i, i in data order (u32 each)              |
+//
+// so that JoinFRDBatch restores the event byte for byte.
+
+// HeaderSource is the sluice source id of the FRD header fragment: one
+// above the largest 12-bit FED id. Add it to the builder's source set.
+const HeaderSource uint32 = MaxFEDID + 1
+
+const joinFormat = "cms-join"
+
+// SplitFRD turns one FRD event into sluice fragments appended to dst: one
+// per FED in the order the FEDs lie in the event's data (source id = FED
+// id, payload = the whole FED fragment, aliasing e.Data), then the header
+// fragment (source HeaderSource, see above). Event id = e.Event for all;
+// CRC = the CRC-32C of each payload. A FED whose CRC-16 does not match, or
 // whose trailer has the R (wrong FED id) or F (SLINK error) bit set, is
 // kept and flagged schemas.FlagSourceError, so the builder marks its event
-// rather than losing it. Errors: those of WalkFEDs, and ErrInconsistent for
-// a FED id found twice in one event (at the second one's offset).
+// rather than losing it. Errors: those of WalkFEDs, and ErrInconsistent
+// for a FED id found twice in one event (at the second one's offset).
 func SplitFRD(dst []schemas.Fragment, e *FRDEvent) ([]schemas.Fragment, error) {
 	first := len(dst)
 	var seen [MaxFEDID + 1]bool
@@ -48,20 +71,31 @@ func SplitFRD(dst []schemas.Fragment, e *FRDEvent) ([]schemas.Fragment, error) {
 	}
 	// The walk visits FEDs last to first; restore the data order.
 	slices.Reverse(dst[first:])
-	return dst, nil
+	hdr := *e
+	hdr.Data = nil
+	h, err := AppendFRD(nil, &hdr)
+	if err != nil {
+		return dst[:first], err
+	}
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(dst)-first))
+	for _, f := range dst[first:] {
+		h = binary.LittleEndian.AppendUint32(h, f.SourceID)
+	}
+	return append(dst, schemas.Fragment{SourceID: HeaderSource, EventID: e.Event, CRC: schemas.Checksum(h), Payload: h}), nil
 }
 
 // JoinFRD appends to dst an FRD event with the header fields of hdr
 // (hdr.Data and hdr.Checksum are ignored) whose data is the FED fragments
 // yielded by feds, concatenated in order. Each must be a whole, well-formed
-// FED fragment (checked with DecodeFED, CRC included). Errors: a malformed
-// FED (as a *schemas.DecodeError with its offset inside that fragment,
-// wrapped with its index) or those of AppendFRD.
+// FED fragment; one whose CRC-16 fails is kept as it is, so the corruption
+// stays visible. Errors: a malformed FED (its *schemas.DecodeError with
+// offsets inside that fragment, wrapped with its index) or those of
+// AppendFRD.
 func JoinFRD(dst []byte, hdr *FRDEvent, feds iter.Seq[[]byte]) ([]byte, error) {
 	var data []byte
 	i := 0
 	for b := range feds {
-		if _, err := DecodeFED(b); err != nil {
+		if _, err := DecodeFED(b); err != nil && !errors.Is(err, schemas.ErrCRCMismatch) {
 			return dst, fmt.Errorf("cms: join FED %d of event %d: %w", i, hdr.Event, err)
 		}
 		data = append(data, b...)
@@ -72,41 +106,75 @@ func JoinFRD(dst []byte, hdr *FRDEvent, feds iter.Seq[[]byte]) ([]byte, error) {
 	return AppendFRD(dst, &e)
 }
 
-// JoinFRDBatch appends to dst the FRD event (of the given version and
-// luminosity section) for row i of a built event batch: run and event
-// number from the row, data = the payloads of every source of every group,
-// in the batch's group and source order, each a FED fragment whose FED id
-// must equal its source id. Sources that sent nothing (empty payload) are
-// left out, as a FED that did not send is absent from a CMS event. Errors:
-// those of JoinFRD, and a FED whose id differs from its source id.
-func JoinFRDBatch(dst []byte, eb *schemas.EventBatch, i int, version uint16, lumi uint32) ([]byte, error) {
-	var mismatch error
-	feds := func(yield func([]byte) bool) {
-		for g := range eb.Groups {
-			cont := true
-			eb.Fragments(g, i, func(source uint32, payload []byte) bool {
-				if len(payload) == 0 {
-					return true
-				}
-				if len(payload) >= FEDMinSize {
-					if id := uint32(binary.LittleEndian.Uint64(payload) >> 8 & MaxFEDID); id != source { // Source_id, bits 19:8
-						mismatch = fmt.Errorf("cms: join event %d: source %d holds FED %d", eb.EventID(i), source, id)
-						cont = false
-						return false
-					}
-				}
-				cont = yield(payload)
-				return cont
-			})
-			if !cont {
-				return
+// JoinFRDBatch appends to dst the FRD event of row i of a batch built from
+// split FRD events: the header from the header fragment, the FEDs from
+// their sources' fragments in the order the header fragment lists (then
+// any FED it does not list, in the batch's order). A FED that did not
+// arrive (an incomplete event, see the row's missing sources) is left out,
+// as CMS leaves out a FED that did not send. Errors: *schemas.DecodeError
+// wrapping ErrTruncated (no or short header fragment), ErrInconsistent (a
+// header fragment whose event number is not the row's, whose FED list does
+// not fill it, or a fragment holding another FED than its source), or
+// those of JoinFRD.
+func JoinFRDBatch(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+	frags := map[uint32][]byte{}
+	var order []uint32 // sources in the batch's order
+	for g := range eb.Groups {
+		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
+			if len(payload) > 0 {
+				frags[source] = payload
+				order = append(order, source)
+			}
+			return true
+		})
+	}
+	id := eb.EventID(i)
+	hp := frags[HeaderSource]
+	if len(hp) == 0 {
+		return dst, schemas.Errorf(joinFormat, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %d)", id, HeaderSource)
+	}
+	hdr, n, err := DecodeFRD(hp)
+	if err != nil {
+		return dst, err
+	}
+	le := binary.LittleEndian
+	if len(hp) < n+4 {
+		return dst, schemas.Errorf(joinFormat, "header fragment", int64(n), schemas.ErrTruncated, "need %d bytes for the FED count, have %d", n+4, len(hp))
+	}
+	count := le.Uint32(hp[n:])
+	if uint64(len(hp)-n-4) != 4*uint64(count) {
+		return dst, schemas.Errorf(joinFormat, "header fragment", int64(n), schemas.ErrInconsistent, "lists %d FEDs in %d bytes", count, len(hp)-n-4)
+	}
+	if hdr.Event != id {
+		return dst, schemas.Errorf(joinFormat, "header fragment", int64(frdSizeOffset(hdr.Version)-4), schemas.ErrInconsistent, "holds event %d in the row of event %d", hdr.Event, id)
+	}
+	listed := make(map[uint32]bool, count)
+	sources := make([]uint32, 0, len(frags))
+	for k := range int(count) {
+		src := le.Uint32(hp[n+4+4*k:])
+		listed[src] = true
+		if frags[src] != nil {
+			sources = append(sources, src)
+		}
+	}
+	for _, src := range order {
+		if !listed[src] && src != HeaderSource {
+			sources = append(sources, src)
+		}
+	}
+	for _, src := range sources {
+		p := frags[src]
+		if len(p) >= FEDMinSize {
+			if fed := uint32(le.Uint64(p) >> 8 & MaxFEDID); fed != src { // Source_id, bits 19:8
+				return dst, schemas.Errorf(joinFormat, fmt.Sprintf("fragment of source %d", src), 1, schemas.ErrInconsistent, "event %d: holds FED %d", id, fed)
 			}
 		}
 	}
-	hdr := FRDEvent{Version: version, Run: eb.Run(i), Lumi: lumi, Event: eb.EventID(i)}
-	out, err := JoinFRD(dst, &hdr, feds)
-	if mismatch != nil {
-		return dst, mismatch
-	}
-	return out, err
+	return JoinFRD(dst, &hdr, func(yield func([]byte) bool) {
+		for _, src := range sources {
+			if !yield(frags[src]) {
+				return
+			}
+		}
+	})
 }

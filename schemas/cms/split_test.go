@@ -2,50 +2,54 @@ package cms
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-func TestSplitJoinFRD(t *testing.T) {
-	in := FRDEvent{Version: 4, Run: 362000, Lumi: 5, Event: 1 << 40, Data: fedBlock(t, 10, 700, 3)}
+func TestSplitFRD(t *testing.T) {
+	in := FRDEvent{Version: 4, Run: 362000, Lumi: 5, Event: 1 << 40, Padding: 8, Data: fedBlock(t, 10, 700, 3)}
 	frags, err := SplitFRD(nil, &in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(frags) != 3 {
-		t.Fatalf("%d fragments, want 3", len(frags))
+	if len(frags) != 4 {
+		t.Fatalf("%d fragments, want 3 FEDs and the header", len(frags))
 	}
-	for i, want := range []uint32{10, 700, 3} {
+	for i, want := range []uint32{10, 700, 3, HeaderSource} {
 		f := frags[i]
 		if f.SourceID != want || f.EventID != in.Event || f.Flags != 0 || !f.CRCValid() {
 			t.Fatalf("fragment %d: source %d event %d flags %b crc ok %v", i, f.SourceID, f.EventID, f.Flags, f.CRCValid())
+		}
+		if want == HeaderSource {
+			break
 		}
 		fed, err := DecodeFED(f.Payload)
 		if err != nil || uint32(fed.SourceID) != want || fed.LV1ID != 42 {
 			t.Fatalf("fragment %d payload is not FED %d: %v", i, want, err)
 		}
 	}
-	orig, _ := AppendFRD(nil, &in)
-	hdr := in
-	hdr.Data = nil
-	out, err := JoinFRD(nil, &hdr, func(yield func([]byte) bool) {
-		for _, f := range frags {
-			if !yield(f.Payload) {
-				return
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
+	// The header fragment: an FRD v4 event without data (32-byte header, 8
+	// bytes of padding), then the FED list.
+	h := frags[3].Payload
+	e, n, err := DecodeFRD(h)
+	if err != nil || n != 40 || e.Run != 362000 || e.Lumi != 5 || e.Event != 1<<40 || e.Padding != 8 || len(e.Data) != 0 {
+		t.Fatalf("header fragment event %+v (%d bytes): %v", e, n, err)
 	}
-	if !bytes.Equal(out, orig) {
-		t.Fatal("joined FRD event differs from the original")
+	le := binary.LittleEndian
+	if le.Uint32(h[40:]) != 3 || le.Uint32(h[44:]) != 10 || le.Uint32(h[48:]) != 700 || le.Uint32(h[52:]) != 3 || len(h) != 56 {
+		t.Fatalf("FED list % x", h[40:])
 	}
 }
 
@@ -58,6 +62,15 @@ func TestSplitFRDFlagsAndErrors(t *testing.T) {
 	}
 	if frags[1].Flags != schemas.FlagSourceError || frags[0].Flags != 0 || frags[2].Flags != 0 {
 		t.Fatalf("flags %b %b %b, want only FED 700 flagged", frags[0].Flags, frags[1].Flags, frags[2].Flags)
+	}
+	// The corrupt FED joins back as it came, its CRC-16 still failing.
+	out, err := JoinFRD(nil, &FRDEvent{Version: 5, Event: 1}, func(yield func([]byte) bool) {
+		for _, f := range frags[:3] {
+			yield(f.Payload)
+		}
+	})
+	if e, _, err2 := DecodeFRD(out); err != nil || err2 != nil || !bytes.Equal(e.Data, data) {
+		t.Fatalf("joining a FED with a bad CRC-16: %v, %v", err, err2)
 	}
 	// A FED whose trailer carries the F (SLINK error) bit is flagged too.
 	slink := mustFED(t, &FED{SourceID: 5, SlinkError: true})
@@ -76,20 +89,150 @@ func TestSplitFRDFlagsAndErrors(t *testing.T) {
 	// A broken walk.
 	_, err = SplitFRD(nil, &FRDEvent{Version: 5, Data: data[:len(data)-8]})
 	wantDecodeErr(t, err, schemas.ErrBadMagic, int64(len(data)-9))
-	// Joining a corrupt FED fails with its offset inside the fragment.
-	_, err = JoinFRD(nil, &FRDEvent{Version: 5}, slices.Values([][]byte{data[24:56]}))
-	wantDecodeErr(t, err, schemas.ErrCRCMismatch, 26)
+	// Joining a malformed FED fails with its offset inside the fragment.
+	bad := slices.Clone(data[24:56])
+	bad[7] = 0
+	_, err = JoinFRD(nil, &FRDEvent{Version: 5}, slices.Values([][]byte{bad}))
+	wantDecodeErr(t, err, schemas.ErrBadMagic, 7)
 }
 
-type batchRow struct {
-	event   uint64
-	present []uint32
+// buildAndJoin feeds the wire fragments to a real builder expecting
+// sources, joins every built event back to FRD and returns the joined
+// events by event number, with the builder's ledger.
+func buildAndJoin(t *testing.T, sources []uint32, run uint32, wire [][]byte) (map[uint64][]byte, builder.Ledger) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "fed", Sources: sources}}, Run: run,
+		Timeout: time.Minute, BatchEvents: 2, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64][]byte{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for rec := range b.Batches() {
+			eb, err := schemas.NewEventBatch(rec)
+			if err != nil {
+				t.Error(err)
+			}
+			for i := range eb.Len() {
+				if eb.Status(i) != 0 {
+					t.Errorf("event %d built with status %b", eb.EventID(i), eb.Status(i))
+				}
+				j, err := JoinFRDBatch(nil, eb, i)
+				if err != nil {
+					t.Error(err)
+				}
+				out[eb.EventID(i)] = j
+			}
+			rec.Release()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, w := range wire {
+		f, _, err := schemas.DecodeFragment(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddFragment(ctx, f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return out, b.Ledger()
 }
 
-// buildBatch builds an event batch as the builder would: one group "fed"
-// of the given sources, each row holding the FEDs of its present sources
-// (empty payloads for the others).
-func buildBatch(t *testing.T, mem memory.Allocator, sources []uint32, feds map[uint32][]byte, rows []batchRow) arrow.RecordBatch {
+// TestRoundTripBuilder: FRD file -> split -> native fragments in shuffled
+// arrival order -> builder -> JoinFRDBatch: every event comes back byte for
+// byte (header fields, FED order, checksum), and the joined file reads
+// back with valid checksums.
+func TestRoundTripBuilder(t *testing.T) {
+	ids := []uint16{700, 3, 1023, 10, 55}
+	var evs []FRDEvent
+	for k := range 6 {
+		var data []byte
+		for j, id := range ids {
+			var err error
+			if data, err = AppendFED(data, &FED{SourceID: id, LV1ID: uint32(k), BXID: uint16(100 + k), Payload: payloadWords(id, j+k)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v := []uint16{3, 4, 5, 6, 6, 6}[k]
+		e := FRDEvent{Version: v, Run: 362000, Lumi: uint32(1 + k/3), Event: uint64(5000 + k), Data: data}
+		if v <= 4 {
+			e.Padding = 8
+		}
+		if v == 6 && k == 5 {
+			e.Flags = FRDFlagGenData
+		}
+		evs = append(evs, e)
+	}
+	file, err := AppendFRDFile(nil, &FRDFileHeader{Version: 2, Run: 362000}, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := NewFileReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire [][]byte
+	orig := map[uint64][]byte{}
+	for range evs {
+		e, err := fr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig[e.Event], _ = AppendFRD(nil, &e)
+		frags, err := SplitFRD(nil, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range frags {
+			wire = append(wire, schemas.AppendFragment(nil, &frags[i], false))
+		}
+	}
+	rand.New(rand.NewPCG(5, 6)).Shuffle(len(wire), func(i, j int) { wire[i], wire[j] = wire[j], wire[i] })
+	// Ascending: the event schema stores a group's sources sorted
+	// (schemas.FormatSourceList), so a builder given another order would
+	// label payloads with the wrong sources.
+	sources := []uint32{HeaderSource}
+	for _, id := range ids {
+		sources = append(sources, uint32(id))
+	}
+	slices.Sort(sources)
+	out, l := buildAndJoin(t, sources, 362000, wire)
+	if !l.Balanced() || l.Discards() != 0 || l.FragmentsIn != uint64(len(wire)) || l.EventsComplete != uint64(len(evs)) {
+		t.Fatalf("ledger %+v", l)
+	}
+	if len(out) != len(evs) {
+		t.Fatalf("%d events joined, want %d", len(out), len(evs))
+	}
+	var joined []byte
+	for _, e := range evs {
+		j := out[e.Event]
+		if !bytes.Equal(j, orig[e.Event]) {
+			t.Fatalf("event %d: joined FRD event differs from the original", e.Event)
+		}
+		joined = append(joined, j...)
+	}
+	fr, _ = NewFileReader(bytes.NewReader(joined))
+	for k := range evs {
+		if e, err := fr.Next(); err != nil || e.Event != evs[k].Event {
+			t.Fatalf("reading the joined file: event %d: %v", e.Event, err)
+		}
+	}
+}
+
+// buildBatch builds a one-row event batch with one group "fed" holding
+// payloads[k] for sources[k], for the joiner's error cases.
+func buildBatch(t *testing.T, mem memory.Allocator, event uint64, sources []uint32, payloads [][]byte) arrow.RecordBatch {
 	t.Helper()
 	schema, err := schemas.EventSchema(schemas.ModeEvent, []schemas.SourceGroup{{Name: "fed", Sources: sources}})
 	if err != nil {
@@ -97,77 +240,59 @@ func buildBatch(t *testing.T, mem memory.Allocator, sources []uint32, feds map[u
 	}
 	rb := array.NewRecordBuilder(mem, schema)
 	defer rb.Release()
-	for _, r := range rows {
-		rb.Field(0).(*array.Uint64Builder).Append(r.event)
-		rb.Field(1).(*array.Uint32Builder).Append(362000)
-		rb.Field(2).(*array.Uint64Builder).Append(0)
-		rb.Field(3).(*array.Uint32Builder).Append(0)
-		rb.Field(4).(*array.Uint32Builder).Append(uint32(len(r.present)))
-		for _, k := range []int{5, 6} {
-			rb.Field(k).(*array.ListBuilder).Append(true)
-		}
-		var payload []byte
-		sizes := rb.Field(8).(*array.ListBuilder)
-		sizes.Append(true)
-		for _, id := range sources {
-			p := []byte(nil)
-			if slices.Contains(r.present, id) {
-				p = feds[id]
-			}
-			payload = append(payload, p...)
-			sizes.ValueBuilder().(*array.Uint32Builder).Append(uint32(len(p)))
-		}
-		rb.Field(7).(*array.BinaryBuilder).Append(payload)
+	rb.Field(0).(*array.Uint64Builder).Append(event)
+	rb.Field(1).(*array.Uint32Builder).Append(362000)
+	rb.Field(2).(*array.Uint64Builder).Append(0)
+	rb.Field(3).(*array.Uint32Builder).Append(0)
+	rb.Field(4).(*array.Uint32Builder).Append(uint32(len(sources)))
+	rb.Field(5).(*array.ListBuilder).Append(true)
+	rb.Field(6).(*array.ListBuilder).Append(true)
+	sizes := rb.Field(8).(*array.ListBuilder)
+	sizes.Append(true)
+	var all []byte
+	for _, p := range payloads {
+		all = append(all, p...)
+		sizes.ValueBuilder().(*array.Uint32Builder).Append(uint32(len(p)))
 	}
+	rb.Field(7).(*array.BinaryBuilder).Append(all)
 	return rb.NewRecordBatch()
 }
 
-// TestJoinFRDBatch joins the rows of a built event batch (one source
-// missing in the second row) back to FRD events.
-func TestJoinFRDBatch(t *testing.T) {
+func TestJoinFRDBatchErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	sources := []uint32{3, 10, 700}
-	feds := map[uint32][]byte{}
-	for i, id := range sources {
-		feds[id] = mustFED(t, &FED{SourceID: uint16(id), LV1ID: 9, Payload: payloadWords(uint16(id), i)})
+	frags, err := SplitFRD(nil, &FRDEvent{Version: 5, Run: 362000, Event: 9, Data: fedBlock(t, 3, 10)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	rows := []batchRow{{9, sources}, {10, []uint32{3, 700}}}
-	rec := buildBatch(t, mem, sources, feds, rows)
+	fed3, fed10, hdr := frags[0].Payload, frags[1].Payload, frags[2].Payload
+	join := func(event uint64, sources []uint32, payloads ...[]byte) error {
+		rec := buildBatch(t, mem, event, sources, payloads)
+		defer rec.Release()
+		eb, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = JoinFRDBatch(nil, eb, 0)
+		return err
+	}
+	all := []uint32{3, 10, HeaderSource}
+	if err := join(9, all, fed3, fed10, hdr); err != nil {
+		t.Fatal(err)
+	}
+	wantDecodeErr(t, join(9, all, fed3, fed10, nil), schemas.ErrTruncated, 0)
+	wantDecodeErr(t, join(8, all, fed3, fed10, hdr), schemas.ErrInconsistent, 12)
+	wantDecodeErr(t, join(9, all, fed3, fed10, hdr[:len(hdr)-2]), schemas.ErrInconsistent, 24)
+	wantDecodeErr(t, join(9, all, fed10, fed3, hdr), schemas.ErrInconsistent, 1)
+	// A FED that did not arrive is left out, as CMS does.
+	rec := buildBatch(t, mem, 9, all, [][]byte{nil, fed10, hdr})
 	defer rec.Release()
-	eb, err := schemas.NewEventBatch(rec)
-	if err != nil {
-		t.Fatal(err)
+	eb, _ := schemas.NewEventBatch(rec)
+	b, err := JoinFRDBatch(nil, eb, 0)
+	if e, _, err2 := DecodeFRD(b); err != nil || err2 != nil || !bytes.Equal(e.Data, fed10) {
+		t.Fatalf("event without FED 3: %v %v", err, err2)
 	}
-	for i, r := range rows {
-		b, err := JoinFRDBatch(nil, eb, i, 6, 77)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, _, err := DecodeFRD(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Version != 6 || e.Run != 362000 || e.Lumi != 77 || e.Event != r.event {
-			t.Fatalf("row %d: header %+v", i, e)
-		}
-		var want []byte
-		for _, id := range r.present {
-			want = append(want, feds[id]...)
-		}
-		if !bytes.Equal(e.Data, want) {
-			t.Fatalf("row %d: FED data differs", i)
-		}
-	}
-	// A payload holding another FED than its source is refused.
-	feds[10] = mustFED(t, &FED{SourceID: 11})
-	bad := buildBatch(t, mem, sources, feds, rows[:1])
-	defer bad.Release()
-	eb, err = schemas.NewEventBatch(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := JoinFRDBatch(nil, eb, 0, 6, 77); err == nil || !strings.Contains(err.Error(), "source 10 holds FED 11") {
-		t.Fatalf("FED 11 under source 10: err %v, want a source mismatch", err)
+	if err := join(9, all, fed10, fed3, hdr); err == nil || !strings.Contains(err.Error(), "holds FED 10") {
+		t.Fatalf("FED 10 under source 3: %v", err)
 	}
 }
