@@ -61,8 +61,9 @@ func TestInspectMDF(t *testing.T) {
 
 func TestInspectBadChecksumAndTruncation(t *testing.T) {
 	data := bytes.Clone(readFile(t, mdfSample))
-	data[sampleRecordOffsets[2]+48+10] ^= 1                            // in the first bank's payload
-	binary.LittleEndian.PutUint32(data[sampleRecordOffsets[4]+12:], 0) // absent
+	// Record 2: one bit flipped in its first bank's payload; record 4: no checksum.
+	data[sampleRecordOffsets[2]+48+10] ^= 1
+	binary.LittleEndian.PutUint32(data[sampleRecordOffsets[4]+12:], 0)
 	rep, err := Inspect(bytes.NewReader(data[:sampleRecordOffsets[9]+10]), 0)
 	wantDecodeError(t, err, schemas.ErrTruncated, sampleRecordOffsets[9])
 	if rep.Records != 9 || rep.Checksums != (ChecksumCounts{Valid: 7, Bad: 1, Absent: 1}) {

@@ -67,7 +67,8 @@ func mepHeaderLen(n int) int { return mepBaseSize + 2*pad4(2*n) + 4*n }
 // DecodeMEP decodes one MEP (the body of a data type 2 MDF record). It
 // checks that mep_size covers exactly the bytes after the header, that every
 // block lies inside them, holds packing_factor fragments and that its
-// fragment sizes add up to its block_size. Errors: *schemas.DecodeError
+// fragment sizes add up to its block_size, and that every version fits a
+// raw bank's 8 bits. Errors: *schemas.DecodeError
 // (offsets from the start of b) wrapping ErrTruncated, ErrBadHeader,
 // ErrSizeOverflow or ErrInconsistent.
 func DecodeMEP(b []byte) (*MEP, error) {
@@ -126,9 +127,13 @@ func DecodeMEP(b []byte) (*MEP, error) {
 		if off != bhl+bs {
 			return nil, schemas.Errorf(formatMEP, fmt.Sprintf("block[%d].block_size", i), int64(at+12), schemas.ErrInconsistent, "block_size %d, fragment sizes add up to %d", bs, off-bhl)
 		}
+		ver := le.Uint16(b[verAt+2*i:])
+		if ver > 0xFF {
+			return nil, schemas.Errorf(formatMEP, fmt.Sprintf("versions[%d]", i), int64(verAt+2*i), schemas.ErrBadHeader, "bank version %d does not fit a raw bank's 8-bit version", ver)
+		}
 		m.Blocks[i] = MEPBlock{
 			SourceID:  le.Uint16(b[srcAt+2*i:]),
-			Version:   le.Uint16(b[verAt+2*i:]),
+			Version:   ver,
 			EventID:   le.Uint64(blk),
 			Reserved:  le.Uint16(blk[10:]),
 			Types:     blk[blockBaseSize : blockBaseSize+pf : blockBaseSize+pf],
@@ -140,7 +145,7 @@ func DecodeMEP(b []byte) (*MEP, error) {
 
 // Event appends to dst the raw banks of event k (0 <= k < PackingFactor):
 // fragment k of every block, in block order, as banks whose payload aliases
-// the MEP. The bank version is the low byte of the block's version. Every
+// the MEP, with the block's version. Every
 // block gives a bank, including the fragments the sample uses to say "no
 // bank of this source in this event" (size 0, type 0): they are kept as
 // they are, not interpreted.

@@ -151,6 +151,7 @@ func TestMEPErrors(t *testing.T) {
 		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }, schemas.ErrTruncated, 8},
 		{"trailing bytes", func(b []byte) []byte { return append(b, 0, 0, 0, 0) }, schemas.ErrInconsistent, 8},
 		{"offset out of range", func(b []byte) []byte { le.PutUint32(b[offAt+4:], 0xFFFFFFF0); return b }, schemas.ErrSizeOverflow, int64(offAt + 4)},
+		{"version beyond 8 bits", func(b []byte) []byte { le.PutUint16(b[16+pad4(2*n)+2:], 256); return b }, schemas.ErrBadHeader, int64(16 + pad4(2*n) + 2)},
 		{"n_frag disagrees", func(b []byte) []byte { le.PutUint16(b[block1+8:], 9); return b }, schemas.ErrInconsistent, int64(block1 + 8)},
 		{"block_size too large", func(b []byte) []byte { le.PutUint32(b[block1+12:], 1<<30); return b }, schemas.ErrSizeOverflow, int64(block1 + 12)},
 		{"block_size disagrees", func(b []byte) []byte { le.PutUint32(b[block1+12:], le.Uint32(b[block1+12:])+4); return b }, schemas.ErrInconsistent, int64(block1 + 12)},

@@ -43,7 +43,7 @@ func (r *Reader) Next() (*Record, error) {
 	}
 	base := r.off
 	if cap(r.buf) < MaxHeaderSize {
-		r.buf = make([]byte, 0, 1<<20)
+		r.buf = make([]byte, 0, MaxHeaderSize)
 	}
 	b := r.buf[:BaseHeaderSize]
 	if n, err := io.ReadFull(r.r, b); err != nil {
@@ -73,7 +73,7 @@ func (r *Reader) Next() (*Record, error) {
 	// corrupt size word on a short stream costs no more than the stream.
 	for len(b) < size {
 		if len(b) == cap(b) {
-			b = slices.Grow(b, min(size-len(b), max(len(b), 1<<20)))
+			b = slices.Grow(b, min(size-len(b), max(len(b), 64<<10)))
 		}
 		n, err := io.ReadFull(r.r, b[len(b):min(size, cap(b))])
 		b = b[:len(b)+n]
