@@ -13,8 +13,11 @@ type Event struct {
 	Index  uint64 // position of the event in the stream, from 0
 	Offset int64  // stream offset of the record holding the event
 	Header Header // for an event from a MEP: the MEP record's header, data type set to banks
-	Body   []byte // raw banks, valid until the callback returns
-	Record *Record
+	// Body is the raw banks, valid until the callback returns. For an event
+	// from a MEP it is rebuilt (bank headers added to the fragments), so
+	// offsets in it are not stream offsets.
+	Body   []byte
+	Record *Record // the record holding the event, valid until the callback returns
 }
 
 // ForEachEvent reads the MDF records of r (checksums verified) and calls fn
