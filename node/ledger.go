@@ -128,7 +128,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
 	byReason := func(m map[string]uint64) {
 		for _, k := range sortedKeys(m) {
-			row("    "+k, m[k])
+			if m[k] != 0 {
+				row("    "+k, m[k])
+			}
 		}
 	}
 	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+func init() { register(newReplayCmd) }
+
+// newReplayCmd builds `sluice replay --config FILE [--rate HZ] [--runs R]
+// [--events R] [--summary-json FILE]`.
+func newReplayCmd() *cobra.Command {
+	var (
+		file, summary, runs, events string
+		rate                        float64
+		stages                      []string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay --config FILE",
+		Short: "Trigger the deferred events of the node's store with the replay stages, exactly once",
+		Long: `Replay reads the deferred stream of the configured store in (run, event id)
+order, runs the replay trigger stages (replay.stages, or the stages marked
+when: replay/both, or all) on each batch, and commits each batch's outcomes in
+one transaction: accepted events move to the accepted stream, rejected ones
+are removed, deferred ones stay. Stopped at any point (SIGINT/SIGTERM, kill)
+and started again, it decides every deferred event exactly once. A progress
+bar with rate and ETA is shown on a terminal, plain lines every second
+otherwise. A summary that does not balance exits with status 2.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(file, true)
+			if err != nil {
+				return err
+			}
+			if len(stages) > 0 {
+				cfg.Replay.Stages = stages
+				if err := cfg.Validate(); err != nil {
+					return &exitError{code: exitConfig, err: fmt.Errorf("--stages: %w", err)}
+				}
+			}
+			if cmd.Flags().Changed("rate") {
+				cfg.Replay.Rate = rate
+			}
+			if cfg.Replay.Rate < 0 {
+				return &exitError{code: exitConfig, err: fmt.Errorf("--rate %v: want events per second >= 0", cfg.Replay.Rate)}
+			}
+			sel, err := parseSelection(runs, events)
+			if err != nil {
+				return &exitError{code: exitConfig, err: err}
+			}
+			rs := cfg.ReplayStages()
+			if len(rs) == 0 {
+				return &exitError{code: exitConfig, err: errors.New("no trigger stage to replay with: add trigger.stages (when: replay) or replay.stages")}
+			}
+			log, _ := node.NewLogger(os.Stderr, cfg.Log)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			stop := onSignals(func(bool) { log.Info("signal: stopping replay after the current batch"); cancel() })
+			defer stop()
+
+			st, err := node.OpenStore(cfg, nil)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			chain, err := node.NewChain(ctx, rs, nil, log)
+			if err != nil {
+				return err
+			}
+			defer chain.Close()
+
+			p := newReplayProgress(cmd.ErrOrStderr())
+			s, err := node.Replay(ctx, st, chain, node.ReplayOptions{
+				Selection: sel, Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents, Progress: p.update,
+			})
+			p.finish(s)
+			if errors.Is(err, context.Canceled) {
+				err = nil // a stopped replay is a clean replay: what was committed is final
+			}
+			if werr := writeReplaySummary(cmd.OutOrStdout(), &s, summary); werr != nil {
+				return errors.Join(err, werr)
+			}
+			if err == nil && !s.Balanced {
+				return &exitError{code: exitUnbalanced, err: errors.New("replay summary does not balance with the store's ledger")}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&file, "config", "", "node configuration (YAML): store and trigger stages")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "events per second at most (0: unlimited; default replay.rate)")
+	cmd.Flags().StringVar(&runs, "runs", "", "runs to replay: N or FIRST-LAST (default all)")
+	cmd.Flags().StringVar(&events, "events", "", "event ids to replay within each run: N or FIRST-LAST (default all)")
+	cmd.Flags().StringSliceVar(&stages, "stages", nil, "trigger stages to run (default replay.stages, or the stages marked when: replay)")
+	cmd.Flags().StringVar(&summary, "summary-json", "", "write the replay summary as JSON to this file")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// parseSelection turns --runs and --events ("N" or "FIRST-LAST") into a
+// storage selection.
+func parseSelection(runs, events string) (storage.Selection, error) {
+	var sel storage.Selection
+	if runs != "" {
+		lo, hi, err := parseRange(runs, 32)
+		if err != nil {
+			return sel, fmt.Errorf("--runs: %w", err)
+		}
+		sel.MinRun, sel.MaxRun = uint32(lo), uint32(hi)
+	}
+	if events != "" {
+		lo, hi, err := parseRange(events, 64)
+		if err != nil {
+			return sel, fmt.Errorf("--events: %w", err)
+		}
+		sel.MinEvent, sel.MaxEvent = lo, hi
+	}
+	return sel, nil
+}
+
+func parseRange(s string, bits int) (lo, hi uint64, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	if lo, err = strconv.ParseUint(strings.TrimSpace(a), 10, bits); err != nil {
+		return 0, 0, fmt.Errorf("%q: want N or FIRST-LAST", s)
+	}
+	hi = lo
+	if isRange {
+		if hi, err = strconv.ParseUint(strings.TrimSpace(b), 10, bits); err != nil || hi < lo {
+			return 0, 0, fmt.Errorf("%q: want N or FIRST-LAST with FIRST <= LAST", s)
+		}
+	}
+	if hi == 0 {
+		return 0, 0, fmt.Errorf("%q: the upper bound must be > 0 (0 means no bound)", s)
+	}
+	return lo, hi, nil
+}
+
+// replayProgress shows a progress bar with rate and ETA on a terminal, and
+// a plain line at most once per second otherwise.
+type replayProgress struct {
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+	last time.Time
+}
+
+func newReplayProgress(w io.Writer) *replayProgress { return &replayProgress{w: w} }
+
+func (p *replayProgress) update(s node.ReplaySummary) {
+	if p.bar == nil && isTerminalWriter(p.w) {
+		p.bar = progressbar.NewOptions64(int64(s.Selected),
+			progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowElapsedTimeOnFinish())
+	}
+	if p.bar != nil {
+		_ = p.bar.Set64(int64(s.Replayed))
+		return
+	}
+	if time.Since(p.last) < time.Second {
+		return
+	}
+	p.last = time.Now()
+	rate := float64(s.Replayed) / max(s.DurationSeconds, 1e-9)
+	eta := "?"
+	if rate > 0 && s.Selected >= s.Replayed {
+		eta = (time.Duration(float64(s.Selected-s.Replayed)/rate) * time.Second).Round(time.Second).String()
+	}
+	fmt.Fprintf(p.w, "replay: %d/%d events (%.0f events/s, accepted %d, rejected %d, kept %d), ETA %s\n",
+		s.Replayed, s.Selected, rate, s.Accepted, s.Rejected, s.Kept, eta)
+}
+
+func (p *replayProgress) finish(node.ReplaySummary) {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
+}
+
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// writeReplaySummary prints the summary table and writes the JSON file.
+func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "replay\t%.1f s\t\n", s.DurationSeconds)
+	for _, r := range []struct {
+		name string
+		v    uint64
+	}{{"deferred events selected", s.Selected}, {"replayed", s.Replayed}, {"  accepted", s.Accepted},
+		{"  rejected", s.Rejected}, {"  kept deferred", s.Kept}, {"still deferred", s.Remaining}} {
+		fmt.Fprintf(tw, "%s\t%d\t\n", r.name, r.v)
+	}
+	for _, k := range sortedKeys(s.Lines) {
+		fmt.Fprintf(tw, "    line %s\t%d\t\n", k, s.Lines[k])
+	}
+	verdict := "yes"
+	if !s.Balanced {
+		verdict = "NO"
+	}
+	fmt.Fprintf(tw, "balanced with the store ledger\t%s\t\n", verdict)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if file == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/node/config"
+)
+
+func init() { register(newRunCmd) }
+
+// Exit statuses of `sluice run` and `sluice replay` besides 0 and 1.
+const (
+	exitUnbalanced = 2 // the ledger does not add up
+	exitConfig     = 3 // the configuration has problems; nothing was started
+)
+
+// newRunCmd builds `sluice run --config FILE [--run N] [--summary-json FILE]`.
+func newRunCmd() *cobra.Command {
+	var (
+		file, summary, httpAddr string
+		runNumber               int64
+	)
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Run the node: readout inputs -> event builder -> trigger chain -> store, until SIGINT/SIGTERM, POST /run/stop or the end of finite input",
+		Long: `Run the node. The configuration is validated first (every problem is listed
+with its field path, and nothing is opened when there is one). The run then
+goes idle -> configured -> running -> draining -> stopped. SIGINT or SIGTERM
+(or POST /run/stop on the HTTP endpoint) drains: inputs stop, open events are
+completed or timed out, the chain finishes and the store flushes. A second
+signal aborts at once. At the end the ledger is printed (and written as JSON
+with --summary-json); a ledger that does not balance exits with status 2, a
+configuration with problems with status 3.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(file, true)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("run") {
+				if runNumber < 0 || runNumber > 1<<32-1 {
+					return &exitError{code: exitConfig, err: fmt.Errorf("--run %d: want a run number 0..4294967295", runNumber)}
+				}
+				cfg.Run = uint32(runNumber)
+			}
+			if httpAddr != "" {
+				cfg.HTTP.Address = httpAddr
+			}
+			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
+			n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			stopSignals := onSignals(func(first bool) {
+				if first {
+					log.Info("signal: draining (send again to abort)")
+					n.Stop()
+					return
+				}
+				log.Warn("second signal: aborting")
+				cancel()
+			})
+			defer stopSignals()
+			l, runErr := n.Run(ctx)
+			return finishLedger(cmd, &l, summary, runErr)
+		},
+	}
+	cmd.Flags().StringVar(&file, "config", "", "node configuration (YAML; see `sluice config default`)")
+	cmd.Flags().Int64Var(&runNumber, "run", 0, "run number (overrides the config's run)")
+	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// loadConfig loads and validates file; with preflight it also checks the
+// files the config names. Problems exit with exitConfig.
+func loadConfig(file string, preflight bool) (*config.Config, error) {
+	cfg, err := config.Load(file)
+	if err == nil && preflight {
+		if err = cfg.Preflight(); err != nil {
+			err = fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	if err != nil {
+		return nil, &exitError{code: exitConfig, err: err}
+	}
+	return cfg, nil
+}
+
+// finishLedger prints the ledger, writes the summary and turns the run's
+// error into the exit status.
+func finishLedger(cmd *cobra.Command, l *node.Ledger, summary string, runErr error) error {
+	if err := l.WriteTable(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if summary != "" {
+		if err := l.WriteJSON(summary); err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
+	if errors.Is(runErr, node.ErrUnbalanced) {
+		return &exitError{code: exitUnbalanced, err: runErr}
+	}
+	return runErr
+}
+
+// onSignals calls fn(true) on the first SIGINT/SIGTERM and fn(false) on
+// each later one, until the returned stop func is called.
+func onSignals(fn func(first bool)) (stop func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		first := true
+		for {
+			select {
+			case <-ch:
+				fn(first)
+				first = false
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}

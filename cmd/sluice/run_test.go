@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// writeConfig writes a node config running an embedded synthetic emulator
+// over a shared-memory ring unique to the test, with extra YAML appended.
+func writeConfig(t *testing.T, extra string) (file, store string) {
+	t.Helper()
+	dir := t.TempDir()
+	store = filepath.Join(dir, "store")
+	cfg := fmt.Sprintf(`
+run: 12
+inputs:
+  - uri: shm://sluice-cmdtest-%d
+    emulator: {events: 500, packing: 5, fragment_size: {mean: 512}, ring_size: 4MiB}
+sources:
+  - {name: ecal, sources: "0-3"}
+  - {name: muon, sources: "4-5"}
+builder: {batch_events: 50, timeout: 200ms}
+store: {path: %s, min_free_bytes: 16MiB}
+http: {address: "127.0.0.1:0"}
+log: {level: warn}
+%s`, os.Getpid()^len(t.Name())<<16, store, extra)
+	file = filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file, store
+}
+
+func TestRunEmulatorToStoreBalanced(t *testing.T) {
+	file, store := writeConfig(t, "")
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	out, err := run(t, "run", "--config", file, "--run", "77", "--summary-json", summary)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var s map[string]any
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s["balanced"] != true || s["run"] != float64(77) || s["fragments_received"] != float64(3000) ||
+		s["events_built"] != float64(500) || s["events_deferred"] != float64(500) || s["events_stored"] != float64(500) {
+		t.Fatalf("summary %s", b)
+	}
+	if !strings.Contains(out, "balanced") || !strings.Contains(out, "yes") {
+		t.Fatalf("ledger table:\n%s", out)
+	}
+	st, err := storage.Open(storage.Options{Dir: store, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stats, err := st.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ss := range stats.Streams {
+		if ss.Stream == storage.Deferred && (ss.Events != 500 || len(ss.Runs) != 1 || ss.Runs[0] != 77) {
+			t.Fatalf("deferred stream %+v", ss)
+		}
+	}
+}
+
+func TestRunRefusesBadConfigBeforeOpening(t *testing.T) {
+	file, store := writeConfig(t, `
+trigger:
+  stages:
+    - {name: hlt1, plugin: /nonexistent/plugin}
+replay: {rate: -5}
+`)
+	out, err := run(t, "run", "--config", file)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitConfig {
+		t.Fatalf("want exit status %d, got %v\n%s", exitConfig, err, out)
+	}
+	if !strings.Contains(err.Error(), "replay.rate: -5") {
+		t.Fatalf("error does not name replay.rate: %v", err)
+	}
+	if _, serr := os.Stat(store); !os.IsNotExist(serr) {
+		t.Fatalf("the store was created although the config is invalid")
+	}
+	// Valid statically, but the plugin binary is missing: preflight.
+	file, _ = writeConfig(t, "trigger:\n  stages:\n    - {name: hlt1, plugin: /nonexistent/plugin}\n")
+	_, err = run(t, "run", "--config", file)
+	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "trigger.stages[0].plugin") {
+		t.Fatalf("missing plugin: %v", err)
+	}
+}
+
+func TestReplayNeedsAStage(t *testing.T) {
+	file, _ := writeConfig(t, "")
+	_, err := run(t, "replay", "--config", file)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "no trigger stage") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := run(t, "replay", "--config", file, "--runs", "9-3"); err == nil || !strings.Contains(err.Error(), "--runs") {
+		t.Fatalf("bad --runs accepted: %v", err)
+	}
+}
+
+func TestParseSelection(t *testing.T) {
+	sel, err := parseSelection("5-7", "100")
+	if err != nil || sel != (storage.Selection{MinRun: 5, MaxRun: 7, MinEvent: 100, MaxEvent: 100}) {
+		t.Fatalf("%+v %v", sel, err)
+	}
+	for _, bad := range [][2]string{{"x", ""}, {"7-5", ""}, {"", "0"}, {"4294967296", ""}} {
+		if _, err := parseSelection(bad[0], bad[1]); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
