@@ -2,18 +2,124 @@ package atlas
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// buildBatch builds a one-row event batch as the builder would, with one
-// group "rob" holding payloads[k] for sources[k] (nil: source missing).
+// TestRoundTripBuilder: full events (big- and little-endian) -> split ->
+// native fragments in shuffled arrival order -> the real builder ->
+// JoinFullEventBatch in the input's byte order: every event comes back
+// byte for byte, header words, ROB order and checksums included.
+func TestRoundTripBuilder(t *testing.T) {
+	for _, o := range orders {
+		srcs := []uint32{0x420001, 0x110000, 0x7c0002, 0x130005}
+		var wire [][]byte
+		orig := map[uint64][]byte{}
+		for k := range 5 {
+			e := testEvent(ChecksumCRC16CCITT)
+			e.GlobalID, e.L1ID, e.BCID, e.LumiBlock = uint32(900+k), uint32(0x01000000+k), uint32(7*k), uint32(1+k/2)
+			e.StreamTags = []uint32{uint32(k)}
+			e.ROBs = nil
+			for j, s := range srcs {
+				e.ROBs = append(e.ROBs, testROB(s, ChecksumType(j%3), j+k))
+			}
+			b, err := AppendFullEvent(nil, &e, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig[uint64(e.GlobalID)] = b
+			d, _, _, err := DecodeFullEvent(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frags, err := SplitFullEvent(nil, &d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range frags {
+				wire = append(wire, schemas.AppendFragment(nil, &frags[i], false))
+			}
+		}
+		rand.New(rand.NewPCG(7, 8)).Shuffle(len(wire), func(i, j int) { wire[i], wire[j] = wire[j], wire[i] })
+		// Ascending: the event schema stores a group's sources sorted, so
+		// a builder given another order would mislabel payloads.
+		sources := slices.Sorted(slices.Values(append([]uint32{HeaderSource}, srcs...)))
+		out, l := buildAndJoin(t, sources, wire, o)
+		if !l.Balanced() || l.Discards() != 0 || l.FragmentsIn != uint64(len(wire)) || l.EventsComplete != 5 {
+			t.Fatalf("ledger %+v", l)
+		}
+		if len(out) != len(orig) {
+			t.Fatalf("%d events joined, want %d", len(out), len(orig))
+		}
+		for id, b := range orig {
+			if !bytes.Equal(out[id], b) {
+				t.Fatalf("%v: event %d joined differs from the original", o, id)
+			}
+		}
+	}
+}
+
+func buildAndJoin(t *testing.T, sources []uint32, wire [][]byte, o ByteOrder) (map[uint64][]byte, builder.Ledger) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "rob", Sources: sources}}, Run: 431000,
+		Timeout: time.Minute, BatchEvents: 2, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64][]byte{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for rec := range b.Batches() {
+			eb, err := schemas.NewEventBatch(rec)
+			if err != nil {
+				t.Error(err)
+			}
+			for i := range eb.Len() {
+				j, err := JoinFullEventBatch(nil, eb, i, o)
+				if err != nil || eb.Status(i) != 0 {
+					t.Errorf("event %d, status %b: %v", eb.EventID(i), eb.Status(i), err)
+				}
+				out[eb.EventID(i)] = j
+			}
+			rec.Release()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, w := range wire {
+		f, _, err := schemas.DecodeFragment(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddFragment(ctx, f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return out, b.Ledger()
+}
+
+// buildBatch builds a one-row event batch with one group "rob" holding
+// payloads[k] for sources[k] (nil: the source sent nothing).
 func buildBatch(t *testing.T, mem memory.Allocator, event uint64, sources []uint32, payloads [][]byte) arrow.RecordBatch {
 	t.Helper()
 	schema, err := schemas.EventSchema(schemas.ModeEvent, []schemas.SourceGroup{{Name: "rob", Sources: sources}})
@@ -40,45 +146,45 @@ func buildBatch(t *testing.T, mem memory.Allocator, event uint64, sources []uint
 	return rb.NewRecordBatch()
 }
 
-func TestJoinFullEventBatch(t *testing.T) {
+func TestJoinFullEventBatchErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	in := testEvent(ChecksumCRC16CCITT)
-	in.ROBs = in.ROBs[:2]
-	sources := []uint32{in.ROBs[0].SourceID, in.ROBs[1].SourceID, 0x999999}
-	var payloads [][]byte
-	for i := range in.ROBs {
-		b, _ := AppendROB(nil, &in.ROBs[i], binary.LittleEndian)
-		payloads = append(payloads, b)
-	}
-	rec := buildBatch(t, mem, uint64(in.GlobalID), sources, append(payloads, nil))
-	defer rec.Release()
-	eb, err := schemas.NewEventBatch(rec)
+	e := testEvent(ChecksumNone)
+	e.ROBs = e.ROBs[:2] // sources 0x110000, 0x420001
+	frags, err := SplitFullEvent(nil, &e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := in
-	hdr.GlobalID, hdr.RunNumber = 0, 0 // taken from the batch
-	got, err := JoinFullEventBatch(nil, eb, 0, &hdr)
-	if err != nil {
-		t.Fatal(err)
+	r0, r1, hdr := frags[0].Payload, frags[1].Payload, frags[2].Payload
+	all := []uint32{0x110000, 0x420001, HeaderSource}
+	join := func(event uint64, payloads ...[]byte) ([]byte, error) {
+		rec := buildBatch(t, mem, event, all, payloads)
+		defer rec.Release()
+		eb, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return JoinFullEventBatch(nil, eb, 0, binary.LittleEndian)
 	}
-	want, _ := AppendFullEvent(nil, &in, binary.LittleEndian)
-	if !bytes.Equal(got, want) {
-		t.Fatal("joined event differs from the one its ROBs came from")
+	want, _ := AppendFullEvent(nil, &e, binary.LittleEndian)
+	if got, err := join(123456, r0, r1, hdr); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("join: %v", err)
 	}
-	// A ROB under another source id is refused.
-	bad := buildBatch(t, mem, 1, []uint32{5, 6}, payloads)
-	defer bad.Release()
-	eb, _ = schemas.NewEventBatch(bad)
-	if _, err := JoinFullEventBatch(nil, eb, 0, &hdr); err == nil || !strings.Contains(err.Error(), "source 0x00000005 holds ROB 0x00110000") {
-		t.Fatalf("ROB under the wrong source: %v", err)
+	_, err = join(123456, r0, r1, nil)
+	wantDecodeErr(t, err, schemas.ErrTruncated, 0)
+	_, err = join(123455, r0, r1, hdr)
+	wantDecodeErr(t, err, schemas.ErrInconsistent, 4*(9+1))
+	_, err = join(123456, r0, r1, hdr[:len(hdr)-4])
+	wantDecodeErr(t, err, schemas.ErrInconsistent, int64(len(hdr)-12))
+	_, err = join(123456, r1, r0, hdr)
+	wantDecodeErr(t, err, schemas.ErrInconsistent, 16)
+	if _, err := join(123456, r1, r0, hdr); err == nil || !strings.Contains(err.Error(), "holds ROB 0x420001") {
+		t.Fatalf("ROB 0x420001 under source 0x110000: %v", err)
 	}
-	// An event id over 32 bits does not fit global_id.
-	wide := buildBatch(t, mem, 1<<32, sources[:1], payloads[:1])
-	defer wide.Release()
-	eb, _ = schemas.NewEventBatch(wide)
-	if _, err := JoinFullEventBatch(nil, eb, 0, &hdr); err == nil {
-		t.Fatal("64-bit event id accepted")
+	// A ROB that did not arrive is left out.
+	got, err := join(123456, nil, r1, hdr)
+	d, _, _, derr := DecodeFullEvent(got)
+	if err != nil || derr != nil || len(d.ROBs) != 1 || d.ROBs[0].SourceID != 0x420001 {
+		t.Fatalf("event without ROB 0x110000: %v %v", err, derr)
 	}
 }

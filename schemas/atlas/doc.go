@@ -65,7 +65,10 @@
 // SplitFullEvent turns a full event into one sluice fragment per ROB:
 // source id = the ROB's source id, event id = the full event's global_id
 // (unique within a run, where lvl1_id restarts at every ECR), payload = the
-// ROB fragment re-encoded little-endian. JoinFullEvent goes back.
+// ROB fragment in little-endian byte order; plus one fragment from
+// HeaderSource with the full-event header and the ROB order.
+// JoinFullEventBatch turns a built event back into the full event, byte for
+// byte in the byte order asked for.
 //
 // # Errors
 //

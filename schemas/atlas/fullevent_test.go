@@ -125,7 +125,16 @@ func TestSplitJoinFullEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, f := range frags {
+		if len(frags) != 4 || frags[3].SourceID != HeaderSource || frags[3].EventID != 123456 {
+			t.Fatalf("%d fragments, want 3 ROBs and the header", len(frags))
+		}
+		// The header fragment is the event without ROBs, then the ROB list.
+		hdr, n, _, err := DecodeFullEvent(frags[3].Payload)
+		if err != nil || len(hdr.ROBs) != 0 || hdr.L1ID != in.L1ID || !slices.Equal(hdr.StreamTags, in.StreamTags) ||
+			!slices.Equal(toWords(frags[3].Payload[n:], binary.LittleEndian), []uint32{3, 0x110000, 0x420001, 0x7c0002}) {
+			t.Fatalf("header fragment: %+v, %v", hdr, err)
+		}
+		for i, f := range frags[:3] {
 			r := &in.ROBs[i]
 			if f.SourceID != r.SourceID || f.EventID != 123456 || f.Flags != 0 || !f.CRCValid() {
 				t.Fatalf("fragment %d: %+v", i, f)
@@ -136,7 +145,7 @@ func TestSplitJoinFullEvent(t *testing.T) {
 			}
 		}
 		out, err := JoinFullEvent(nil, &ev, func(yield func([]byte) bool) {
-			for _, f := range frags {
+			for _, f := range frags[:3] {
 				if !yield(f.Payload) {
 					return
 				}

@@ -9,29 +9,56 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// SplitFullEvent turns a decoded full event into sluice fragments, one per
-// ROB in the event's order, appended to dst: source id = the ROB's source
-// id, event id = e.GlobalID (the event builder's id, unique within a run;
-// lvl1_id restarts at every ECR and so is not), payload = the ROB fragment
-// in little-endian byte order, CRC = the CRC-32C of that payload. A
-// decoded ROB travels as the bytes it was decoded from (aliasing the input
-// when it was little-endian, else the decoder's swapped copy), even if its
-// fields were changed since; ROBs built by hand are encoded. A ROB whose checksum failed or whose generic
+// Splitting and joining. SplitFullEvent sends one fragment per ROB (source
+// id = the ROB's source id, payload = the ROB fragment) and one more, from
+// HeaderSource, carrying what the ROBs do not: the full-event header (event
+// builder source id, status, checksum type, bunch-crossing time, global_id,
+// run type and number, lumi block, lvl1_id, BCID, trigger type, the L1, L2
+// and EF info words and the stream tags) and the ROBs' order in the event.
+// Its payload, little-endian 32-bit words:
+//
+//	| word | count | field                                                 |
+//	|------|-------|-------------------------------------------------------|
+//	|    0 |     E | the event's header as a v4.0 full event without ROBs  |
+//	|    E |     1 | n: ROBs in the event                                  |
+//	|  E+1 |     n | source id of ROB i, i in event order                  |
+//
+// so that JoinFullEventBatch restores the event.
+
+// HeaderSource is the sluice source id of the full-event header fragment:
+// eformat ROB source ids use the low 24 bits (sub-detector, module), so
+// this one is never a ROB's. Add it to the builder's source set.
+const HeaderSource uint32 = 0xFFFFFFFF
+
+const joinFormat = "atlas-join"
+
+// SplitFullEvent turns a decoded full event into sluice fragments appended
+// to dst: one per ROB in the event's order, then the header fragment (see
+// above). Source id = the ROB's source id; event id = e.GlobalID for all
+// (the event builder's id, unique within a run, where lvl1_id restarts at
+// every ECR); payload = the ROB fragment in little-endian byte order; CRC
+// = the CRC-32C of each payload. A decoded ROB travels as the bytes it was
+// decoded from (aliasing the input when it was little-endian, else the
+// decoder's swapped copy), even if its fields were changed since; ROBs
+// built by hand are encoded. A ROB whose checksum failed or whose generic
 // status bits are set is kept and flagged schemas.FlagSourceError, so the
 // builder marks its event instead of losing it. Errors: two ROBs with one
-// source id (schemas.ErrInconsistent).
+// source id, or a ROB with HeaderSource's id (schemas.ErrInconsistent), or
+// an unknown checksum type.
 func SplitFullEvent(dst []schemas.Fragment, e *FullEvent) ([]schemas.Fragment, error) {
 	n := 0
 	seen := make(map[uint32]bool, len(e.ROBs))
 	for i := range e.ROBs {
-		if seen[e.ROBs[i].SourceID] {
-			return dst, fmt.Errorf("atlas: full event %d holds ROB 0x%08x twice: %w", e.GlobalID, e.ROBs[i].SourceID, schemas.ErrInconsistent)
+		src := e.ROBs[i].SourceID
+		if seen[src] || src == HeaderSource {
+			return dst, fmt.Errorf("atlas: full event %d: ROB 0x%08x twice or with the header fragment's id: %w", e.GlobalID, src, schemas.ErrInconsistent)
 		}
-		seen[e.ROBs[i].SourceID] = true
+		seen[src] = true
 		if e.ROBs[i].le == nil {
 			n += 4 * e.ROBs[i].Words()
 		}
 	}
+	first := len(dst)
 	// Decoded ROBs already have their little-endian bytes; only ROBs built
 	// by hand are encoded, into one buffer.
 	buf := make([]byte, 0, n)
@@ -42,7 +69,7 @@ func SplitFullEvent(dst []schemas.Fragment, e *FullEvent) ([]schemas.Fragment, e
 		if p == nil {
 			var err error
 			if words, err = r.AppendWords(words[:0]); err != nil {
-				return dst, err
+				return dst[:first], err
 			}
 			start := len(buf)
 			buf = appendWords(buf, binary.LittleEndian, words...)
@@ -54,7 +81,17 @@ func SplitFullEvent(dst []schemas.Fragment, e *FullEvent) ([]schemas.Fragment, e
 		}
 		dst = append(dst, schemas.Fragment{SourceID: r.SourceID, EventID: uint64(e.GlobalID), Flags: flags, CRC: schemas.Checksum(p), Payload: p})
 	}
-	return dst, nil
+	hdr := *e
+	hdr.ROBs = nil
+	h, err := AppendFullEvent(nil, &hdr, binary.LittleEndian)
+	if err != nil {
+		return dst[:first], err
+	}
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(e.ROBs)))
+	for i := range e.ROBs {
+		h = binary.LittleEndian.AppendUint32(h, e.ROBs[i].SourceID)
+	}
+	return append(dst, schemas.Fragment{SourceID: HeaderSource, EventID: uint64(e.GlobalID), CRC: schemas.Checksum(h), Payload: h}), nil
 }
 
 // JoinFullEvent appends to dst a v4.0 full event with the header fields of
@@ -85,46 +122,75 @@ func JoinFullEvent(dst []byte, hdr *FullEvent, robs iter.Seq[[]byte], o ByteOrde
 	return AppendFullEvent(dst, &e, o)
 }
 
-// JoinFullEventBatch appends to dst the full event for row i of a built
-// event batch, written little-endian: run number and global_id (the event
-// id, which must fit 32 bits) from the row, the other header fields from
-// hdr, and the ROB fragments = the payloads of every source of every group
-// in the batch's order, each a ROB fragment whose source id must equal its
-// source. Sources that sent nothing are left out. Errors: those of
-// JoinFullEvent, an event id over 32 bits, and a ROB under another source.
-func JoinFullEventBatch(dst []byte, eb *schemas.EventBatch, i int, hdr *FullEvent) ([]byte, error) {
-	id := eb.EventID(i)
-	if id > 0xFFFFFFFF {
-		return dst, fmt.Errorf("atlas: event id %d does not fit the 32-bit global_id of eformat 4.0", id)
+// JoinFullEventBatch appends to dst, in byte order o, the full event of
+// row i of a batch built from split full events: the header from the
+// header fragment, the ROBs from their sources' fragments in the order the
+// header fragment lists (then any ROB it does not list, in the batch's
+// order). A ROB that did not arrive (an incomplete event, see the row's
+// missing sources) is left out, as the ATLAS event builder leaves out a
+// ROB it did not get. Errors: *schemas.DecodeError wrapping ErrTruncated
+// (no or short header fragment), DecodeFullEvent's errors for a malformed
+// header fragment, ErrInconsistent (a header whose global_id is not the
+// row's event id, a ROB list that does not fill the fragment, a fragment
+// holding another source's ROB), or those of JoinFullEvent.
+func JoinFullEventBatch(dst []byte, eb *schemas.EventBatch, i int, o ByteOrder) ([]byte, error) {
+	frags := map[uint32][]byte{}
+	var order []uint32 // sources in the batch's order
+	for g := range eb.Groups {
+		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
+			if len(payload) > 0 {
+				frags[source] = payload
+				order = append(order, source)
+			}
+			return true
+		})
 	}
-	var mismatch error
-	robs := func(yield func([]byte) bool) {
-		for g := range eb.Groups {
-			cont := true
-			eb.Fragments(g, i, func(source uint32, payload []byte) bool {
-				if len(payload) == 0 {
-					return true
-				}
-				if len(payload) >= 20 {
-					if sid := binary.LittleEndian.Uint32(payload[16:]); sid != source { // w4, source id
-						mismatch = fmt.Errorf("atlas: join event %d: source 0x%08x holds ROB 0x%08x", id, source, sid)
-						cont = false
-						return false
-					}
-				}
-				cont = yield(payload)
-				return cont
-			})
-			if !cont {
-				return
+	id := eb.EventID(i)
+	hp := frags[HeaderSource]
+	if len(hp) == 0 {
+		return dst, schemas.Errorf(joinFormat, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %#x)", id, HeaderSource)
+	}
+	hdr, n, _, err := DecodeFullEvent(hp)
+	if err != nil {
+		return dst, err
+	}
+	le := binary.LittleEndian
+	if len(hp) < n+4 {
+		return dst, schemas.Errorf(joinFormat, "header fragment", int64(n), schemas.ErrTruncated, "need %d bytes for the ROB count, have %d", n+4, len(hp))
+	}
+	count := le.Uint32(hp[n:])
+	if uint64(len(hp)-n-4) != 4*uint64(count) {
+		return dst, schemas.Errorf(joinFormat, "header fragment", int64(n), schemas.ErrInconsistent, "lists %d ROBs in %d bytes", count, len(hp)-n-4)
+	}
+	if uint64(hdr.GlobalID) != id {
+		return dst, schemas.Errorf(joinFormat, "header fragment", 4*int64(9+len(hdr.Status)), schemas.ErrInconsistent, "holds global_id %d in the row of event %d", hdr.GlobalID, id)
+	}
+	listed := make(map[uint32]bool, count)
+	sources := make([]uint32, 0, len(frags))
+	for k := range int(count) {
+		src := le.Uint32(hp[n+4+4*k:])
+		listed[src] = true
+		if frags[src] != nil {
+			sources = append(sources, src)
+		}
+	}
+	for _, src := range order {
+		if !listed[src] && src != HeaderSource {
+			sources = append(sources, src)
+		}
+	}
+	for _, src := range sources {
+		if p := frags[src]; len(p) >= 20 {
+			if rob := le.Uint32(p[16:]); rob != src { // w4, the ROB's source id
+				return dst, schemas.Errorf(joinFormat, fmt.Sprintf("fragment of source %#x", src), 16, schemas.ErrInconsistent, "event %d: holds ROB %#x", id, rob)
 			}
 		}
 	}
-	e := *hdr
-	e.GlobalID, e.RunNumber = uint32(id), eb.Run(i)
-	out, err := JoinFullEvent(dst, &e, robs, binary.LittleEndian)
-	if mismatch != nil {
-		return dst, mismatch
-	}
-	return out, err
+	return JoinFullEvent(dst, &hdr, func(yield func([]byte) bool) {
+		for _, src := range sources {
+			if !yield(frags[src]) {
+				return
+			}
+		}
+	}, o)
 }
