@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/cms"
@@ -61,10 +62,7 @@ func inspectFRD(r io.Reader, maxEvents int) (*Report, error) {
 			// starts after the event's header.
 			return finishFRD(rep, feds, runs, lumis, sizes), schemas.WithOffset(werr, off+int64(cms.FRDHeaderSize(e.Version)))
 		}
-		// The walk went last to first; list the FEDs in data order.
-		for i, j := 0, len(d.Sources)-1; i < j; i, j = i+1, j-1 {
-			d.Sources[i], d.Sources[j] = d.Sources[j], d.Sources[i]
-		}
+		slices.Reverse(d.Sources) // the walk went last to first; list them in data order
 		d.Note = fmt.Sprintf("v%d lumi %d, %d FEDs", e.Version, e.Lumi, len(d.Sources))
 		if len(badFEDs) > 0 {
 			d.Note += fmt.Sprintf(", bad CRC-16 in FEDs %v", badFEDs)
