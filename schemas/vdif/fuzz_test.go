@@ -130,7 +130,7 @@ func FuzzDecodeVTP(f *testing.F) {
 // reader and Inspect never panic and report errors inside the input.
 func FuzzMark5B(f *testing.F) {
 	m := sample(f, "sample.m5b")
-	f.Add(m)
+	f.Add(m[:Mark5BFrameSize+Mark5BHeaderSize])
 	f.Add(m[:Mark5BHeaderSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeMark5BHeader(b)

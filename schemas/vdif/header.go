@@ -78,8 +78,12 @@ func (h *Header) Channels() int { return 1 << h.Log2Channels }
 
 // SamplesPerFrame is the number of complete samples (one value per
 // channel) in the payload. Values never straddle a 32-bit word, as in
-// baseband: a word holds 32/bits values (half as many when complex).
+// baseband: a word holds 32/bits values (half as many when complex). 0 for
+// a header without bits per sample (never one that DecodeHeader returned).
 func (h *Header) SamplesPerFrame() int {
+	if h.BitsPerSample == 0 {
+		return 0
+	}
 	perWord := 32 / int(h.BitsPerSample)
 	if h.Complex {
 		perWord /= 2

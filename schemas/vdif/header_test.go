@@ -257,3 +257,21 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		t.Fatalf("valid EDV 0xAB header: %v", err)
 	}
 }
+
+func TestHeaderZeroValue(t *testing.T) {
+	var h Header
+	if h.SamplesPerFrame() != 0 || h.Station() != "0" {
+		t.Fatalf("zero header: %d samples, station %q", h.SamplesPerFrame(), h.Station())
+	}
+	if _, ok := h.HeaderFrameRate(); ok {
+		t.Fatal("zero header has no frame rate")
+	}
+	h.BitsPerSample, h.FrameLength = 2, 8
+	if err := h.SetSampleRate(EDVSampleRate, SampleRate{Rate: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// 6000 samples/s over 64 samples per frame is not a whole frame rate.
+	if fps, ok := h.HeaderFrameRate(); ok {
+		t.Fatalf("frame rate %d from a non-integral ratio", fps)
+	}
+}

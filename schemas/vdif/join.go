@@ -42,7 +42,8 @@ func (j *Joiner) AppendEvent(dst []byte, eb *schemas.EventBatch, i int) ([]byte,
 	}
 	if j.Order == nil {
 		for g := range eb.Groups {
-			if eb.Fragments(g, i, add); err != nil {
+			eb.Fragments(g, i, add)
+			if err != nil {
 				return dst, err
 			}
 		}
@@ -57,7 +58,7 @@ func (j *Joiner) AppendEvent(dst []byte, eb *schemas.EventBatch, i int) ([]byte,
 		if len(p) > 0 {
 			written++
 		}
-		if add(src, p); err != nil {
+		if !add(src, p) {
 			return dst, err
 		}
 	}
