@@ -34,7 +34,7 @@ func BenchmarkFullEventDecodeSplit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if frags, err = SplitFullEvent(frags[:0], &d); err != nil || len(frags) != 100 {
+			if frags, err = SplitFullEvent(frags[:0], &d); err != nil || len(frags) != 101 { // 100 ROBs and the header
 				b.Fatal(err)
 			}
 		}

@@ -52,7 +52,7 @@ func BenchmarkFRDReadSplit(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if frags, err = SplitFRD(frags[:0], &e); err != nil || len(frags) != 100 {
+				if frags, err = SplitFRD(frags[:0], &e); err != nil || len(frags) != 101 { // 100 FEDs and the header
 					b.Fatal(err)
 				}
 			}

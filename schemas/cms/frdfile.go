@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -247,7 +248,7 @@ func (fr *FileReader) Next() (FRDEvent, error) {
 	for len(fr.buf) < total {
 		chunk := min(total-len(fr.buf), 1<<20)
 		l := len(fr.buf)
-		fr.buf = append(fr.buf, make([]byte, chunk)...)
+		fr.buf = slices.Grow(fr.buf, chunk)[:l+chunk]
 		if m, err := fr.readFull(fr.buf[l:]); err != nil {
 			return FRDEvent{}, fr.truncated(err, start, "data", hs+l+m, hs+total)
 		}

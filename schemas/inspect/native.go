@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/sluice-daq/sluice/schemas"
@@ -20,7 +21,7 @@ func readRecord(r io.Reader, buf []byte, n uint64, off int64, format string) ([]
 	for uint64(len(buf)) < n {
 		chunk := int(min(n-uint64(len(buf)), 1<<20))
 		l := len(buf)
-		buf = append(buf, make([]byte, chunk)...)
+		buf = slices.Grow(buf, chunk)[:l+chunk]
 		if m, err := io.ReadFull(r, buf[l:]); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
 				return buf, schemas.Errorf(format, "record", off, schemas.ErrTruncated, "record of %d bytes, the file ends after %d", n, l+m)
