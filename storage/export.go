@@ -67,7 +67,7 @@ type batchWriter interface {
 }
 
 // Export writes the selected events of stream to w in format and returns
-// the number of events written. An empty stream yields a valid file with
+// the number of events written; w is not closed. An empty stream yields a valid file with
 // no rows only when the store has a schema.
 func (s *Store) Export(stream Stream, format Format, w io.Writer, opts ExportOptions) (int, error) {
 	if opts.Mem == nil {
@@ -93,7 +93,8 @@ func (s *Store) Export(stream Stream, format Format, w io.Writer, opts ExportOpt
 	case FormatParquet:
 		// Payloads do not repeat and do not compress: no dictionary, no codec.
 		props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithAllocator(opts.Mem))
-		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		// pqarrow closes a writer that is an io.Closer; w is the caller's.
+		fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			return 0, err
 		}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/storage"
+)
+
+func init() { register(newStoreCmd) }
+
+// newStoreCmd builds `sluice store stat|ls|export --path DIR ...`, the tools
+// to look into a node's event store and take events out of it.
+func newStoreCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Inspect and export a node's event store (accepted and deferred streams)",
+	}
+	cmd.AddCommand(newStoreStatCmd(), newStoreLsCmd(), newStoreExportCmd())
+	return cmd
+}
+
+// openStoreRO opens the store at path read-only (the node may not hold it).
+func openStoreRO(path string) (*storage.Store, error) {
+	if path == "" {
+		return nil, errors.New("--path: the store directory is required")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("--path: %w", err)
+	}
+	return storage.Open(storage.Options{Dir: path, ReadOnly: true})
+}
+
+func newStoreStatCmd() *cobra.Command {
+	var path string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stat --path DIR",
+		Short: "Streams, events, bytes, runs, oldest and newest event, disk use, replay ledger",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := openStoreRO(path)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			st, err := s.Stats()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeStatJSON(cmd.OutOrStdout(), st)
+			}
+			return writeStat(cmd.OutOrStdout(), st)
+		},
+	}
+	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func formatTS(ns uint64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
+}
+
+func writeStat(w io.Writer, st storage.Stats) error {
+	fmt.Fprintf(w, "store %s\n", st.Dir)
+	fmt.Fprintf(w, "  mode %s, %d source groups", orDash(string(st.Mode)), len(st.Groups))
+	for _, g := range st.Groups {
+		fmt.Fprintf(w, " %s[%s]", g.Name, schemas.FormatSourceList(g.Sources))
+	}
+	fmt.Fprintf(w, "\n  disk %d bytes used, %d bytes free\n", st.DiskBytes, st.FreeBytes)
+	fmt.Fprintf(w, "  replay ledger: %d accepted, %d rejected, %d kept deferred\n", st.Ledger.Accepted, st.Ledger.Rejected, st.Ledger.Kept)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "stream\tevents\tbytes\truns\toldest (run/event, time)\tnewest (run/event, time)")
+	for _, ss := range st.Streams {
+		oldest, newest := "-", "-"
+		if ss.Events > 0 {
+			oldest = fmt.Sprintf("%d/%d %s", ss.Oldest.Run, ss.Oldest.EventID, formatTS(ss.OldestTS))
+			newest = fmt.Sprintf("%d/%d %s", ss.Newest.Run, ss.Newest.EventID, formatTS(ss.NewestTS))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ss.Stream, ss.Events, ss.Bytes, orDash(schemas.FormatSourceList(ss.Runs)), oldest, newest)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+type statStreamJSON struct {
+	Stream   string   `json:"stream"`
+	Events   uint64   `json:"events"`
+	Bytes    int64    `json:"bytes"`
+	Runs     []uint32 `json:"runs"`
+	Oldest   [2]any   `json:"oldest"` // [run, event id]
+	Newest   [2]any   `json:"newest"`
+	OldestTS uint64   `json:"oldest_timestamp_ns"`
+	NewestTS uint64   `json:"newest_timestamp_ns"`
+}
+
+func writeStatJSON(w io.Writer, st storage.Stats) error {
+	out := struct {
+		Dir       string            `json:"dir"`
+		Mode      string            `json:"mode"`
+		Groups    map[string]string `json:"groups"`
+		DiskBytes uint64            `json:"disk_bytes"`
+		FreeBytes uint64            `json:"free_bytes"`
+		Ledger    storage.Ledger    `json:"ledger"`
+		Streams   []statStreamJSON  `json:"streams"`
+	}{Dir: st.Dir, Mode: string(st.Mode), Groups: map[string]string{}, DiskBytes: st.DiskBytes, FreeBytes: st.FreeBytes, Ledger: st.Ledger}
+	for _, g := range st.Groups {
+		out.Groups[g.Name] = schemas.FormatSourceList(g.Sources)
+	}
+	for _, ss := range st.Streams {
+		out.Streams = append(out.Streams, statStreamJSON{Stream: ss.Stream.String(), Events: ss.Events, Bytes: ss.Bytes, Runs: ss.Runs,
+			Oldest: [2]any{ss.Oldest.Run, ss.Oldest.EventID}, Newest: [2]any{ss.Newest.Run, ss.Newest.EventID},
+			OldestTS: ss.OldestTS, NewestTS: ss.NewestTS})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// selectionFlags are the event filters shared by ls and export.
+type selectionFlags struct {
+	stream string
+	runs   string
+	events string
+	limit  int
+}
+
+func (f *selectionFlags) add(cmd *cobra.Command, defStream string) {
+	cmd.Flags().StringVar(&f.stream, "stream", defStream, "stream: accepted or deferred")
+	cmd.Flags().StringVar(&f.runs, "runs", "", "runs: N or FIRST-LAST")
+	cmd.Flags().StringVar(&f.events, "events", "", "event ids within each run: N or FIRST-LAST")
+	cmd.Flags().IntVar(&f.limit, "limit", 0, "events at most (0: all)")
+}
+
+func (f *selectionFlags) parse() (storage.Stream, storage.Selection, error) {
+	stream, err := storage.ParseStream(f.stream)
+	if err != nil {
+		return 0, storage.Selection{}, fmt.Errorf("--stream: %w", err)
+	}
+	if f.limit < 0 {
+		return 0, storage.Selection{}, fmt.Errorf("--limit %d: must be >= 0", f.limit)
+	}
+	sel, err := parseSelection(f.runs, f.events)
+	return stream, sel, err
+}
+
+func newStoreLsCmd() *cobra.Command {
+	var path string
+	var sf selectionFlags
+	cmd := &cobra.Command{
+		Use:   "ls --path DIR [--stream S] [--runs A-B] [--events A-B] [--limit N]",
+		Short: "List stored events with their metadata, in (run, event id) order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stream, sel, err := sf.parse()
+			if err != nil {
+				return err
+			}
+			s, err := openStoreRO(path)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "run\tevent_id\ttimestamp\tstatus\tfragments\tdecision\tlines\tstage\treason\tbytes")
+			err = s.List(stream, sel, sf.limit, func(e storage.EventInfo) bool {
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%#x\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
+					uint32(e.Status), e.NumFragments, e.Meta.Decision, e.Meta.Lines, orDash(e.Meta.Stage), orDash(e.Meta.Reason), e.Bytes)
+				return true
+			})
+			if ferr := tw.Flush(); err == nil {
+				err = ferr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	sf.add(cmd, "deferred")
+	return cmd
+}
+
+func newStoreExportCmd() *cobra.Command {
+	var path, format, out string
+	var sf selectionFlags
+	cmd := &cobra.Command{
+		Use:   "export --path DIR --format arrow|parquet|mdf --out FILE [--stream S] [--runs A-B] [--events A-B] [--limit N]",
+		Short: "Export events to an Arrow IPC file, Parquet, or LHCb MDF",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stream, sel, err := sf.parse()
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return errors.New("--out: the output file is required")
+			}
+			opts := storage.ExportOptions{Selection: sel, Limit: sf.limit}
+			var f storage.Format
+			switch strings.ToLower(format) {
+			case "arrow":
+				f = storage.FormatArrow
+			case "parquet":
+				f = storage.FormatParquet
+			case "mdf":
+				opts.Encode = mdfEncoder()
+				f = storage.FormatRows
+			default:
+				return fmt.Errorf("--format %q: want arrow, parquet or mdf", format)
+			}
+			s, err := openStoreRO(path)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			// Write to a temporary name and rename, so that a failed export
+			// leaves no truncated file that readers might take for whole.
+			tmp := out + ".part"
+			w, err := os.Create(tmp)
+			if err != nil {
+				return err
+			}
+			n, err := s.Export(stream, f, w, opts)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = os.Rename(tmp, out)
+			}
+			if err != nil {
+				os.Remove(tmp)
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %d %s events to %s (%s)\n", n, stream, out, format)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	cmd.Flags().StringVar(&format, "format", "arrow", "arrow, parquet or mdf")
+	cmd.Flags().StringVar(&out, "out", "", "output file")
+	sf.add(cmd, "accepted")
+	return cmd
+}
+
+// mdfEncoder turns stored LHCb events (built from fragments split by
+// schemas/lhcb) back into MDF records with a fresh size and checksum, via
+// the LHCb joiner. The record it returns is valid until the next call.
+func mdfEncoder() storage.RowEncoder {
+	j := lhcb.NewJoiner()
+	var buf []byte
+	return func(ev *schemas.EventBatch, i int, _ storage.RowMeta) ([]byte, error) {
+		var err error
+		buf, err = j.Join(buf[:0], ev, i)
+		return buf, err
+	}
+}
