@@ -49,7 +49,7 @@ func TestDiskBudgetInjected(t *testing.T) {
 	if !errors.As(err, &be) || !errors.Is(err, ErrDiskBudget) || be.BySizeCap {
 		t.Fatalf("put near a full disk: %v, want a *DiskBudgetError for min free bytes", err)
 	}
-	for _, want := range []string{strconv.Itoa(minFree + 200_000) + " bytes free", "limit of " + strconv.Itoa(minFree)} {
+	for _, want := range []string{strconv.Itoa(minFree+200_000) + " bytes free", "limit of " + strconv.Itoa(minFree)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -2,7 +2,7 @@ package storage
 
 import (
 	"context"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
