@@ -87,7 +87,10 @@ const (
 // EventSchema returns the Arrow schema of event batches for the given source
 // groups: the metadata columns (event_id … corrupt_sources) followed by, for
 // each group G in order, payload_G (LargeBinary) and sizes_G (list<uint32>).
-// Group names must be unique and non-empty.
+// Group names must be unique and non-empty, and each group's sources
+// strictly ascending (see SortGroups): the schema records a group's sources
+// as a folded range list, which has no order of its own, so the payload
+// order of a row is defined to be ascending source id.
 func EventSchema(mode Mode, groups []SourceGroup) (*arrow.Schema, error) {
 	fields := []arrow.Field{
 		{Name: ColEventID, Type: arrow.PrimitiveTypes.Uint64},
@@ -107,6 +110,11 @@ func EventSchema(mode Mode, groups []SourceGroup) (*arrow.Schema, error) {
 			return nil, fmt.Errorf("event schema: source group %q named twice", g.Name)
 		}
 		seen[g.Name] = true
+		for k := 1; k < len(g.Sources); k++ {
+			if g.Sources[k] <= g.Sources[k-1] {
+				return nil, fmt.Errorf("event schema: source group %q: sources not strictly ascending at position %d (%d after %d); use SortGroups", g.Name, k, g.Sources[k], g.Sources[k-1])
+			}
+		}
 		md := arrow.NewMetadata([]string{MetaGroup, MetaSources}, []string{g.Name, FormatSourceList(g.Sources)})
 		fields = append(fields,
 			arrow.Field{Name: PayloadPrefix + g.Name, Type: arrow.BinaryTypes.LargeBinary, Metadata: md},

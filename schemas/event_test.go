@@ -45,6 +45,13 @@ func TestEventBatchView(t *testing.T) {
 	if _, err := EventSchema(ModeEvent, []SourceGroup{{Name: "a"}, {Name: "a"}}); err == nil {
 		t.Fatal("duplicate group names accepted")
 	}
+	unsorted := []SourceGroup{{Name: "a", Sources: []uint32{3, 1, 3}}}
+	if _, err := EventSchema(ModeEvent, unsorted); err == nil {
+		t.Fatal("unsorted sources accepted")
+	}
+	if g := SortGroups(unsorted); len(g[0].Sources) != 2 || g[0].Sources[0] != 1 || unsorted[0].Sources[0] != 3 {
+		t.Fatalf("SortGroups = %v (input %v)", g, unsorted)
+	}
 	rb := array.NewRecordBuilder(mem, s)
 	defer rb.Release()
 	// Event 100: complete. Event 101: source 11 missing, source 20 corrupt.

@@ -9,8 +9,8 @@ import (
 
 // SourceGroup is a named set of readout sources whose payloads travel in one
 // column of an event batch, e.g. one sub-detector ("velo", "scifi", "ecal").
-// Sources are kept in the order given; a trigger that only needs one
-// sub-detector reads only that group's column.
+// In an event batch a group's sources are in ascending order (SortGroups);
+// a trigger that only needs one sub-detector reads only that group's column.
 type SourceGroup struct {
 	Name    string
 	Sources []uint32
@@ -79,4 +79,22 @@ func FormatSourceList(ids []uint32) string {
 		i = j + 1
 	}
 	return b.String()
+}
+
+// SortGroups returns a copy of groups with each group's sources sorted
+// ascending and duplicates removed, the order EventSchema requires.
+func SortGroups(groups []SourceGroup) []SourceGroup {
+	out := make([]SourceGroup, len(groups))
+	for i, g := range groups {
+		ids := append([]uint32(nil), g.Sources...)
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		uniq := ids[:0]
+		for k, v := range ids {
+			if k == 0 || v != ids[k-1] {
+				uniq = append(uniq, v)
+			}
+		}
+		out[i] = SourceGroup{Name: g.Name, Sources: uniq}
+	}
+	return out
 }
