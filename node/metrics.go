@@ -56,6 +56,7 @@ var metricDefs = []metricDef{
 	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
 	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
+	{"sluice_deferred_backlog_events", "Events waiting in the store's deferred stream for replay.", nil},
 	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
 	{"sluice_replay_events_total", "Deferred events decided by inter-fill replay, by decision.", []string{"decision"}},
 	{"sluice_log_records_suppressed_total", "Log records dropped by the rate limiter.", nil},
@@ -133,9 +134,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge("sluice_input_idle_seconds", in.IdleSince, in.URI)
 	}
 	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
+	gauge("sluice_deferred_backlog_events", float64(s.Store.DeferredBacklog))
 	gauge("sluice_replay_active", boolFloat(s.Replay.Active))
 	counter("sluice_replay_events_total", s.Replay.Accepted, "accept")
-	counter("sluice_replay_events_total", s.Replay.Events-s.Replay.Accepted, "other")
+	counter("sluice_replay_events_total", s.Replay.Kept, "defer")
+	counter("sluice_replay_events_total", s.Replay.Events-s.Replay.Accepted-s.Replay.Kept, "reject")
 	counter("sluice_log_records_suppressed_total", s.LogSuppressed)
 }
 

@@ -382,5 +382,8 @@ func (n *Node) status(withPlugins bool) Status {
 	if replay != nil {
 		s.Replay = replay.status()
 	}
+	if parts != nil {
+		s.Store.DeferredBacklog = parts.DeferredAtStart + l.EventsStoredDeferred - (s.Replay.Events - s.Replay.Kept)
+	}
 	return s
 }

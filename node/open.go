@@ -29,6 +29,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		closeParts(p)
 		return nil, err
 	}
+	if p.DeferredAtStart, err = countDeferred(st, storage.Selection{}); err != nil {
+		return fail(err)
+	}
 	if stages := cfg.OnlineStages(); len(stages) > 0 {
 		c, err := NewChain(ctx, stages, reg, log)
 		if err != nil {
@@ -72,14 +75,15 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 			}
 		}
 		scheme, _, _ := config.ParseURI(ic.URI)
-		finite := scheme == "file"
+		// A file ends; a socket ends when its expected senders finished.
+		finite := scheme == "file" || ic.ExpectStreams > 0
 		var emu func(context.Context) error
 		if e := ic.Emulator; e != nil {
 			ec, err := emulatorConfig(ic.URI, e, groups)
 			if err != nil {
 				return fail(fmt.Errorf("inputs[%d].emulator: %w", i, err))
 			}
-			finite = e.From != "" || e.Events > 0 || e.Duration > 0
+			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
 			emu = func(ctx context.Context) error {
 				s, err := readout.RunEmulator(ctx, ec)
 				summaries.add(s)

@@ -66,6 +66,9 @@ type Parts struct {
 	Emulators []func(ctx context.Context) error
 	Chain     Decider // nil: no online stage, every event is deferred
 	Store     eventStore
+	// DeferredAtStart is the number of events in the store's deferred
+	// stream when the run started (for the deferred backlog).
+	DeferredAtStart uint64
 	// ReplayStore and NewReplayChain serve inter-fill replay (nil: off).
 	ReplayStore    *storage.Store
 	NewReplayChain func(ctx context.Context) (Decider, error)

@@ -246,6 +246,7 @@ func (r *interFill) begin(ctx context.Context) {
 				r.mu.Lock()
 				r.st.Events += s.Replayed - last.Replayed
 				r.st.Accepted += s.Accepted - last.Accepted
+				r.st.Kept += s.Kept - last.Kept
 				r.mu.Unlock()
 				last = s
 			}}

@@ -65,6 +65,10 @@ type StoreStatus struct {
 	Path          string `json:"path"`
 	HeadroomBytes int64  `json:"headroom_bytes"` // bytes writable before the disk budget refuses writes
 	Writable      bool   `json:"writable"`
+	// DeferredBacklog is the number of events waiting in the deferred
+	// stream: those there at the start, plus deferred by this run, minus
+	// those inter-fill replay removed.
+	DeferredBacklog uint64 `json:"deferred_backlog_events"`
 }
 
 // ReplayStatus is inter-fill replay inside `sluice run`.
@@ -74,6 +78,7 @@ type ReplayStatus struct {
 	Passes   uint64 `json:"passes"`   // times replay was started
 	Events   uint64 `json:"events"`   // deferred events decided by replay in this run
 	Accepted uint64 `json:"accepted"` // of which accepted
+	Kept     uint64 `json:"kept"`     // of which kept deferred
 }
 
 // rateMeter turns cumulative counters into per-second rates, sampled at

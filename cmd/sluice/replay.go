@@ -27,7 +27,7 @@ func init() { register(newReplayCmd) }
 // [--events R] [--summary-json FILE]`.
 func newReplayCmd() *cobra.Command {
 	var (
-		file, summary, runs, events string
+		file, summary, runs, events, store string
 		rate                        float64
 		stages                      []string
 	)
@@ -53,6 +53,9 @@ otherwise. A summary that does not balance exits with status 2.`,
 				if err := cfg.Validate(); err != nil {
 					return &exitError{code: exitConfig, err: fmt.Errorf("--stages: %w", err)}
 				}
+			}
+			if store != "" {
+				cfg.Store.Path = store
 			}
 			if cmd.Flags().Changed("rate") {
 				cfg.Replay.Rate = rate
@@ -108,6 +111,7 @@ otherwise. A summary that does not balance exits with status 2.`,
 	cmd.Flags().StringVar(&events, "events", "", "event ids to replay within each run: N or FIRST-LAST (default all)")
 	cmd.Flags().StringSliceVar(&stages, "stages", nil, "trigger stages to run (default replay.stages, or the stages marked when: replay)")
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the replay summary as JSON to this file")
+	cmd.Flags().StringVar(&store, "store", "", "event store directory (overrides store.path)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }

@@ -25,7 +25,7 @@ const (
 // newRunCmd builds `sluice run --config FILE [--run N] [--summary-json FILE]`.
 func newRunCmd() *cobra.Command {
 	var (
-		file, summary, httpAddr string
+		file, summary, httpAddr, store string
 		runNumber               int64
 	)
 	cmd := &cobra.Command{
@@ -54,6 +54,9 @@ configuration with problems with status 3.`,
 			if httpAddr != "" {
 				cfg.HTTP.Address = httpAddr
 			}
+			if store != "" {
+				cfg.Store.Path = store
+			}
 			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
 			n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
 			if err != nil {
@@ -79,6 +82,7 @@ configuration with problems with status 3.`,
 	cmd.Flags().Int64Var(&runNumber, "run", 0, "run number (overrides the config's run)")
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
+	cmd.Flags().StringVar(&store, "store", "", "event store directory (overrides store.path)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
