@@ -28,8 +28,8 @@ func init() { register(newReplayCmd) }
 func newReplayCmd() *cobra.Command {
 	var (
 		file, summary, runs, events, store string
-		rate                        float64
-		stages                      []string
+		rate                               float64
+		stages                             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --config FILE",

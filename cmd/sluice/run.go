@@ -26,7 +26,7 @@ const (
 func newRunCmd() *cobra.Command {
 	var (
 		file, summary, httpAddr, store string
-		runNumber               int64
+		runNumber                      int64
 	)
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
