@@ -158,14 +158,19 @@ func (a *assembler) copyEvent(ev *event, row int, mv, cv []uint32, mc, cc *int) 
 				mv[*mc] = b.ids[k]
 				*mc++
 			} else {
-				m := copy(data[off:], s.payload)
+				m := copy(data[off:], s.payload())
 				sizes[j] = uint32(m)
 				off += int64(m)
-				if s.state&slotCorrupt != 0 {
-					cv[*cc] = b.ids[k]
-					*cc++
+				if s.state&(slotCorrupt|slotRef) != 0 {
+					if s.state&slotCorrupt != 0 {
+						cv[*cc] = b.ids[k]
+						*cc++
+					}
+					if s.state&slotRef != 0 {
+						ev.refs[k].drop()
+						ev.refs[k] = nil
+					}
 				}
-				s.ref.drop()
 			}
 			*s = slot{}
 			j++

@@ -333,15 +333,20 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	if !b.roomLocked(0, int64(len(payload))) {
 		return false
 	}
-	s.payload, s.ref, s.state = payload, ref, slotPresent
+	state := slotPresent
+	if ref != nil {
+		state |= slotRef
+		ev.refs[src] = ref
+	}
 	if !crcOK {
-		s.state |= slotCorrupt
+		state |= slotCorrupt
 		ev.status |= schemas.StatusCorrupt
 		ev.nCorrupt++
 	}
 	if flags&(schemas.FlagSourceError|schemas.FlagTruncated) != 0 {
 		ev.status |= schemas.StatusSourceError
 	}
+	s.set(payload, state)
 	ev.present++
 	ev.frags++
 	ev.bytes += int64(len(payload))
@@ -367,6 +372,7 @@ func (b *Builder) openLocked(key uint64, now *time.Time) *event {
 			ev.coreN = make([]uint32, b.nsrc)
 		} else {
 			ev.slots = make([]slot, b.nsrc)
+			ev.refs = make([]*pktRef, b.nsrc)
 		}
 	}
 	if now.IsZero() {

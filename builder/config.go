@@ -15,7 +15,7 @@ const (
 	DefaultMaxBufferedBytes = 256 << 20
 	DefaultBatchEvents      = 256
 	DefaultBatchLatency     = 50 * time.Millisecond
-	DefaultLateWindow       = 1 << 20
+	DefaultLateWindow       = 1 << 16
 )
 
 // Config configures a Builder. Zero values take the defaults above.
@@ -50,9 +50,10 @@ type Config struct {
 	// Allocator allocates the Arrow batch buffers. Default: a pooling
 	// allocator private to the builder (its memory is not zeroed).
 	Allocator memory.Allocator
-	// LateWindow is how many event ids (timeslice indices) behind the
-	// highest emitted one the builder remembers individually; a fragment
-	// for an older id is counted "late" without further check. Default 2^20.
+	// LateWindow is how many recently emitted event ids (timeslice
+	// indices) the builder remembers exactly for late detection (about 48
+	// bytes each); a fragment for an id below all of them is late too.
+	// Default 2^16.
 	LateWindow uint64
 }
 

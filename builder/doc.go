@@ -74,12 +74,14 @@
 // # Late detection
 //
 // Once an event is emitted its key leaves the table, so a later fragment
-// for it would open a new event. The builder remembers emitted keys in
-// bounded memory (emittedWindow): the highest emitted key hw and a ring
-// bitmap of the LateWindow keys up to hw. A key not open is late if its bit
-// is set, or if it is older than the window (hw-LateWindow or below: too old
-// to tell, treated as late). Any other key opens a new event, so events
-// arriving out of order are still built.
+// for it would open a new event. The builder remembers the last LateWindow
+// emitted keys exactly (emittedWindow: a ring, a hash set over it and the
+// running minimum of the ring). A fragment whose key is not open is late if
+// its key is in that set, or below the minimum of the recently emitted keys
+// (events are emitted roughly in key order, so it belongs to one emitted
+// long ago). Any other key opens a new event, so events delivered out of
+// order are still built, and a single corrupt, huge event id cannot make
+// later events look late, as it would with a high-water mark.
 //
 // # Invariants
 //

@@ -1,70 +1,122 @@
 package builder
 
+import "math/bits"
+
 // emittedWindow remembers which keys (event ids or timeslice indices) were
-// already emitted, in bounded memory, for late-fragment detection.
+// emitted recently, in bounded memory, for late-fragment detection.
 //
-// It holds the highest emitted key hw and a ring bitmap of the window
-// (hw-size, hw]: bit k mod size is set when key k was emitted. A fragment's
-// key k that is not open is
-//   - new when k > hw, or when k is inside the window with its bit clear
-//     (an event that was never opened, e.g. delivered out of order);
-//   - late when its bit is set (emitted before);
-//   - late, without proof, when k <= hw-size: older than the memory. The
-//     window (Config.LateWindow) must span more ids than can be in flight.
+// It keeps the last `size` emitted keys exactly (a ring in emission order
+// plus a hash set over it) and the minimum of those keys (a monotonic
+// deque). A key that is not open is late when
+//   - it is in the set: emitted recently; or
+//   - it is below the minimum of the recently emitted keys: events are
+//     emitted roughly in key order, so such a key belongs to an event
+//     emitted long ago (or to none, and then its fragments are stale too).
 //
-// Advancing hw clears the bits that leave the window, so the cost is
-// amortized O(1) per key for dense keys and at most size/64 words per jump.
+// Anything else opens a new event, so events delivered out of order are
+// still built. Nothing is anchored to the highest key ever seen: one
+// fragment with a corrupt, huge event id cannot make every later event
+// look late. A corrupt tiny id only lowers the minimum for `size`
+// emissions, during which detection rests on the set alone.
+//
+// Each emission costs O(1) amortized; each check one hash probe.
 type emittedWindow struct {
-	bits []uint64
-	size uint64 // a power of two, in keys
-	hw   uint64 // highest emitted key, valid when any
-	any  bool   // whether any key was emitted yet
+	ring []uint64 // emitted keys, oldest at head once full
+	head int
+	n    int
+
+	// set: open addressing over the keys in ring, with a count per key
+	// (a key re-emitted after leaving the set may be in the ring twice).
+	keys  []uint64
+	cnt   []uint32
+	shift uint
+	mask  uint64
+
+	// mins: the ring's keys that are smaller than every key after them, as
+	// (emission number, key), oldest first: its head is the ring's minimum.
+	minSeq []uint64
+	minKey []uint64
+	mHead  int
+	mLen   int
+	seq    uint64 // emissions so far
 }
 
 func newEmittedWindow(size uint64) emittedWindow {
-	s := uint64(64)
-	for s < size {
-		s <<= 1
+	n := 1 << bits.Len64(2*size-1)
+	return emittedWindow{
+		ring: make([]uint64, size), keys: make([]uint64, n), cnt: make([]uint32, n),
+		shift: uint(64 - bits.TrailingZeros(uint(n))), mask: uint64(n - 1),
+		minSeq: make([]uint64, size), minKey: make([]uint64, size),
 	}
-	return emittedWindow{bits: make([]uint64, s/64), size: s}
 }
 
-// late reports whether key k must be treated as already emitted.
+func (w *emittedWindow) home(k uint64) uint64 { return (k * 0x9E3779B97F4A7C15) >> w.shift }
+
+// find returns k's position in the set, or the empty position where it
+// would go. The set is never more than half full, so probing terminates.
+func (w *emittedWindow) find(k uint64) uint64 {
+	i := w.home(k)
+	for w.cnt[i] != 0 && w.keys[i] != k {
+		i = (i + 1) & w.mask
+	}
+	return i
+}
+
+// late reports whether a fragment for key k, which is not open, is late.
 func (w *emittedWindow) late(k uint64) bool {
-	if !w.any || k > w.hw {
+	if w.n == 0 {
 		return false
 	}
-	if w.hw-k >= w.size {
-		return true
-	}
-	i := k & (w.size - 1)
-	return w.bits[i/64]&(1<<(i%64)) != 0
+	return w.cnt[w.find(k)] != 0 || k < w.minKey[w.mHead]
 }
 
-// mark records that key k was emitted.
+// mark records that key k was emitted, forgetting the oldest key when the
+// window is full.
 func (w *emittedWindow) mark(k uint64) {
-	switch {
-	case !w.any:
-		w.any, w.hw = true, k
-	case k > w.hw:
-		if k-w.hw >= w.size {
-			clear(w.bits)
-		} else {
-			for j := w.hw + 1; j <= k; j++ {
-				// Word-at-a-time when aligned: dense keys clear 64 bits per store.
-				i := j & (w.size - 1)
-				if i%64 == 0 && k-j >= 63 {
-					w.bits[i/64] = 0
-					j += 63
-					continue
-				}
-				w.bits[i/64] &^= 1 << (i % 64)
-			}
+	size := len(w.ring)
+	if w.n == size {
+		w.forget(w.ring[w.head])
+		w.ring[w.head] = k
+		w.head = (w.head + 1) % size
+		// Drop the minimum if it was the forgotten key (emission seq-size).
+		if w.mLen > 0 && w.minSeq[w.mHead]+uint64(size) <= w.seq {
+			w.mHead = (w.mHead + 1) % size
+			w.mLen--
 		}
-		w.hw = k
-	case w.hw-k >= w.size:
-		return // older than the window: already treated as late
+	} else {
+		w.ring[(w.head+w.n)%size] = k
+		w.n++
 	}
-	i := k & (w.size - 1)
-	w.bits[i/64] |= 1 << (i % 64)
+	i := w.find(k)
+	w.keys[i] = k
+	w.cnt[i]++
+	// Invariant: minKey is increasing from mHead; drop every key >= k at the
+	// tail, since k is younger and no larger.
+	for w.mLen > 0 && w.minKey[(w.mHead+w.mLen-1)%size] >= k {
+		w.mLen--
+	}
+	t := (w.mHead + w.mLen) % size
+	w.minSeq[t], w.minKey[t] = w.seq, k
+	w.mLen++
+	w.seq++
+}
+
+// forget removes one occurrence of k from the set (backward-shift delete).
+func (w *emittedWindow) forget(k uint64) {
+	i := w.find(k)
+	if w.cnt[i] == 0 {
+		return
+	}
+	if w.cnt[i]--; w.cnt[i] > 0 {
+		return
+	}
+	for j := (i + 1) & w.mask; w.cnt[j] != 0; j = (j + 1) & w.mask {
+		h := w.home(w.keys[j])
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			w.keys[i], w.cnt[i] = w.keys[j], w.cnt[j]
+			w.cnt[j] = 0
+			i = j
+		}
+	}
+	w.cnt[i] = 0
 }

@@ -42,30 +42,60 @@ func TestEventTableMatchesMap(t *testing.T) {
 }
 
 func TestEmittedWindow(t *testing.T) {
-	w := newEmittedWindow(128)
+	w := newEmittedWindow(4)
 	if w.late(0) || w.late(1<<40) {
 		t.Fatal("nothing emitted yet, nothing is late")
+	}
+	check := func(step string, want map[uint64]bool) {
+		t.Helper()
+		for k, v := range want {
+			if got := w.late(k); got != v {
+				t.Errorf("%s: late(%d) = %v, want %v", step, k, got, v)
+			}
+		}
 	}
 	for _, k := range []uint64{1000, 1002, 990} {
 		w.mark(k)
 	}
-	for k, want := range map[uint64]bool{1000: true, 1002: true, 990: true, 1001: false, 999: false, 1003: false, 1002 - 128: true, 875: false, 900: false} {
-		if got := w.late(k); got != want {
-			t.Errorf("late(%d) = %v, want %v", k, got, want)
-		}
-	}
-	// A jump past the whole window forgets the old bits but not the age rule.
-	w.mark(5000)
-	if !w.late(5000) || !w.late(1001) || w.late(4999) || w.late(4900) {
-		t.Errorf("after a jump: late(5000)=%v late(1001)=%v late(4999)=%v late(4900)=%v", w.late(5000), w.late(1001), w.late(4999), w.late(4900))
-	}
-	// Dense advance across word boundaries clears reused bits.
-	for k := uint64(5001); k < 5400; k += 2 {
+	check("in order", map[uint64]bool{1000: true, 1002: true, 990: true, 989: true, 991: false, 1001: false, 1003: false})
+	// A corrupt huge id must not make ordinary ids late.
+	w.mark(1 << 62)
+	check("huge id", map[uint64]bool{1 << 62: true, 1001: false, 1003: false, 5: true})
+	// The window holds 4 keys: 1000, the oldest, is forgotten; 990 stays
+	// the minimum, so 1000 could be opened again.
+	w.mark(1001)
+	check("forget", map[uint64]bool{989: true, 990: true, 995: false, 1000: false, 1001: true, 1003: false})
+	for k := uint64(1003); k < 1100; k++ {
 		w.mark(k)
 	}
-	for k := uint64(5273); k < 5400; k++ {
-		if got, want := w.late(k), k%2 == 1; got != want {
-			t.Fatalf("dense: late(%d) = %v, want %v", k, got, want)
+	check("slide", map[uint64]bool{1095: true, 1096: true, 1099: true, 1100: false, 1 << 62: false, 2000: false})
+}
+
+// The late window must agree with a brute-force model under random
+// emissions, including re-emitted keys.
+func TestEmittedWindowModel(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	const size = 32
+	w := newEmittedWindow(size)
+	var last []uint64
+	for i := range 5000 {
+		k := uint64(i/2 + rng.Intn(50))
+		if rng.Intn(100) == 0 {
+			k = rng.Uint64()
+		}
+		w.mark(k)
+		last = append(last, k)
+		if len(last) > size {
+			last = last[1:]
+		}
+		q := uint64(i/2 + rng.Intn(80) - 20)
+		want, low := false, last[0]
+		for _, x := range last {
+			want = want || x == q
+			low = min(low, x)
+		}
+		if got := w.late(q); got != (want || q < low) {
+			t.Fatalf("step %d: late(%d) = %v, want %v", i, q, got, want || q < low)
 		}
 	}
 }
