@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/internal/benchratio"
 	"github.com/sluice-daq/sluice/schemas"
@@ -144,13 +143,12 @@ func BenchmarkReplayRead(b *testing.B) {
 	evBytes := len(ebs[0].GroupPayload(0, 0)) + len(ebs[0].GroupPayload(1, 0))
 	b.SetBytes(int64(evBytes))
 
-	mem := memory.NewGoAllocator()
 	var cur *Cursor
 	var sink arrow.RecordBatch
 	subject := func(ops int) {
 		for ops > 0 {
 			if cur == nil {
-				if cur, err = s.NewCursor(Deferred, CursorOptions{BatchSize: benchBatch, Mem: mem}); err != nil {
+				if cur, err = s.NewCursor(Deferred, CursorOptions{BatchSize: benchBatch}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -39,7 +39,7 @@ type CursorOptions struct {
 	Selection
 	BatchSize     int              // events per batch at most; default 256
 	MaxBatchBytes int64            // value bytes per batch at most (at least one event per batch); default 64 MiB
-	Mem           memory.Allocator // allocates the Arrow batches; default memory.DefaultAllocator
+	Mem           memory.Allocator // allocates the Arrow batches; default: the store's recycling allocator
 }
 
 // Cursor reads one stream in key order, (run, event id) ascending, as Arrow
@@ -85,7 +85,7 @@ func (s *Store) NewCursor(stream Stream, opts CursorOptions) (*Cursor, error) {
 		opts.MaxBatchBytes = 64 << 20
 	}
 	if opts.Mem == nil {
-		opts.Mem = memory.DefaultAllocator
+		opts.Mem = s.pool
 	}
 	c := &Cursor{s: s, stream: stream, opts: opts}
 	c.next = appendKey(nil, stream, Key{Run: opts.MinRun, EventID: opts.MinEvent})

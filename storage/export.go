@@ -42,7 +42,7 @@ type RowEncoder func(ev *schemas.EventBatch, i int, meta RowMeta) ([]byte, error
 type ExportOptions struct {
 	Selection
 	Limit  int              // events at most; 0: all
-	Mem    memory.Allocator // default memory.DefaultAllocator
+	Mem    memory.Allocator // allocates batches; default: the store's recycling allocator
 	Encode RowEncoder       // required for FormatRows
 }
 
@@ -70,9 +70,6 @@ type batchWriter interface {
 // the number of events written; w is not closed. An empty stream yields a valid file with
 // no rows only when the store has a schema.
 func (s *Store) Export(stream Stream, format Format, w io.Writer, opts ExportOptions) (int, error) {
-	if opts.Mem == nil {
-		opts.Mem = memory.DefaultAllocator
-	}
 	c, err := s.NewCursor(stream, CursorOptions{Selection: opts.Selection, Mem: opts.Mem})
 	if err != nil {
 		return 0, err
@@ -83,6 +80,9 @@ func (s *Store) Export(stream Stream, format Format, w io.Writer, opts ExportOpt
 	}
 	var bw batchWriter
 	schema := ExportSchema(c.Schema())
+	if opts.Mem == nil {
+		opts.Mem = memory.DefaultAllocator // for the file writers' own buffers
+	}
 	switch format {
 	case FormatArrow:
 		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithAllocator(opts.Mem))

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage/internal/pool"
 )
 
 // SyncPolicy says when written events are made durable (fsync'ed).
@@ -153,6 +154,7 @@ type Store struct {
 	schema atomic.Pointer[storeSchema]
 	guard  *guard
 	m      *metrics
+	pool   *pool.Allocator // default allocator of cursors: recycles batch buffers
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded keys and values of the current Put, reused
@@ -191,7 +193,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}
-	s := &Store{opts: opts, db: db, stop: make(chan struct{})}
+	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: pool.New(256 << 20)}
 	s.dcond = sync.NewCond(&s.dmu)
 	if err := s.loadSchema(); err != nil {
 		db.Close()
