@@ -269,3 +269,139 @@ func TestPropertyPackets(t *testing.T) {
 		})
 	}
 }
+
+// TestPropertyTimeslices: 64 sources each send fragments at random, time
+// ordered timestamps (about five per slice), interleaved at random across
+// sources, with duplicates and corrupt fragments. Every timeslice must hold,
+// per source, exactly the distinct fragments of its core and overlap in
+// timestamp order; nothing is late since each source sends in order.
+func TestPropertyTimeslices(t *testing.T) {
+	const nsrc, slices, dur, overlap = 64, 20, 1000, 100
+	groups := []schemas.SourceGroup{{Name: "sts", Sources: make([]uint32, 0, nsrc/2)}, {Name: "trd", Sources: make([]uint32, 0, nsrc/2)}}
+	for s := range uint32(nsrc) {
+		groups[s%2].Sources = append(groups[s%2].Sources, 300+s)
+	}
+	for seed := int64(21); seed <= 22; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			h := newHarness(t, Config{Mode: schemas.ModeTimeslice, Groups: groups, SliceDuration: dur, Overlap: overlap, Timeout: time.Hour, BatchEvents: 3, BatchLatency: time.Millisecond}, true)
+			type tf struct {
+				ts      uint64
+				payload []byte
+				corrupt bool
+			}
+			streams := make([][]schemas.Fragment, nsrc)
+			kept := map[uint32][]tf{}
+			dups, total := 0, 0
+			for s := range nsrc {
+				src := uint32(300 + s)
+				ts := uint64(rng.Intn(200))
+				for ts < slices*dur {
+					p := make([]byte, 1+rng.Intn(20))
+					rng.Read(p)
+					f := frag(src, ts, string(p), rng.Float64() < 0.03, 0)
+					streams[s] = append(streams[s], f)
+					kept[src] = append(kept[src], tf{ts, f.Payload, !f.CRCValid()})
+					if rng.Float64() < 0.02 {
+						streams[s] = append(streams[s], f)
+						dups++
+					}
+					ts += 1 + uint64(rng.ExpFloat64()*dur/5)
+				}
+				total += len(streams[s])
+			}
+			// Interleave: pick a random source, send its next fragment.
+			for sent := 0; sent < total; {
+				s := rng.Intn(nsrc)
+				if len(streams[s]) == 0 {
+					continue
+				}
+				mustAdd(t, h.b, streams[s][0], nil)
+				streams[s] = streams[s][1:]
+				sent++
+			}
+			rows := h.close()
+			l := h.b.Ledger()
+			checkBalanced(t, l)
+			if l.FragmentsIn != uint64(total) || l.FragmentsInEvents != uint64(total-dups) || l.Discarded[ReasonDuplicate] != uint64(dups) ||
+				l.Discarded[ReasonLate] != 0 || l.OverlapLate != 0 {
+				t.Errorf("ledger %+v; sent %d, duplicates %d", l, total, dups)
+			}
+			if len(rows) != slices {
+				t.Errorf("%d timeslices, want %d", len(rows), slices)
+			}
+			for _, r := range rows {
+				lo, hi := r.id*dur, (r.id+1)*dur+overlap
+				var st schemas.EventStatus
+				n := 0
+				for src, fs := range kept {
+					var want []byte
+					core, corrupt := 0, false
+					for _, f := range fs {
+						if f.ts >= lo && f.ts < hi {
+							want = append(want, f.payload...)
+							corrupt = corrupt || f.corrupt
+							n++
+							if f.ts < (r.id+1)*dur {
+								core++
+							}
+						}
+					}
+					if !bytes.Equal(r.payloads[src], want) || r.sizes[src] != uint32(len(want)) {
+						t.Errorf("slice %d source %d: %d bytes, want %d", r.id, src, len(r.payloads[src]), len(want))
+					}
+					if core == 0 {
+						st |= schemas.StatusIncomplete
+					}
+					if corrupt {
+						st |= schemas.StatusCorrupt
+					}
+				}
+				if r.status&^schemas.StatusDuplicates != st || r.nfrag != n || r.ts != lo {
+					t.Errorf("slice %d: status %b nfrag %d ts %d, want %b %d %d", r.id, r.status, r.nfrag, r.ts, st, n, lo)
+				}
+			}
+		})
+	}
+}
+
+// Adding to open events allocates nothing: event states, slots and batch
+// buffers are reused; what remains is a few objects per batch.
+func TestHotPathAllocatesNothing(t *testing.T) {
+	const nsrc, packing = 256, 8
+	sources := make([]uint32, nsrc)
+	pkts := make([]schemas.MFP, nsrc)
+	for s := range pkts {
+		sources[s] = uint32(s)
+		pay := make([][]byte, packing)
+		for i := range pay {
+			pay[i] = make([]byte, 64)
+		}
+		p, _, err := schemas.DecodeMFP(schemas.AppendMFP(nil, uint32(s), 0, 0, 0, pay, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkts[s] = p
+	}
+	b, err := New(Config{Groups: []schemas.SourceGroup{{Name: "all", Sources: sources}}, BatchEvents: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := consume(b)
+	next := 0
+	add := func() {
+		p := pkts[next%nsrc]
+		p.FirstEventID = uint64(next/nsrc) * packing
+		if err := b.AddPacket(context.Background(), p, nil); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	for range 20 * nsrc { // warm the pools
+		add()
+	}
+	if avg := testing.AllocsPerRun(50*nsrc, add); avg > 0.5 {
+		t.Errorf("%.2f allocations per packet of %d fragments, want < 0.5", avg, packing)
+	}
+	finish(t, b, done)
+}
