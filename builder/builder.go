@@ -60,7 +60,8 @@ type Builder struct {
 }
 
 // New validates cfg, applies the defaults and starts the goroutine that
-// handles timeouts, batch latency and batch assembly. Errors wrap ErrConfig.
+// handles timeouts, batch latency and batch assembly; Close stops it.
+// Errors wrap ErrConfig and name the offending Config field.
 func New(cfg Config) (*Builder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -139,7 +140,9 @@ func (b *Builder) sourceIndex(id uint32) (int32, bool) {
 // another goroutine; release may be nil). It blocks while the open-event or
 // buffered-byte limit is reached, until ctx is done: it then returns
 // ctx.Err() and the fragment is counted as discarded ("cancelled"). After
-// Close it returns ErrClosed ("closed"). Safe for concurrent use.
+// Close it returns ErrClosed ("closed"). Other discards (duplicate, late,
+// unknown source) are counted in the Ledger and return nil. Payloads are at
+// most 4 GiB - 1 bytes, the wire formats' limit. Safe for concurrent use.
 func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release func()) error {
 	src, known := b.sourceIndex(f.SourceID)
 	// The CRC is verified here, in the caller's goroutine and outside the

@@ -34,7 +34,7 @@ var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSou
 type Ledger struct {
 	FragmentsIn       uint64            // every fragment offered to AddFragment/AddPacket
 	BytesIn           uint64            // their payload bytes
-	FragmentsInEvents uint64            // fragments inside emitted events (batches handed to Batches())
+	FragmentsInEvents uint64            // fragments inside emitted events, counted when their batch is assembled
 	FragmentsOpen     uint64            // fragments held in events not yet in a batch
 	Discarded         map[string]uint64 // by reason (Reason* constants); every reason present, 0 when none
 	EventsBuilt       uint64            // events (or timeslices) emitted
