@@ -3,6 +3,7 @@ package builder
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -141,13 +142,14 @@ func (b *Builder) sourceIndex(id uint32) (int32, bool) {
 // buffered-byte limit is reached, until ctx is done: it then returns
 // ctx.Err() and the fragment is counted as discarded ("cancelled"). After
 // Close it returns ErrClosed ("closed"). Other discards (duplicate, late,
-// unknown source) are counted in the Ledger and return nil. Payloads are at
-// most 4 GiB - 1 bytes, the wire formats' limit. Safe for concurrent use.
+// unknown source) are counted in the Ledger and return nil; a payload of
+// 4 GiB or more returns ErrTooLarge ("too_large"). Safe for concurrent use.
 func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release func()) error {
 	src, known := b.sourceIndex(f.SourceID)
 	// The CRC is verified here, in the caller's goroutine and outside the
 	// lock, so that several inputs verify in parallel.
-	crcOK := !known || f.CRCValid()
+	tooLarge := uint64(len(f.Payload)) > math.MaxUint32
+	crcOK := !known || tooLarge || f.CRCValid()
 	ref := newRef(release, 2)
 	b.mu.Lock()
 	b.led.FragmentsIn++
@@ -159,6 +161,9 @@ func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release f
 		err = ErrClosed
 	case !known:
 		b.discardLocked(rUnknownSource, ref)
+	case tooLarge:
+		b.discardLocked(rTooLarge, ref)
+		err = ErrTooLarge
 	default:
 		var now time.Time
 		err = b.placeLocked(ctx, src, f.EventID, f.Flags, f.Payload, crcOK, ref, &now)

@@ -8,6 +8,9 @@ var (
 	// ErrClosed: the builder was closed; the fragment was discarded and
 	// counted with reason "closed".
 	ErrClosed = errors.New("builder: closed")
+	// ErrTooLarge: a fragment payload of 4 GiB or more (sizes in event
+	// batches are uint32); it was discarded and counted ("too_large").
+	ErrTooLarge = errors.New("builder: fragment payload of 4 GiB or more")
 	// ErrConfig: New was given an invalid Config.
 	ErrConfig = errors.New("builder: invalid config")
 )

@@ -7,6 +7,7 @@ const (
 	ReasonUnknownSource = "unknown_source" // source id not in Config.Groups
 	ReasonCancelled     = "cancelled"      // the caller's context ended while adding blocked
 	ReasonClosed        = "closed"         // offered after Close
+	ReasonTooLarge      = "too_large"      // payload of 4 GiB or more: cannot be sized in an event batch
 )
 
 // reason indexes the fixed discard counters, so that counting a discard on
@@ -19,10 +20,11 @@ const (
 	rUnknownSource
 	rCancelled
 	rClosed
+	rTooLarge
 	nReasons
 )
 
-var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed}
+var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge}
 
 // Ledger is a consistent snapshot of the builder's counters. Fragments
 // balance at every instant:

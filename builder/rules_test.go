@@ -113,7 +113,7 @@ func TestEventRules(t *testing.T) {
 			}
 			l := h.b.Ledger()
 			checkBalanced(t, l)
-			for _, reason := range []string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed} {
+			for _, reason := range []string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge} {
 				if l.Discarded[reason] != tc.discard[reason] {
 					t.Errorf("discarded %q = %d, want %d", reason, l.Discarded[reason], tc.discard[reason])
 				}
