@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,7 +22,9 @@ type guard struct {
 	statfs  func(string, *unix.Statfs_t) error
 
 	mu       sync.Mutex
-	headroom int64         // last measured headroom (bytes; may be negative)
+	size     uint64        // store bytes at the last directory scan
+	pending  uint64        // bytes admitted since that scan
+	headroom int64         // last computed headroom (bytes; may be negative)
 	ready    chan struct{} // closed while writes are admitted
 }
 
@@ -33,16 +34,24 @@ func newGuard(dir string, minFree, maxSize uint64, statfs func(string, *unix.Sta
 	return g
 }
 
-// measure returns the bytes available to unprivileged writers on the
-// store's file system and the bytes the store's files occupy (allocated
-// blocks, not apparent sizes: badger's value-log and memtable files are
-// sparse until written).
-func (g *guard) measure() (free, size uint64, err error) {
+// freeBytes is the space available to unprivileged writers on the store's
+// file system: one statfs call, made before every write batch.
+func (g *guard) freeBytes() (uint64, error) {
 	var st unix.Statfs_t
 	if err := g.statfs(g.dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// measure returns the free bytes and the bytes the store's files occupy
+// (allocated blocks, not apparent sizes: badger's value-log and memtable
+// files are sparse until written). The directory scan costs a stat per
+// file, so writes use the last scan plus what was admitted since.
+func (g *guard) measure() (free, size uint64, err error) {
+	if free, err = g.freeBytes(); err != nil {
 		return 0, 0, err
 	}
-	free = st.Bavail * uint64(st.Bsize)
 	ents, err := os.ReadDir(g.dir)
 	if err != nil {
 		return 0, 0, err
@@ -61,13 +70,9 @@ func (g *guard) measure() (free, size uint64, err error) {
 	return free, size, nil
 }
 
-// check computes the headroom left after writing need more bytes and the
-// error that refuses it, if any.
-func (g *guard) check(need uint64) (int64, error) {
-	free, size, err := g.measure()
-	if err != nil {
-		return 0, err
-	}
+// decide computes the headroom left with free bytes free and a store of
+// size bytes, and the error that refuses writing need more bytes, if any.
+func (g *guard) decide(free, size, need uint64) (int64, error) {
 	head := clampSub(free, g.minFree)
 	if g.maxSize > 0 {
 		head = min(head, clampSub(g.maxSize, size))
@@ -93,30 +98,35 @@ func clampSub(a, b uint64) int64 {
 // does not fit it returns the *DiskBudgetError and raises backpressure
 // (Writable's channel stays open) until refresh finds room again.
 func (g *guard) admit(need uint64, m *metrics) error {
-	head, err := g.check(need)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	free, err := g.freeBytes()
 	if err != nil {
-		if isBudget(err) {
-			g.setHeadroom(head, m)
-			g.block()
-		}
 		return err
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	head, err := g.decide(free, g.size+g.pending, need)
+	if err != nil {
+		g.setHeadroom(head, m)
+		g.block()
+		return err
+	}
+	g.pending += need
 	g.setHeadroom(head-int64(min(need, math.MaxInt64)), m)
 	g.unblock()
 	return nil
 }
 
-// refresh re-measures (periodically, and after deletions) and lifts the
-// backpressure once there is headroom again.
+// refresh re-measures, with a directory scan (every GuardInterval and
+// after GC), and lifts the backpressure once there is headroom again.
 func (g *guard) refresh(m *metrics) {
-	head, err := g.check(0)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err != nil && !isBudget(err) {
+	free, size, err := g.measure()
+	if err != nil {
 		return // unmeasurable now: keep the last state
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.size, g.pending = size, 0
+	head, _ := g.decide(free, size, 0)
 	g.setHeadroom(head, m)
 	if head > 0 {
 		g.unblock()
@@ -164,5 +174,3 @@ func (s *Store) Writable() <-chan struct{} {
 	defer s.guard.mu.Unlock()
 	return s.guard.ready
 }
-
-func isBudget(err error) bool { return errors.Is(err, ErrDiskBudget) }
