@@ -70,7 +70,7 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	}
 	proto, err := c.Client()
 	if err != nil {
-		if strings.Contains(err.Error(), "Incompatible API version") {
+		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
 			return fail(fmt.Sprintf("speaks another trigger protocol version than this host (%d)", wire.ProtocolVersion), err)
 		}
 		return fail(fmt.Sprintf("not a sluice trigger plugin (go-plugin handshake failed; protocol version %d)", wire.ProtocolVersion), err)

@@ -39,5 +39,12 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 	if !s.log.Enabled(ctx, l) {
 		return
 	}
+	// go-plugin's own messages carry the binary's path as "plugin"; the
+	// node's log uses "plugin" for the plugin's name.
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "plugin" {
+			args[i] = "plugin_path"
+		}
+	}
 	s.log.Log(ctx, l, msg, append([]any{"logger", name}, args...)...)
 }

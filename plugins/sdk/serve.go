@@ -28,10 +28,15 @@ func Serve(t Trigger) {
 	})
 }
 
-// Logger returns the plugin's logger: JSON lines on standard error, which
-// the host reads and re-logs in the node's log under the plugin's name.
+// stderr is the process's standard error as the host started it, read by
+// the host: go-plugin's Serve later points os.Stderr at a pipe of its own.
+var stderr = os.Stderr
+
+// Logger returns a logger for the plugin's messages: JSON lines on the
+// standard error the host reads and re-logs in the node's log under the
+// plugin's name. Safe to call at any time, including after Serve started.
 func Logger(name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: stderr, JSONFormat: true})
 }
 
 // exitWithParent ends the plugin when its parent (the node) is gone: the

@@ -34,7 +34,7 @@ func (p *panicky) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
 	for i := range out {
 		if ev.EventID(i) == p.event {
 			if p.exit {
-				fmt.Fprintf(os.Stderr, "panicky: exiting on event %d\n", p.event)
+				sdk.Logger("panicky").Error("exiting on event", "event", p.event)
 				os.Exit(2)
 			}
 			panic(fmt.Sprintf("panicky: bad event %d", p.event))
