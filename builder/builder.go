@@ -219,11 +219,7 @@ func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) 
 	})
 	if err != nil && offered < p.N {
 		b.mu.Lock()
-		r := rCancelled
-		if err == ErrClosed {
-			r = rClosed
-		}
-		b.countRestLocked(&p, offered, r, ref)
+		b.countRestLocked(&p, offered, reasonOf(err), ref)
 		b.mu.Unlock()
 	}
 	ref.drop() // the guard
@@ -254,14 +250,10 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 		}
 		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, bad&(1<<i) == 0, ref, &now); err != nil {
 			// Count the rest of the chunk with the same reason.
-			r := rCancelled
-			if err == ErrClosed {
-				r = rClosed
-			}
 			for _, rest := range pay[i+1:] {
 				b.led.FragmentsIn++
 				b.led.BytesIn += uint64(len(rest))
-				b.discardLocked(r, ref)
+				b.discardLocked(reasonOf(err), ref)
 			}
 			return err
 		}
@@ -270,6 +262,15 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 		return ErrClosed
 	}
 	return nil
+}
+
+// reasonOf is the discard reason for an error of waitLocked: the builder
+// closed, or else the caller's context ended.
+func reasonOf(err error) reason {
+	if err == ErrClosed {
+		return rClosed
+	}
+	return rCancelled
 }
 
 // discardLocked counts one discarded fragment and drops its reference (the
@@ -296,18 +297,15 @@ func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags s
 			return nil
 		}
 		if err := b.waitLocked(ctx); err != nil {
-			r := rCancelled
-			if err == ErrClosed {
-				r = rClosed
-			}
-			b.discardLocked(r, ref)
+			b.discardLocked(reasonOf(err), ref)
 			return err
 		}
 		*now = time.Time{} // time passed while waiting
 	}
 }
 
-// room reports whether events more events and bytes more bytes fit. A
+// roomLocked reports whether `events` more events and `bytes` more payload
+// bytes fit within the limits. A
 // fragment is never refused while nothing is held, so that one larger than
 // MaxBufferedBytes cannot block forever.
 func (b *Builder) roomLocked(events int, bytes int64) bool {
