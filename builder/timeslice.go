@@ -12,7 +12,8 @@ import (
 // Overlap after the start of k (t - k*SliceDuration < Overlap, k > 0), the
 // same bytes are also placed in timeslice k-1, as part of k-1's overlap: a
 // reference, not a copy, until batch assembly. The ledger counts the
-// fragment once, in k.
+// fragment once, in k. When k-1 was already emitted no copy is made
+// (counted in Ledger.OverlapLate); when k itself was, the fragment is late.
 //
 // A timeslice is complete when every source has put at least one fragment
 // in its core AND every source has sent a fragment with a timestamp at or
