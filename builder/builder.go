@@ -248,7 +248,12 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 			b.discardLocked(rClosed, ref)
 			continue
 		}
-		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, bad&(1<<i) == 0, ref, &now); err != nil {
+		crcOK := bad&(1<<i) == 0
+		// Fast path: event mode with room needs no wait loop.
+		if !b.isTS && b.placeEventLocked(src, first+uint64(i), flags, payload, crcOK, ref, &now) {
+			continue
+		}
+		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, crcOK, ref, &now); err != nil {
 			// Count the rest of the chunk with the same reason.
 			for _, rest := range pay[i+1:] {
 				b.led.FragmentsIn++
