@@ -369,5 +369,3 @@ func BenchmarkUDPInput(b *testing.B) {
 	b.ReportMetric(best*size/1e6, "lossless_MB/s")
 	b.ReportMetric(float64(in.Stats().SocketBufferBytes), "rcvbuf_bytes")
 }
-
-

@@ -36,11 +36,13 @@
 //	|  88 |    8 | writer_beat    | writer     | writer heartbeat, unix time in ns                |
 //	|  96 |    8 | throttle_ns    | writer     | total ns the writer waited for space (busy)      |
 //	| 104 |    8 | written        | writer     | packets written                                  |
+//	| 112 |    8 | writer_wake_at | writer     | sleeping writer: wake me once ack >= this        |
 //	| 128 |    8 | ack            | reader     | end of the acknowledged prefix (bytes)           |
 //	| 136 |    4 | ack_seq        | reader     | futex word, incremented after every ack advance  |
 //	| 140 |    4 | writer_waiting | writer     | 1 while the writer sleeps on ack_seq             |
 //	| 144 |    4 | reader_pid     | reader     | process id of the reader, 0 when none attached   |
 //	| 152 |    8 | reader_beat    | reader     | reader heartbeat, unix time in ns                |
+//	| 160 |    8 | reader_wake_at | reader     | sleeping reader: wake me once write >= this      |
 //
 // The magic is stored last and the file renamed into place only then, so a
 // reader never sees a half-initialized ring.
@@ -58,11 +60,47 @@
 // writer writes a skip record and starts the packet at offset 0 of the next
 // lap, publishing both with one store of the write pointer.
 //
-// Wake-ups use futexes on the shared mapping (write_seq, ack_seq) with a
-// 20 ms bound, after which each side checks the other's liveness: a pid that
-// has exited (or is a zombie) or a heartbeat older than StaleAfter (default
-// 2 s) is reported as ErrWriterDead / ErrReaderDead instead of waiting
-// forever. The reader delivers every complete packet before it reports the
+// Wake-ups use futexes on the shared mapping (write_seq, ack_seq),
+// coalesced like a board's interrupts: a sleeping side asks to be woken only
+// once 1/8 of the ring (at most 1 MiB) is ready for it (*_wake_at) and
+// otherwise sleeps at most 1 ms. Every 20 ms without progress each side
+// checks the other's liveness: a pid that has exited (or is a zombie) or a
+// heartbeat older than StaleAfter (default 2 s) is reported as
+// ErrWriterDead / ErrReaderDead instead of waiting forever. The reader delivers every complete packet before it reports the
 // writer dead. A reader that restarts resumes at the ack pointer, so packets
 // read but not acknowledged are read again (at-least-once delivery).
+//
+// # TCP readout stream (version 1)
+//
+// One connection per source or board; any number at once; a sender that
+// loses its connection reconnects and starts a new stream. Little-endian:
+//
+//	| direction         | bytes | content                                                |
+//	|-------------------|-------|--------------------------------------------------------|
+//	| sender → receiver |     4 | preamble magic 0x53544C53, the bytes "SLTS"            |
+//	| sender → receiver |     4 | preamble version 1                                     |
+//	| receiver → sender |     8 | credit grant: bytes the sender may send more (u64);    |
+//	|                   |       | the first is the window, then as the sink releases     |
+//	| sender → receiver |     4 | frame length L (u32); 0 ends the stream cleanly        |
+//	| sender → receiver |     L | one MFP                                                |
+//
+// A sender never has more frame bytes (L, prefixes not counted) in flight
+// than it was granted; the receiver closes a connection that does
+// (ReasonProtocol). Credits return in batches of 1/8 of the window, or at
+// once when the sink holds nothing more of the connection. A frame cut by a
+// disconnect is counted as ReasonTruncatedAtDisconnect and never handed on.
+//
+// # UDP datagrams
+//
+//	| off | size | field    | meaning                                                    |
+//	|-----|------|----------|------------------------------------------------------------|
+//	|   0 |    8 | sequence | u64 little-endian, +1 per datagram, one space per sender   |
+//	|   8 |  ... | payload  | one MFP (format=mfp) or one VDIF frame (format=vtp: VTP)   |
+//
+// A datagram of only the 8 bytes ends the stream: its number is the count of
+// numbers the sender used, so a loss at the very end is counted too. The
+// receiver keeps a reordering window per sender (ReorderWindow datagrams,
+// LatencyBudget of waiting), as VLBI_UDP does: a missing number is declared
+// lost when the window or the budget passes it; if it arrives afterwards it
+// is counted late and dropped; a number received twice is a duplicate.
 package readout
