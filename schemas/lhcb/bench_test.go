@@ -29,12 +29,13 @@ func benchReadSplit(b *testing.B, mode ChecksumMode, crc bool) {
 		r     = NewReader(&br)
 		buf   = make([]byte, len(data))
 	)
+	r.Checksums = mode
 	sp.SkipCRC = !crc
 	b.SetBytes(int64(len(data)))
 	benchratio.Compare(b, func(ops int) {
 		for range ops {
 			br.Reset(data)
-			*r = Reader{r: &br, Checksums: mode, buf: r.buf}
+			r.Reset(&br)
 			for i := uint64(0); ; i++ {
 				rec, err := r.Next()
 				if errors.Is(err, io.EOF) {

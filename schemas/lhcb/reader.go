@@ -27,16 +27,23 @@ type Reader struct {
 // NewReader returns a Reader of the MDF records in r.
 func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
 
+// Reset makes r read from src from offset 0, keeping its buffers and its
+// Checksums mode.
+func (r *Reader) Reset(src io.Reader) {
+	*r = Reader{Checksums: r.Checksums, r: src, buf: r.buf[:0], scratch: r.scratch[:0], infl: r.infl}
+}
+
 // Offset is the stream offset of the next record.
 func (r *Reader) Offset() int64 { return r.off }
 
 // Next reads the next record. The record and its byte slices stay valid
 // until the next call to Next. At the clean end of the stream it returns
 // io.EOF. Decode errors are *schemas.DecodeError with the offset from the
-// start of the stream: a stream that ends inside a record is ErrTruncated
-// (and ends the reading); a checksum mismatch (ErrCRCMismatch) or a bad
-// compressed body refers to a record that was read whole, so Next can be
-// called again to go on with the following record.
+// start of the stream. A malformed header (DecodeHeader's errors) or a
+// stream that ends inside a record (ErrTruncated) ends the reading: Next
+// returns the same error again. A checksum mismatch (ErrCRCMismatch) or a
+// bad compressed body refers to a record that was read whole, so Next can
+// be called again to go on with the following record.
 func (r *Reader) Next() (*Record, error) {
 	if r.err != nil {
 		return nil, r.err

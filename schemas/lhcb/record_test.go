@@ -298,3 +298,19 @@ func (r *Reader) skip(n int) (*Record, error) {
 	}
 	return r.Next()
 }
+
+// TestReaderReset: a reset Reader reads a new stream from offset 0 and
+// forgets a sticky error.
+func TestReaderReset(t *testing.T) {
+	data := readFile(t, mdfSample)
+	r := NewReader(bytes.NewReader(data[:100]))
+	r.Checksums = ChecksumSkip
+	if _, err := r.Next(); !errors.Is(err, schemas.ErrTruncated) {
+		t.Fatalf("short stream: %v", err)
+	}
+	r.Reset(bytes.NewReader(data))
+	rec, err := r.Next()
+	if err != nil || rec.Offset != 0 || rec.Checksum != ChecksumNotChecked || r.Offset() != sampleRecordOffsets[1] {
+		t.Fatalf("after Reset: %v, offset %d, checksum %v", err, r.Offset(), rec.Checksum)
+	}
+}
