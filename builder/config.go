@@ -16,6 +16,7 @@ const (
 	DefaultBatchEvents      = 256
 	DefaultBatchLatency     = 50 * time.Millisecond
 	DefaultLateWindow       = 1 << 16
+	MaxLateWindow           = 1 << 24
 )
 
 // Config configures a Builder. Zero values take the defaults above.
@@ -123,6 +124,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.LateWindow == 0 {
 		cfg.LateWindow = DefaultLateWindow
+	}
+	if cfg.LateWindow > MaxLateWindow {
+		return bad("LateWindow", "%d is above %d (about 48 bytes each)", cfg.LateWindow, MaxLateWindow)
 	}
 	if cfg.Allocator == nil {
 		cfg.Allocator = newPoolAllocator()

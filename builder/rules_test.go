@@ -260,6 +260,7 @@ func TestConfigErrors(t *testing.T) {
 		"overlap too big":   {Mode: schemas.ModeTimeslice, Groups: fourSources, SliceDuration: 10, Overlap: 10},
 		"negative timeout":  {Groups: fourSources, Timeout: -1},
 		"unnamed group":     {Groups: []schemas.SourceGroup{{Sources: []uint32{1}}}},
+		"late window":       {Groups: fourSources, LateWindow: MaxLateWindow + 1},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err %v, want ErrConfig", name, err)
