@@ -106,10 +106,11 @@ func TestJoinSynthetic(t *testing.T) {
 		frags = append(frags, f...)
 	}
 	out, l := buildAndJoin(t, sources, func(ctx context.Context, b *builder.Builder) {
-		for i := len(frags) - 1; i >= 0; i-- {
-			if i == 2 { // event 0 loses source (5,8)
-				continue
-			}
+		// Out of order, event 0 (fragments 0..3) losing source (5,8)
+		// (fragment 2); event 0 opens before event 1 is complete, since the
+		// builder counts fragments of an id below every recently emitted
+		// one as late.
+		for _, i := range []int{7, 6, 5, 3, 1, 0, 4} {
 			if err := b.AddFragment(ctx, frags[i], nil); err != nil {
 				t.Fatal(err)
 			}
