@@ -3,6 +3,7 @@ package storage
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -288,4 +289,44 @@ func TestReplayKilled(t *testing.T) {
 		t.Fatalf("ledger %+v, want %d accepted, %d rejected: some commit applied twice or lost", led, len(wantAcc), len(all)-len(wantAcc))
 	}
 	t.Logf("%d kills; %d accepted, %d rejected, each exactly once", kills, led.Accepted, led.Rejected)
+}
+
+// TestReadOnlyAfterKill opens a store read-only (as `sluice store stat`
+// does) after its writer was killed: refused with ErrNeedsRecovery, then
+// recovered by a read-write open, after which read-only works and finds
+// every event reported stored.
+func TestReadOnlyAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	cmd, sc := child(t, "put-batch", dir)
+	var last uint64
+	for n := 0; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		last, _ = strconv.ParseUint(f[2], 10, 64)
+		if n == 3 {
+			cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
+	cmd.Wait()
+	o := testOptions(dir)
+	o.ReadOnly = true
+	if _, err := Open(o); !errors.Is(err, ErrNeedsRecovery) {
+		t.Fatalf("read-only open after a kill: %v, want ErrNeedsRecovery", err)
+	}
+	rw, err := Open(testOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	s, err := Open(o)
+	if err != nil {
+		t.Fatalf("read-only open after recovery: %v", err)
+	}
+	defer s.Close()
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Streams[1].Events; got < last+1 {
+		t.Fatalf("read-only stats: %d deferred events, %d were reported stored", got, last+1)
+	}
 }

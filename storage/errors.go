@@ -23,6 +23,10 @@ var (
 	// in the deferred stream (its outcome was committed already); the
 	// commit was not applied.
 	ErrAlreadyCommitted = errors.New("event no longer deferred")
+	// ErrNeedsRecovery: a read-only open found logs of a process that did
+	// not close the store (killed, crashed); only a read-write open, which
+	// drops the unacknowledged tail of the logs, can recover it.
+	ErrNeedsRecovery = errors.New("store needs recovery")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store closed")
 )

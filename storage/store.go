@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,6 +191,11 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	db, err := badger.Open(badgerOptions(&opts))
+	// badger wraps ErrTruncateNeeded without %w, so errors.Is cannot see it.
+	if opts.ReadOnly && err != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+		return nil, fmt.Errorf("store %s: %w: it was not closed cleanly (writer killed?); open it read-write once to recover it (%v)",
+			opts.Dir, ErrNeedsRecovery, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}

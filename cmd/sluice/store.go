@@ -30,26 +30,52 @@ func newStoreCmd() *cobra.Command {
 	return cmd
 }
 
-// openStoreRO opens the store at path read-only (the node may not hold it).
-func openStoreRO(path string) (*storage.Store, error) {
-	if path == "" {
+// storeFlags are the flags every store subcommand has.
+type storeFlags struct {
+	path    string
+	recover bool
+}
+
+func (f *storeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.path, "path", "", "store directory")
+	cmd.Flags().BoolVar(&f.recover, "recover", false, "if the store was not closed cleanly, recover it first (a read-write open that drops the unacknowledged tail of its logs)")
+}
+
+// open opens the store read-only (the node must not hold it), after a
+// recovering read-write open when --recover is given and it is needed.
+func (f *storeFlags) open() (*storage.Store, error) {
+	if f.path == "" {
 		return nil, errors.New("--path: the store directory is required")
 	}
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(f.path); err != nil {
 		return nil, fmt.Errorf("--path: %w", err)
 	}
-	return storage.Open(storage.Options{Dir: path, ReadOnly: true})
+	s, err := storage.Open(storage.Options{Dir: f.path, ReadOnly: true})
+	if !errors.Is(err, storage.ErrNeedsRecovery) {
+		return s, err
+	}
+	if !f.recover {
+		return nil, fmt.Errorf("%w (run again with --recover)", err)
+	}
+	rw, err := storage.Open(storage.Options{Dir: f.path, MinFreeBytes: 1})
+	if err != nil {
+		return nil, fmt.Errorf("--recover: %w", err)
+	}
+	if err := rw.Close(); err != nil {
+		return nil, fmt.Errorf("--recover: %w", err)
+	}
+	return storage.Open(storage.Options{Dir: f.path, ReadOnly: true})
 }
 
 func newStoreStatCmd() *cobra.Command {
-	var path string
+	var sf storeFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stat --path DIR",
 		Short: "Streams, events, bytes, runs, oldest and newest event, disk use, replay ledger",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStoreRO(path)
+			s, err := sf.open()
 			if err != nil {
 				return err
 			}
@@ -64,7 +90,7 @@ func newStoreStatCmd() *cobra.Command {
 			return writeStat(cmd.OutOrStdout(), st)
 		},
 	}
-	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	sf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -166,7 +192,7 @@ func (f *selectionFlags) parse() (storage.Stream, storage.Selection, error) {
 }
 
 func newStoreLsCmd() *cobra.Command {
-	var path string
+	var stf storeFlags
 	var sf selectionFlags
 	cmd := &cobra.Command{
 		Use:   "ls --path DIR [--stream S] [--runs A-B] [--events A-B] [--limit N]",
@@ -177,7 +203,7 @@ func newStoreLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := openStoreRO(path)
+			s, err := stf.open()
 			if err != nil {
 				return err
 			}
@@ -195,13 +221,14 @@ func newStoreLsCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	stf.add(cmd)
 	sf.add(cmd, "deferred")
 	return cmd
 }
 
 func newStoreExportCmd() *cobra.Command {
-	var path, format, out string
+	var format, out string
+	var stf storeFlags
 	var sf selectionFlags
 	cmd := &cobra.Command{
 		Use:   "export --path DIR --format arrow|parquet|mdf --out FILE [--stream S] [--runs A-B] [--events A-B] [--limit N]",
@@ -228,7 +255,7 @@ func newStoreExportCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("--format %q: want arrow, parquet or mdf", format)
 			}
-			s, err := openStoreRO(path)
+			s, err := stf.open()
 			if err != nil {
 				return err
 			}
@@ -255,7 +282,7 @@ func newStoreExportCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&path, "path", "", "store directory")
+	stf.add(cmd)
 	cmd.Flags().StringVar(&format, "format", "arrow", "arrow, parquet or mdf")
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	sf.add(cmd, "accepted")
