@@ -25,6 +25,8 @@ type Config struct {
 	Mode schemas.Mode
 	// Groups are the expected sources, grouped; each group becomes one
 	// payload column. At least one source; source ids unique across groups.
+	// Any order is accepted: New sorts each group's sources ascending, the
+	// payload order of event batches (schemas.EventSchema).
 	Groups []schemas.SourceGroup
 	// Run is written in the run column of every row.
 	Run uint32
@@ -84,6 +86,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if n == 0 {
 		return bad("Groups", "no expected source")
 	}
+	cfg.Groups = schemas.SortGroups(cfg.Groups)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -265,5 +266,38 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+// TestUnsortedGroupsPayloadOrder: sources configured out of order still come
+// out labelled right, because the builder sorts each group ascending, the
+// order the schema metadata states.
+func TestUnsortedGroupsPayloadOrder(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b, err := New(Config{Groups: []schemas.SourceGroup{{Name: "g", Sources: []uint32{30, 10, 20}}}, Allocator: mem, BatchEvents: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, src := range []uint32{30, 10, 20} {
+		p := []byte{byte(src)}
+		if err := b.AddFragment(ctx, schemas.Fragment{SourceID: src, EventID: 1, CRC: schemas.Checksum(p), Payload: p}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := <-b.Batches()
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []uint32{10, 20, 30} {
+		if p, ok := eb.Payload(src, 0); !ok || len(p) != 1 || p[0] != byte(src) {
+			t.Fatalf("source %d has payload %v", src, p)
+		}
+	}
+	rec.Release()
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
