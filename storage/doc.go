@@ -66,6 +66,25 @@
 // rejected and kept deferred by replay commits, updated in each commit's
 // transaction (see Commit).
 //
+// # Replay
+//
+// A Cursor reads the deferred stream in key order as Arrow record batches
+// with the builder's schema; Commit applies the trigger outcomes of one
+// batch in ONE badger transaction (accepted events written to the accepted
+// stream, processed events deleted from the deferred stream, the ledger
+// updated). A transaction is applied whole or not at all after a crash; a
+// WriteBatch is split into several transactions when large, so it is used
+// only for Put, where every event stands alone. A replay killed at any
+// point and restarted therefore decides every deferred event exactly once.
+//
+// # Export
+//
+// Arrow IPC files and Parquet (uncompressed, Arrow schema stored) have the
+// event schema's columns followed by decision (uint8), trigger_lines
+// (uint64), stage and reason (utf8). FormatRows writes one record per event
+// made by a caller's RowEncoder (`sluice store export --format mdf` uses
+// the LHCb joiner of schemas/lhcb).
+//
 // # Durability and disk
 //
 // Put writes one badger WriteBatch, flushes it, and under SyncEveryBatch
