@@ -24,7 +24,9 @@ type flow struct {
 }
 
 func newFlow() *flow {
-	return &flow{deferredBy: map[string]uint64{}, lines: map[string]uint64{}, dropped: map[string]uint64{}}
+	// The drop reasons exist from the start so that their metrics do.
+	return &flow{deferredBy: map[string]uint64{}, lines: map[string]uint64{},
+		dropped: map[string]uint64{reasonStoreError: 0, reasonNotDurable: 0}}
 }
 
 // fill copies the counters into l.

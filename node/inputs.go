@@ -40,18 +40,15 @@ func (t *tracker) setDone() {
 }
 
 // losses are the packets the input received and did not hand on, by
-// reason, plus UDP datagrams declared lost.
+// reason, plus UDP datagrams declared lost (every reason, 0 included, so
+// the metrics exist before the first loss).
 func (t *tracker) losses() map[string]uint64 {
 	st := t.in.Stats()
 	out := make(map[string]uint64, len(st.Discarded)+1)
 	for k, v := range st.Discarded {
-		if v != 0 {
-			out[k] = v
-		}
+		out[k] = v
 	}
-	if st.Lost != 0 {
-		out["lost"] = st.Lost
-	}
+	out["lost"] = st.Lost
 	return out
 }
 

@@ -141,7 +141,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if l.FragmentsOpen != 0 {
 		row("  still open", l.FragmentsOpen)
 	}
-	if len(l.InputLosses) > 0 {
+	if sum(l.InputLosses) > 0 {
 		row("lost at the inputs", sum(l.InputLosses))
 		byReason(l.InputLosses)
 	}
@@ -167,7 +167,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row("events stored", l.EventsStored)
 	row("  accepted stream", l.EventsStoredAccepted)
 	row("  deferred stream", l.EventsStoredDeferred)
-	if len(l.EventsDropped) > 0 {
+	if sum(l.EventsDropped) > 0 {
 		row("events dropped", sum(l.EventsDropped))
 		byReason(l.EventsDropped)
 	}

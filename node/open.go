@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +57,14 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	}
 	summaries := &emulatorSummaries{}
 	for i, ic := range cfg.Inputs {
+		scheme, addr, _ := config.ParseURI(ic.URI)
+		if scheme == "shm" && ic.Emulator != nil {
+			// The embedded emulator creates this ring; a ring left by a
+			// node that was killed must not be attached to meanwhile.
+			if err := os.Remove(filepath.Join(readout.ShmDir, addr)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fail(fmt.Errorf("inputs[%d]: removing the stale ring: %w", i, err))
+			}
+		}
 		in, err := readout.Open(ic.URI, readout.Config{
 			CreditWindow:  int(ic.CreditWindow),
 			SocketBuffer:  int(ic.SocketBuffer),
@@ -74,7 +85,6 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 				}
 			}
 		}
-		scheme, _, _ := config.ParseURI(ic.URI)
 		// A file ends; a socket ends when its expected senders finished.
 		finite := scheme == "file" || ic.ExpectStreams > 0
 		var emu func(context.Context) error

@@ -170,6 +170,12 @@ func deferKey(v *Verdict) string {
 	return v.Stage + "/" + strings.TrimSpace(r)
 }
 
+// Reasons for events kept by the chain that did not reach the store.
+const (
+	reasonStoreError = "store_error" // the store refused the write (not for the disk budget, which waits)
+	reasonNotDurable = "not_durable" // written, but the store never reported it durable
+)
+
 // pendingAck is a store write not yet durable under the sync policy.
 type pendingAck struct {
 	seq    uint64
@@ -220,7 +226,7 @@ func (n *Node) storeBatch(ctx context.Context, b batch, acks chan<- pendingAck) 
 
 	rec, err := withStatus(b.rec, b.verdicts, n.mem)
 	if err != nil {
-		n.dropKept(len(acc)+len(def), "store_error")
+		n.dropKept(len(acc)+len(def), reasonStoreError)
 		n.fail(err)
 		return
 	}
@@ -233,7 +239,7 @@ func (n *Node) storeBatch(ctx context.Context, b batch, acks chan<- pendingAck) 
 			continue
 		}
 		if err := n.put(ctx, rec, b.verdicts, part.stream, part.rows, acks); err != nil {
-			n.dropKept(len(part.rows), "store_error")
+			n.dropKept(len(part.rows), reasonStoreError)
 			n.fail(fmt.Errorf("store %s stream: %w", part.stream, err))
 		}
 	}
@@ -293,7 +299,7 @@ func (n *Node) put(ctx context.Context, rec arrow.RecordBatch, verdicts []Verdic
 func (n *Node) waitAcks(ctx context.Context, acks <-chan pendingAck) {
 	for a := range acks {
 		if err := n.parts.Store.WaitDurable(ctx, a.seq); err != nil {
-			n.dropKept(a.events, "not_durable")
+			n.dropKept(a.events, reasonNotDurable)
 			n.fail(fmt.Errorf("store: write %d never became durable: %w", a.seq, err))
 			continue
 		}

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/storage"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+const killConfig = `
+run: {{RUN}}
+inputs:
+  - uri: shm://{{SHM}}
+    emulator: {{EMU}}
+sources:
+  - {name: ecal, sources: "0-7"}
+  - {name: muon, sources: "8-11"}
+builder: {batch_events: 32}
+trigger:
+  stages:
+    - {name: hlt, plugin: {{BIN}}/plugins/passthrough, prescales: {all: 3}, deferral: {fraction: 0.2}}
+store: {path: {{STORE}}, sync: every-batch, min_free_bytes: 256MiB}
+http: {address: "127.0.0.1:0"}
+log: {format: json}
+`
+
+// TestSIGKILLThenRestart kills the node with SIGKILL mid-run: every event
+// it had reported stored is in the store, no plugin process survives it,
+// and a new run on the same store works and adds its events.
+func TestSIGKILLThenRestart(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	vars := map[string]string{"SHM": shmName(t), "BIN": bin, "STORE": store, "RUN": "31",
+		"EMU": "{duration: 5m, packing: 4, fragment_size: {mean: 8KiB}, ring_size: 16MiB}"}
+	p := start(t, "run", "--config", writeConfig(t, killConfig, vars))
+	addr := p.httpAddr(t)
+	reported := waitStored(t, p, addr, 300).Ledger
+	// Whatever the node reported later than this poll is only more.
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 30*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pluginProcesses(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := pluginProcesses(t); len(left) != 0 {
+		t.Fatalf("plugin processes outlived the killed node: %v", left)
+	}
+	// Restart on the same store with a finite run: the store recovers its
+	// logs when opened for writing.
+	vars["RUN"], vars["EMU"] = "32", "{events: 500, packing: 4, fragment_size: {mean: 8KiB}, ring_size: 16MiB}"
+	summary := filepath.Join(t.TempDir(), "run.json")
+	runOK(t, "run", "--config", writeConfig(t, killConfig, vars), "--summary-json", summary)
+	l := readLedger(t, summary)
+	if !l.Balanced || l.EventsBuilt != 500 || l.Run != 32 {
+		t.Fatalf("ledger of the restarted run: %+v", l)
+	}
+	killed := countRun(t, store, 31)
+	if killed[storage.Accepted] < reported.EventsStoredAccepted || killed[storage.Deferred] < reported.EventsStoredDeferred {
+		t.Fatalf("after SIGKILL the store holds %v of run 31, the node had reported %d accepted + %d deferred stored",
+			killed, reported.EventsStoredAccepted, reported.EventsStoredDeferred)
+	}
+	if again := countRun(t, store, 32); again[storage.Accepted] != l.EventsStoredAccepted || again[storage.Deferred] != l.EventsStoredDeferred {
+		t.Fatalf("the restarted run stored %v, its ledger says %d+%d", again, l.EventsStoredAccepted, l.EventsStoredDeferred)
+	}
+}
+
+// countRun counts one run's events per stream in the store at dir.
+func countRun(t *testing.T, dir string, run uint32) map[storage.Stream]uint64 {
+	t.Helper()
+	st, err := storage.Open(storage.Options{Dir: dir, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := map[storage.Stream]uint64{}
+	for _, s := range storage.Streams {
+		if err := st.List(s, storage.Selection{MinRun: run, MaxRun: run}, 0, func(storage.EventInfo) bool { out[s]++; return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestBadConfigRefusedBeforeInputs: a config with several mistakes exits
+// with status 3 naming each, and opens nothing: no ring, no store, no
+// listening socket.
+func TestBadConfigRefusedBeforeInputs(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	port := freePort(t)
+	shm := shmName(t)
+	file := writeConfig(t, fmt.Sprintf(`
+inputs:
+  - uri: shm://%s
+    emulator: {events: 10, faults: {drop: 1.5}}
+  - uri: tcp://127.0.0.1:%d
+  - uri: tcp://127.0.0.1
+sources:
+  - {name: ecal, sources: "0-7"}
+  - {name: ECAL2, sources: "5-9"}
+builder: {mode: events, memory_budget: lots}
+trigger:
+  stages:
+    - {name: hlt, plugin: %s/plugins/passthrough, instances: 0, deferral: {fraction: 2}}
+store: {path: %s, sync: sometimes}
+htpp: {address: ":1"}
+`, shm, port, bin, store), nil)
+	p := start(t, "run", "--config", file)
+	code := p.wait(t, 30*time.Second)
+	msg := p.log()
+	if code != 3 {
+		t.Fatalf("exit %d, want 3:\n%s", code, msg)
+	}
+	for _, want := range []string{
+		"inputs[0].emulator.faults.drop", "inputs[2].uri", "sources[1].name", "sources[1].sources",
+		"builder.mode", "builder.memory_budget", "trigger.stages[0].deferral.fraction", "store.sync",
+		`htpp (line 15): unknown key "htpp"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error output does not name %s:\n%s", want, msg)
+		}
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Error("the store directory was created")
+	}
+	if _, err := os.Stat("/dev/shm/" + shm); !os.IsNotExist(err) {
+		t.Error("the shm ring was created")
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Errorf("the TCP input's port was taken: %v", err)
+	} else {
+		l.Close()
+	}
+}
