@@ -185,8 +185,16 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.New("store: no directory")
 	}
 	opts.defaults()
-	if !opts.ReadOnly {
-		if err := removeEmptyLogs(opts.Dir); err != nil {
+	empty, err := emptyLogs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
+	}
+	if len(empty) > 0 && opts.ReadOnly {
+		return nil, fmt.Errorf("store %s: %w: empty log file %s left by a killed writer; open it read-write once to recover it",
+			opts.Dir, ErrNeedsRecovery, filepath.Base(empty[0]))
+	}
+	for _, p := range empty {
+		if err := os.Remove(p); err != nil {
 			return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 		}
 	}
@@ -218,30 +226,29 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// removeEmptyLogs deletes zero-length memtable (.mem) and value-log (.vlog)
-// files. A process killed between creating such a file and sizing it
-// leaves one behind, and badger v4.9.6 then refuses to open the directory
-// ("while opening fid: N err: Create a new file"). An empty file holds no
-// entry, so nothing is lost; seen in TestReplayKilled.
-func removeEmptyLogs(dir string) error {
+// emptyLogs lists zero-length memtable (.mem) and value-log (.vlog) files.
+// A process killed between creating such a file and sizing it leaves one
+// behind, and badger v4.9.6 then refuses to open the directory ("while
+// opening fid: N err: Create a new file"); seen in TestReplayKilled. An
+// empty file holds no entry, so a read-write Open removes them.
+func emptyLogs(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []string
 	for _, e := range ents {
 		if ext := filepath.Ext(e.Name()); ext != ".mem" && ext != ".vlog" {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
-	return nil
+	return out, nil
 }
 
 func (s *Store) loadSchema() error {

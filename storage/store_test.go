@@ -3,6 +3,8 @@ package storage
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -251,4 +253,33 @@ func buildOther(t *testing.T, schema *arrow.Schema) arrow.RecordBatch {
 	rb.Field(7).(*array.BinaryBuilder).Append(nil)
 	rb.Field(8).(*array.ListBuilder).Append(true)
 	return rb.NewRecordBatch()
+}
+
+// TestEmptyLogLeftByKill: a zero-length memtable file (a writer killed
+// while creating it) makes a read-only open ask for recovery, and a
+// read-write open removes it and opens the store with its events.
+func TestEmptyLogLeftByKill(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, Deferred, genEvents(1, 0, 3, 1, 2000))
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, "00099.mem"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro := testOptions(dir)
+	ro.ReadOnly = true
+	if _, err := Open(ro); !errors.Is(err, ErrNeedsRecovery) || !strings.Contains(err.Error(), "00099.mem") {
+		t.Fatalf("read-only open with an empty memtable file: %v, want ErrNeedsRecovery naming it", err)
+	}
+	s, err = Open(testOptions(dir))
+	if err != nil {
+		t.Fatalf("read-write open with an empty memtable file: %v", err)
+	}
+	defer s.Close()
+	if keys, _ := readAll(t, s, Deferred, CursorOptions{}); len(keys) != 3 {
+		t.Fatalf("%d events after recovery, want 3", len(keys))
+	}
 }
