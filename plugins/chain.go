@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-daq/sluice/plugins/internal/wire"
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -52,9 +53,9 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trigger chain: metrics: %w", err)
 	}
-	c := &Chain{mem: cfg.Allocator}
-	if c.mem == nil {
-		c.mem = memory.DefaultAllocator
+	c := &Chain{mem: cfg.Options.instanceConfig("", "").mem}
+	if n := wire.RemoveStaleRegions(wire.RegionDir()); n > 0 {
+		cfg.Options.instanceConfig("", "").log.Warn("removed shared-memory regions of dead trigger hosts", "regions", n)
 	}
 	seen := map[string]bool{}
 	for i, sc := range cfg.Stages {

@@ -34,19 +34,22 @@ type instanceConfig struct {
 	inline       bool
 	startTimeout time.Duration
 	mem          memory.Allocator
+	arena        *Arena
 }
 
 // instance is one running plugin process. It is used by one goroutine at a
 // time: one batch in flight per process.
 type instance struct {
-	cfg    *instanceConfig
-	client *plugin.Client
-	rpc    pluginpb.TriggerClient
-	pid    int
-	desc   sdk.Description
-	region *wire.Region // nil until the first shared-memory batch
-	inbuf  []byte       // reused buffer for inline batches
-	seq    uint64
+	cfg         *instanceConfig
+	client      *plugin.Client
+	rpc         pluginpb.TriggerClient
+	pid         int
+	desc        sdk.Description
+	region      *wire.Region // nil until the first shared-memory batch
+	inbuf       []byte       // reused buffer for inline batches
+	seq         uint64
+	schema      *arrow.Schema // the last schema sent by layout, and its IPC bytes
+	schemaBytes []byte
 }
 
 // startInstance starts the plugin binary, checks the handshake and asks for
@@ -123,6 +126,20 @@ func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch, dst []sdk
 // (made or grown as needed) or, for inline instances, into a reused buffer
 // carried in the request.
 func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) error {
+	if in.cfg.arena != nil && !in.cfg.inline {
+		if in.schema == nil || !in.schema.Equal(rec.Schema()) {
+			b, err := wire.SchemaBytes(rec.Schema())
+			if err != nil {
+				return err
+			}
+			in.schema, in.schemaBytes = rec.Schema(), b
+		}
+		// A batch built in the arena travels as the places of its buffers.
+		if l, ok := in.cfg.arena.Layout(rec, in.schemaBytes); ok {
+			req.Batch = &pluginpb.DecideRequest_Layout{Layout: l}
+			return nil
+		}
+	}
 	need := wire.StreamSize(rec)
 	if in.cfg.inline {
 		if len(in.inbuf) < need {

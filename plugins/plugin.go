@@ -23,15 +23,34 @@ type Options struct {
 	// Logger receives the plugin's log lines, tagged with its name. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// Allocator for the scratch memory of the IPC writer. Default
+	// Arena, when set, is the shared-memory region event batches are built
+	// in (give it to the builder as its allocator): batches lying in it reach
+	// plugins as the places of their buffers, without any copy. Other
+	// batches are copied into a per-instance region.
+	Arena *Arena
+	// Allocator for the scratch memory of the IPC writer and for the batches
+	// a stage makes for the next one. Default: Arena if set, else
 	// memory.DefaultAllocator.
 	Allocator memory.Allocator
 }
 
+// Arena is a memory.Allocator over a shared-memory region that every plugin
+// maps once, read-only; see NewArena.
+type Arena = wire.Arena
+
+// NewArena creates an arena of size bytes in /dev/shm (or the temporary
+// directory). Batches built with it reach plugins without a copy; when it
+// is full, allocations fall back to the Go heap. Close it after the chain
+// and every batch built in it are released.
+func NewArena(size int) (*Arena, error) { return wire.NewArena(wire.RegionDir(), size) }
+
 func (o Options) instanceConfig(path, stage string) *instanceConfig {
-	cfg := &instanceConfig{path: path, stage: stage, log: o.Logger, inline: o.Inline, startTimeout: o.StartTimeout, mem: o.Allocator}
+	cfg := &instanceConfig{path: path, stage: stage, log: o.Logger, inline: o.Inline, startTimeout: o.StartTimeout, mem: o.Allocator, arena: o.Arena}
 	if cfg.startTimeout <= 0 {
 		cfg.startTimeout = 10 * time.Second
+	}
+	if cfg.mem == nil && o.Arena != nil {
+		cfg.mem = o.Arena
 	}
 	if cfg.mem == nil {
 		cfg.mem = memory.DefaultAllocator

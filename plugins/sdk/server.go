@@ -18,10 +18,12 @@ import (
 // server serves one Trigger over the sluice.trigger.v1 gRPC service.
 type server struct {
 	pluginpb.UnimplementedTriggerServer
-	t   Trigger
-	log hclog.Logger
-	shm wire.Mapping
-	out []Result // reused across batches
+	t      Trigger
+	log    hclog.Logger
+	shm    wire.Mapping // the instance's region (SharedBatch)
+	arena  wire.Mapping // the host's arena (SharedLayout)
+	layout wire.LayoutReader
+	out    []Result // reused across batches
 }
 
 func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.Description, error) {
@@ -37,6 +39,22 @@ func (s *server) Configure(_ context.Context, req *pluginpb.ConfigureRequest) (*
 }
 
 func (s *server) Decide(_ context.Context, req *pluginpb.DecideRequest) (*pluginpb.DecideResponse, error) {
+	if l := req.GetLayout(); l != nil {
+		region, err := s.arena.View(l.GetRegion(), l.GetRegionSize(), 0, l.GetRegionSize())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		rec, err := s.layout.Read(l, region)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		defer rec.Release()
+		out, err := s.decide(rec, req.GetBatchSeq())
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(out), nil
+	}
 	stream := req.GetInline()
 	if sh := req.GetShared(); sh != nil {
 		var err error

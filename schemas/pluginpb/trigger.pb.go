@@ -285,6 +285,7 @@ type DecideRequest struct {
 	//
 	//	*DecideRequest_Inline
 	//	*DecideRequest_Shared
+	//	*DecideRequest_Layout
 	Batch         isDecideRequest_Batch `protobuf_oneof:"batch"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -352,6 +353,15 @@ func (x *DecideRequest) GetShared() *SharedBatch {
 	return nil
 }
 
+func (x *DecideRequest) GetLayout() *SharedLayout {
+	if x != nil {
+		if x, ok := x.Batch.(*DecideRequest_Layout); ok {
+			return x.Layout
+		}
+	}
+	return nil
+}
+
 type isDecideRequest_Batch interface {
 	isDecideRequest_Batch()
 }
@@ -366,9 +376,17 @@ type DecideRequest_Shared struct {
 	Shared *SharedBatch `protobuf:"bytes,3,opt,name=shared,proto3,oneof"`
 }
 
+type DecideRequest_Layout struct {
+	// Where the batch's Arrow buffers lie in shared memory: for batches the
+	// host built directly in a region (an arena), nothing is copied at all.
+	Layout *SharedLayout `protobuf:"bytes,4,opt,name=layout,proto3,oneof"`
+}
+
 func (*DecideRequest_Inline) isDecideRequest_Batch() {}
 
 func (*DecideRequest_Shared) isDecideRequest_Batch() {}
+
+func (*DecideRequest_Layout) isDecideRequest_Batch() {}
 
 // SharedBatch names an Arrow IPC stream written by the host into a
 // shared-memory file that the host created. The plugin maps each region once,
@@ -446,6 +464,233 @@ func (x *SharedBatch) GetLength() uint64 {
 	return 0
 }
 
+// SharedLayout describes an Arrow record batch whose buffers all lie in one
+// shared-memory region (the host's arena): the plugin maps the region once,
+// read-only, and builds the arrays over it without copying. This is the
+// Arrow in-memory layout (columnar format), each buffer given by its place in
+// the region instead of a pointer.
+type SharedLayout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path and size of the region file, as in SharedBatch.
+	Region     string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	RegionSize uint64 `protobuf:"varint,2,opt,name=region_size,json=regionSize,proto3" json:"region_size,omitempty"`
+	// The batch's schema as an Arrow IPC stream holding only the schema
+	// message. Hosts send the same bytes for the same schema, so a plugin can
+	// keep the decoded schema while they do not change.
+	Schema  []byte `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	NumRows int64  `protobuf:"varint,4,opt,name=num_rows,json=numRows,proto3" json:"num_rows,omitempty"`
+	// One entry per schema field, in order.
+	Columns       []*ArrayLayout `protobuf:"bytes,5,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedLayout) Reset() {
+	*x = SharedLayout{}
+	mi := &file_trigger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedLayout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedLayout) ProtoMessage() {}
+
+func (x *SharedLayout) ProtoReflect() protoreflect.Message {
+	mi := &file_trigger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedLayout.ProtoReflect.Descriptor instead.
+func (*SharedLayout) Descriptor() ([]byte, []int) {
+	return file_trigger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SharedLayout) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *SharedLayout) GetRegionSize() uint64 {
+	if x != nil {
+		return x.RegionSize
+	}
+	return 0
+}
+
+func (x *SharedLayout) GetSchema() []byte {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *SharedLayout) GetNumRows() int64 {
+	if x != nil {
+		return x.NumRows
+	}
+	return 0
+}
+
+func (x *SharedLayout) GetColumns() []*ArrayLayout {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// ArrayLayout is one array (arrow::ArrayData): its length, null count and
+// slot offset, its buffers in the type's order (validity bitmap first) and
+// the arrays of its children (e.g. a list's values).
+type ArrayLayout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Length        int64                  `protobuf:"varint,1,opt,name=length,proto3" json:"length,omitempty"`
+	NullCount     int64                  `protobuf:"varint,2,opt,name=null_count,json=nullCount,proto3" json:"null_count,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Buffers       []*BufferRef           `protobuf:"bytes,4,rep,name=buffers,proto3" json:"buffers,omitempty"`
+	Children      []*ArrayLayout         `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArrayLayout) Reset() {
+	*x = ArrayLayout{}
+	mi := &file_trigger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArrayLayout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArrayLayout) ProtoMessage() {}
+
+func (x *ArrayLayout) ProtoReflect() protoreflect.Message {
+	mi := &file_trigger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArrayLayout.ProtoReflect.Descriptor instead.
+func (*ArrayLayout) Descriptor() ([]byte, []int) {
+	return file_trigger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ArrayLayout) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *ArrayLayout) GetNullCount() int64 {
+	if x != nil {
+		return x.NullCount
+	}
+	return 0
+}
+
+func (x *ArrayLayout) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ArrayLayout) GetBuffers() []*BufferRef {
+	if x != nil {
+		return x.Buffers
+	}
+	return nil
+}
+
+func (x *ArrayLayout) GetChildren() []*ArrayLayout {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+// BufferRef places one buffer in the region; absent is an omitted buffer
+// (e.g. no validity bitmap when nothing is null).
+type BufferRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	Absent        bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BufferRef) Reset() {
+	*x = BufferRef{}
+	mi := &file_trigger_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BufferRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BufferRef) ProtoMessage() {}
+
+func (x *BufferRef) ProtoReflect() protoreflect.Message {
+	mi := &file_trigger_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BufferRef.ProtoReflect.Descriptor instead.
+func (*BufferRef) Descriptor() ([]byte, []int) {
+	return file_trigger_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BufferRef) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BufferRef) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *BufferRef) GetAbsent() bool {
+	if x != nil {
+		return x.Absent
+	}
+	return false
+}
+
 // Annotation is optional free text a plugin attaches to one event, e.g. why
 // it was deferred.
 type Annotation struct {
@@ -459,7 +704,7 @@ type Annotation struct {
 
 func (x *Annotation) Reset() {
 	*x = Annotation{}
-	mi := &file_trigger_proto_msgTypes[6]
+	mi := &file_trigger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +716,7 @@ func (x *Annotation) String() string {
 func (*Annotation) ProtoMessage() {}
 
 func (x *Annotation) ProtoReflect() protoreflect.Message {
-	mi := &file_trigger_proto_msgTypes[6]
+	mi := &file_trigger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +729,7 @@ func (x *Annotation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotation.ProtoReflect.Descriptor instead.
 func (*Annotation) Descriptor() ([]byte, []int) {
-	return file_trigger_proto_rawDescGZIP(), []int{6}
+	return file_trigger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Annotation) GetRow() uint32 {
@@ -514,7 +759,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_trigger_proto_msgTypes[7]
+	mi := &file_trigger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +771,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trigger_proto_msgTypes[7]
+	mi := &file_trigger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +784,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_trigger_proto_rawDescGZIP(), []int{7}
+	return file_trigger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DecideResponse) GetVerdicts() []Verdict {
@@ -579,18 +824,37 @@ const file_trigger_proto_rawDesc = "" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x13\n" +
-	"\x11ConfigureResponse\"\x89\x01\n" +
+	"\x11ConfigureResponse\"\xc4\x01\n" +
 	"\rDecideRequest\x12\x1b\n" +
 	"\tbatch_seq\x18\x01 \x01(\x04R\bbatchSeq\x12\x18\n" +
 	"\x06inline\x18\x02 \x01(\fH\x00R\x06inline\x128\n" +
-	"\x06shared\x18\x03 \x01(\v2\x1e.sluice.trigger.v1.SharedBatchH\x00R\x06sharedB\a\n" +
+	"\x06shared\x18\x03 \x01(\v2\x1e.sluice.trigger.v1.SharedBatchH\x00R\x06shared\x129\n" +
+	"\x06layout\x18\x04 \x01(\v2\x1f.sluice.trigger.v1.SharedLayoutH\x00R\x06layoutB\a\n" +
 	"\x05batch\"v\n" +
 	"\vSharedBatch\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1f\n" +
 	"\vregion_size\x18\x02 \x01(\x04R\n" +
 	"regionSize\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x04 \x01(\x04R\x06length\"2\n" +
+	"\x06length\x18\x04 \x01(\x04R\x06length\"\xb4\x01\n" +
+	"\fSharedLayout\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1f\n" +
+	"\vregion_size\x18\x02 \x01(\x04R\n" +
+	"regionSize\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x19\n" +
+	"\bnum_rows\x18\x04 \x01(\x03R\anumRows\x128\n" +
+	"\acolumns\x18\x05 \x03(\v2\x1e.sluice.trigger.v1.ArrayLayoutR\acolumns\"\xd0\x01\n" +
+	"\vArrayLayout\x12\x16\n" +
+	"\x06length\x18\x01 \x01(\x03R\x06length\x12\x1d\n" +
+	"\n" +
+	"null_count\x18\x02 \x01(\x03R\tnullCount\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x126\n" +
+	"\abuffers\x18\x04 \x03(\v2\x1c.sluice.trigger.v1.BufferRefR\abuffers\x12:\n" +
+	"\bchildren\x18\x05 \x03(\v2\x1e.sluice.trigger.v1.ArrayLayoutR\bchildren\"S\n" +
+	"\tBufferRef\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
+	"\x06absent\x18\x03 \x01(\bR\x06absent\"2\n" +
 	"\n" +
 	"Annotation\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\rR\x03row\x12\x12\n" +
@@ -622,7 +886,7 @@ func file_trigger_proto_rawDescGZIP() []byte {
 }
 
 var file_trigger_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_trigger_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_trigger_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_trigger_proto_goTypes = []any{
 	(Verdict)(0),              // 0: sluice.trigger.v1.Verdict
 	(*DescribeRequest)(nil),   // 1: sluice.trigger.v1.DescribeRequest
@@ -631,26 +895,33 @@ var file_trigger_proto_goTypes = []any{
 	(*ConfigureResponse)(nil), // 4: sluice.trigger.v1.ConfigureResponse
 	(*DecideRequest)(nil),     // 5: sluice.trigger.v1.DecideRequest
 	(*SharedBatch)(nil),       // 6: sluice.trigger.v1.SharedBatch
-	(*Annotation)(nil),        // 7: sluice.trigger.v1.Annotation
-	(*DecideResponse)(nil),    // 8: sluice.trigger.v1.DecideResponse
-	nil,                       // 9: sluice.trigger.v1.ConfigureRequest.ParamsEntry
+	(*SharedLayout)(nil),      // 7: sluice.trigger.v1.SharedLayout
+	(*ArrayLayout)(nil),       // 8: sluice.trigger.v1.ArrayLayout
+	(*BufferRef)(nil),         // 9: sluice.trigger.v1.BufferRef
+	(*Annotation)(nil),        // 10: sluice.trigger.v1.Annotation
+	(*DecideResponse)(nil),    // 11: sluice.trigger.v1.DecideResponse
+	nil,                       // 12: sluice.trigger.v1.ConfigureRequest.ParamsEntry
 }
 var file_trigger_proto_depIdxs = []int32{
-	9, // 0: sluice.trigger.v1.ConfigureRequest.params:type_name -> sluice.trigger.v1.ConfigureRequest.ParamsEntry
-	6, // 1: sluice.trigger.v1.DecideRequest.shared:type_name -> sluice.trigger.v1.SharedBatch
-	0, // 2: sluice.trigger.v1.DecideResponse.verdicts:type_name -> sluice.trigger.v1.Verdict
-	7, // 3: sluice.trigger.v1.DecideResponse.annotations:type_name -> sluice.trigger.v1.Annotation
-	1, // 4: sluice.trigger.v1.Trigger.Describe:input_type -> sluice.trigger.v1.DescribeRequest
-	3, // 5: sluice.trigger.v1.Trigger.Configure:input_type -> sluice.trigger.v1.ConfigureRequest
-	5, // 6: sluice.trigger.v1.Trigger.Decide:input_type -> sluice.trigger.v1.DecideRequest
-	2, // 7: sluice.trigger.v1.Trigger.Describe:output_type -> sluice.trigger.v1.Description
-	4, // 8: sluice.trigger.v1.Trigger.Configure:output_type -> sluice.trigger.v1.ConfigureResponse
-	8, // 9: sluice.trigger.v1.Trigger.Decide:output_type -> sluice.trigger.v1.DecideResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	12, // 0: sluice.trigger.v1.ConfigureRequest.params:type_name -> sluice.trigger.v1.ConfigureRequest.ParamsEntry
+	6,  // 1: sluice.trigger.v1.DecideRequest.shared:type_name -> sluice.trigger.v1.SharedBatch
+	7,  // 2: sluice.trigger.v1.DecideRequest.layout:type_name -> sluice.trigger.v1.SharedLayout
+	8,  // 3: sluice.trigger.v1.SharedLayout.columns:type_name -> sluice.trigger.v1.ArrayLayout
+	9,  // 4: sluice.trigger.v1.ArrayLayout.buffers:type_name -> sluice.trigger.v1.BufferRef
+	8,  // 5: sluice.trigger.v1.ArrayLayout.children:type_name -> sluice.trigger.v1.ArrayLayout
+	0,  // 6: sluice.trigger.v1.DecideResponse.verdicts:type_name -> sluice.trigger.v1.Verdict
+	10, // 7: sluice.trigger.v1.DecideResponse.annotations:type_name -> sluice.trigger.v1.Annotation
+	1,  // 8: sluice.trigger.v1.Trigger.Describe:input_type -> sluice.trigger.v1.DescribeRequest
+	3,  // 9: sluice.trigger.v1.Trigger.Configure:input_type -> sluice.trigger.v1.ConfigureRequest
+	5,  // 10: sluice.trigger.v1.Trigger.Decide:input_type -> sluice.trigger.v1.DecideRequest
+	2,  // 11: sluice.trigger.v1.Trigger.Describe:output_type -> sluice.trigger.v1.Description
+	4,  // 12: sluice.trigger.v1.Trigger.Configure:output_type -> sluice.trigger.v1.ConfigureResponse
+	11, // 13: sluice.trigger.v1.Trigger.Decide:output_type -> sluice.trigger.v1.DecideResponse
+	11, // [11:14] is the sub-list for method output_type
+	8,  // [8:11] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_trigger_proto_init() }
@@ -661,6 +932,7 @@ func file_trigger_proto_init() {
 	file_trigger_proto_msgTypes[4].OneofWrappers = []any{
 		(*DecideRequest_Inline)(nil),
 		(*DecideRequest_Shared)(nil),
+		(*DecideRequest_Layout)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -668,7 +940,7 @@ func file_trigger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trigger_proto_rawDesc), len(file_trigger_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

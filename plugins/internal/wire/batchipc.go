@@ -84,8 +84,10 @@ func (w *fixedWriter) Write(p []byte) (int, error) {
 
 // DecodeBatch reads the one record batch of an Arrow IPC stream held in b
 // without copying: the record's buffers point into b, which must stay
-// unchanged until release is called. Errors say what is malformed; malformed
-// input never panics.
+// unchanged until release is called. Errors say what is malformed, and a
+// malformed message never panics; but the stream must come from the host:
+// arrow-go's IPC reader trusts the counts in the messages' flatbuffers, and
+// a corrupted schema can make it allocate without bound.
 func DecodeBatch(b []byte) (rec arrow.RecordBatch, release func(), err error) {
 	mr := &bytesMessageReader{b: b}
 	mr.refs = 1

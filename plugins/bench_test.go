@@ -1,0 +1,149 @@
+package plugins
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/internal/benchratio"
+	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
+	"github.com/sluice-daq/sluice/plugins/examples/passthrough/passthrough"
+	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
+	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// BenchmarkPassthrough: the passthrough plugin out of process against the
+// same trigger called in process on the same batch, for batches of 1 MiB
+// and 64 MiB of payload. "arena": the batch was built in the shared arena
+// and travels as the places of its buffers (nothing copied); "copy": the
+// batch is on the Go heap and is written once into the instance's region.
+// Reports bytes/s and events/s of payload through the plugin, the round
+// trip per batch, and the ratio (in-process time / out-of-process time).
+func BenchmarkPassthrough(b *testing.B) {
+	for _, c := range []struct {
+		name         string
+		events, size int // events per batch, bytes per source (4 sources)
+		arena        bool
+	}{
+		{"1MiB/arena", 64, 4 << 10, true},
+		{"1MiB/copy", 64, 4 << 10, false},
+		{"64MiB/arena", 256, 64 << 10, true},
+		{"64MiB/copy", 256, 64 << 10, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var mem memory.Allocator = memory.NewGoAllocator()
+			var opts Options
+			if c.arena {
+				arena, err := NewArena(c.events*4*c.size + 16<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer arena.Close()
+				mem, opts.Arena = arena, arena
+			}
+			groups := []schemas.SourceGroup{{Name: "tracker", Sources: []uint32{1, 2, 3, 4}}}
+			rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{Events: c.events, Groups: groups, FragmentSize: c.size})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rec.Release()
+			ctx := context.Background()
+			p, err := Start(ctx, pluginPath("passthrough"), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Decide(ctx, rec); err != nil { // maps the region once
+				b.Fatal(err)
+			}
+			inproc := &passthrough.Trigger{}
+			out := make([]sdk.Result, c.events)
+			b.SetBytes(int64(c.events * 4 * c.size))
+			var subject time.Duration
+			benchratio.Compare(b, func(n int) {
+				t0 := time.Now()
+				for range n {
+					res, err := p.Decide(ctx, rec)
+					if err != nil || res[0].Decision != schemas.DecisionAccept {
+						b.Fatal(err)
+					}
+				}
+				subject += time.Since(t0)
+			}, func(n int) {
+				for range n {
+					ev, err := schemas.NewEventBatch(rec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					clear(out)
+					if err := inproc.Decide(ev, out); err != nil || out[0].Decision != schemas.DecisionAccept {
+						b.Fatal(err)
+					}
+				}
+			})
+			perBatch := subject.Seconds() / float64(b.N)
+			b.ReportMetric(perBatch*1e3, "ms/batch")
+			b.ReportMetric(float64(c.events)/perBatch, "events/s")
+		})
+	}
+}
+
+// BenchmarkL0calo: the l0calo example, which reads every calorimeter tower
+// and muon candidate, out of process (batch built in the arena) against the
+// same trigger in process: 2000 events of 10 sources × 1 KiB (20 MiB of
+// payload) per batch. With a trigger that does real work per byte, the
+// fixed cost of the process boundary is a small part of the batch's time.
+func BenchmarkL0calo(b *testing.B) {
+	const events, size = 2000, 1 << 10
+	arena, err := NewArena(events*10*size + 16<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arena.Close()
+	rec, err := synthbatch.Synthetic(arena, synthbatch.Spec{Events: events, FragmentSize: size, Seed: 5})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Release()
+	ctx := context.Background()
+	p, err := Start(ctx, pluginPath("l0calo"), Options{Arena: arena})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	want, err := p.Decide(ctx, rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inproc := l0.New()
+	out := make([]sdk.Result, events)
+	b.SetBytes(int64(events * 10 * size))
+	var subject time.Duration
+	benchratio.Compare(b, func(n int) {
+		t0 := time.Now()
+		for range n {
+			res, err := p.Decide(ctx, rec)
+			if err != nil || res[events-1] != want[events-1] {
+				b.Fatal(err)
+			}
+		}
+		subject += time.Since(t0)
+	}, func(n int) {
+		for range n {
+			ev, err := schemas.NewEventBatch(rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			clear(out)
+			if err := inproc.Decide(ev, out); err != nil || out[events-1] != want[events-1] {
+				b.Fatal(err)
+			}
+		}
+	})
+	perBatch := subject.Seconds() / float64(b.N)
+	b.ReportMetric(perBatch*1e3, "ms/batch")
+	b.ReportMetric(float64(events)/perBatch, "events/s")
+}

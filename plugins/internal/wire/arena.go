@@ -1,0 +1,131 @@
+package wire
+
+import (
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// arenaAlign is the alignment (and granularity) of arena allocations: the
+// 64 bytes Arrow recommends for buffers.
+const arenaAlign = 64
+
+// Arena is a memory.Allocator over a shared-memory region. Event batches
+// built with it (by the builder, or by a trigger stage selecting events for
+// the next one) already lie in memory every plugin maps, so they reach
+// plugins without a copy (see Layout). When the region is full it falls
+// back to the Go heap; such batches are copied to plugins instead. Safe for
+// concurrent use.
+type Arena struct {
+	*Region
+	base     uintptr
+	fallback memory.Allocator
+
+	mu   sync.Mutex
+	free []span // free spans of the region, ascending, never adjacent
+}
+
+// span is [start, end) in bytes from the region's start.
+type span struct{ start, end int }
+
+// NewArena creates a region of size bytes (rounded down to 64) in dir and an
+// allocator over it.
+func NewArena(dir string, size int) (*Arena, error) {
+	size &^= arenaAlign - 1
+	r, err := CreateRegion(dir, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Arena{Region: r, base: uintptr(unsafe.Pointer(unsafe.SliceData(r.Data))),
+		fallback: memory.NewGoAllocator(), free: []span{{0, size}}}, nil
+}
+
+// Allocate returns size zeroed bytes, 64-byte aligned, from the region if a
+// free span is large enough, else from the Go heap.
+func (a *Arena) Allocate(size int) []byte {
+	n := (size + arenaAlign - 1) &^ (arenaAlign - 1)
+	if n == 0 {
+		n = arenaAlign
+	}
+	a.mu.Lock()
+	for i, s := range a.free {
+		if s.end-s.start < n {
+			continue
+		}
+		// First fit: take the front of the span.
+		if a.free[i].start += n; a.free[i].start == s.end {
+			a.free = slices.Delete(a.free, i, i+1)
+		}
+		a.mu.Unlock()
+		b := a.Data[s.start : s.start+n : s.start+n]
+		clear(b) // reused memory: Arrow expects zeroed allocations
+		return b[:size]
+	}
+	a.mu.Unlock()
+	return a.fallback.Allocate(size)
+}
+
+// Reallocate grows or shrinks b, moving it when needed.
+func (a *Arena) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		if size > len(b) {
+			clear(b[len(b):size])
+		}
+		return b[:size]
+	}
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
+}
+
+// Free returns b (as Allocate or Reallocate gave it) to the region or to the
+// Go heap.
+func (a *Arena) Free(b []byte) {
+	off, ok := a.Offset(b[:cap(b)])
+	if !ok {
+		a.fallback.Free(b)
+		return
+	}
+	s := span{off, off + cap(b)}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(a.free, s.start, func(x span, t int) int { return x.start - t })
+	// Merge with the free neighbours so spans stay maximal.
+	if i > 0 && a.free[i-1].end == s.start {
+		s.start = a.free[i-1].start
+		i--
+		a.free = slices.Delete(a.free, i, i+1)
+	}
+	if i < len(a.free) && a.free[i].start == s.end {
+		s.end = a.free[i].end
+		a.free = slices.Delete(a.free, i, i+1)
+	}
+	a.free = slices.Insert(a.free, i, s)
+}
+
+// Offset returns where b starts in the region, and false if b (all of it)
+// does not lie in the region.
+func (a *Arena) Offset(b []byte) (int, bool) {
+	if cap(b) == 0 {
+		return 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < a.base || p+uintptr(len(b)) > a.base+uintptr(len(a.Data)) {
+		return 0, false
+	}
+	return int(p - a.base), true
+}
+
+// FreeBytes is the region's unallocated size.
+func (a *Arena) FreeBytes() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, s := range a.free {
+		n += s.end - s.start
+	}
+	return n
+}

@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/pluginpb"
+)
+
+func batch(t testing.TB, mem memory.Allocator, events int) arrow.RecordBatch {
+	t.Helper()
+	rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{FirstEventID: 7, Events: events, FragmentSize: 40, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestStreamRoundTrip encodes a batch into a fixed buffer and decodes it
+// without copying; a too small buffer gives ErrNoRoom.
+func TestStreamRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := batch(t, mem, 50)
+	defer rec.Release()
+	buf := make([]byte, StreamSize(rec))
+	n, err := EncodeBatch(buf, rec, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, release, err := DecodeBatch(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !array.RecordEqual(rec, got) {
+		t.Fatal("decoded batch differs")
+	}
+	ev, err := schemas.NewEventBatch(got)
+	if err != nil || ev.EventID(49) != 56 {
+		t.Fatalf("event batch view: %v", err)
+	}
+	release()
+	if _, err := EncodeBatch(buf[:n/2], rec, mem); err != ErrNoRoom {
+		t.Fatalf("half-size buffer: %v", err)
+	}
+	for _, cut := range []int{0, 7, 100, n / 2, n - 9} {
+		if _, _, err := DecodeBatch(buf[:cut]); err == nil {
+			t.Errorf("stream cut at %d of %d decoded", cut, n)
+		}
+	}
+}
+
+// TestArena allocates until the region is full (then from the heap), frees
+// in a scattered order and checks that the free spans coalesce back to one.
+func TestArena(t *testing.T) {
+	a, err := NewArena(t.TempDir(), 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var bufs [][]byte
+	for i := 0; i < 70; i++ {
+		b := a.Allocate(1000) // 1024 bytes of region each
+		if len(b) != 1000 || uintptr(len(b)) == 0 {
+			t.Fatal("short allocation")
+		}
+		_, in := a.Offset(b)
+		if in != (i < 64) {
+			t.Fatalf("allocation %d in region: %v", i, in)
+		}
+		b[999] = 1
+		bufs = append(bufs, b)
+	}
+	if a.FreeBytes() != 0 {
+		t.Fatalf("%d bytes free in a full arena", a.FreeBytes())
+	}
+	for _, i := range []int{5, 3, 4, 60, 0, 63, 1, 2} {
+		a.Free(bufs[i])
+	}
+	b := a.Reallocate(3000, a.Allocate(10)) // at 0, then moved to 64 in the 6 KiB span
+	if off, ok := a.Offset(b); !ok || off != 64 || b[2999] != 0 {
+		t.Fatalf("reallocation at %d (%v)", off, ok)
+	}
+	a.Free(b)
+	for i, b := range bufs {
+		switch i {
+		case 5, 3, 4, 60, 0, 63, 1, 2:
+		default:
+			a.Free(b)
+		}
+	}
+	if len(a.free) != 1 || a.FreeBytes() != 64<<10 {
+		t.Fatalf("free spans after freeing everything: %v", a.free)
+	}
+}
+
+// TestLayoutRoundTrip builds a batch in an arena and reads it back from its
+// layout over the region; a batch outside the arena has no layout.
+func TestLayoutRoundTrip(t *testing.T) {
+	a, err := NewArena(t.TempDir(), 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	mem := memory.NewCheckedAllocator(a)
+	defer mem.AssertSize(t, 0)
+	rec := batch(t, mem, 200)
+	defer rec.Release()
+	sb, err := SchemaBytes(rec.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := a.Layout(rec, sb)
+	if !ok {
+		t.Fatal("batch built in the arena has no layout")
+	}
+	var r LayoutReader
+	got, err := r.Read(l, a.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !array.RecordEqual(rec, got) {
+		t.Fatal("batch read from its layout differs")
+	}
+	got.Release()
+	heap := batch(t, memory.NewGoAllocator(), 3)
+	defer heap.Release()
+	if _, ok := a.Layout(heap, sb); ok {
+		t.Fatal("heap batch has a layout")
+	}
+	// Out-of-region buffers and wrong lengths are errors, not panics.
+	bad := proto.Clone(l).(*pluginpb.SharedLayout)
+	bad.Columns[0].Buffers[1].Offset = uint64(len(a.Data)) - 8
+	if _, err := r.Read(bad, a.Data); err == nil {
+		t.Fatal("buffer past the region accepted")
+	}
+	bad = proto.Clone(l).(*pluginpb.SharedLayout)
+	bad.Columns[0].Length = 5000
+	if _, err := r.Read(bad, a.Data); err == nil {
+		t.Fatal("column longer than its buffer accepted")
+	}
+}
+
+// FuzzLayout: LayoutReader.Read never panics on a corrupted layout, and
+// what it accepts can be read through the event batch view without running
+// past its buffers. The schema bytes are kept valid: they come from the
+// host, and arrow-go's IPC schema reader trusts the counts in its
+// flatbuffer (a corrupted one can make it allocate without bound).
+func FuzzLayout(f *testing.F) {
+	a, err := NewArena(f.TempDir(), 1<<20)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer a.Close()
+	rec := batch(f, a, 5)
+	sb, _ := SchemaBytes(rec.Schema())
+	l, _ := a.Layout(rec, sb)
+	seed, _ := proto.Marshal(l)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var l pluginpb.SharedLayout
+		if proto.Unmarshal(b, &l) != nil {
+			return
+		}
+		l.Schema = sb
+		var r LayoutReader
+		if rec, err := r.Read(&l, a.Data); err == nil {
+			ev, err := schemas.NewEventBatch(rec)
+			if err == nil {
+				for i := 0; i < ev.Len(); i++ {
+					for g := range ev.Groups {
+						ev.Fragments(g, i, func(uint32, []byte) bool { return true })
+					}
+				}
+			}
+			rec.Release()
+		}
+	})
+}
