@@ -131,7 +131,14 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 			return ca, err
 		}
 	}
-	buf := make([]byte, 0, size)
+	// The commit arena holds the encoded values until the transaction has
+	// committed; it is reused, as fresh memory is costly to touch.
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if cap(s.carena) < size {
+		s.carena = make([]byte, 0, size)
+	}
+	buf := s.carena[:0]
 	var acceptedBytes int64
 	apply := func(txn *badger.Txn) error {
 		ca = CommitAck{}

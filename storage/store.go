@@ -160,6 +160,9 @@ type Store struct {
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded keys and values of the current Put, reused
 
+	cmu    sync.Mutex // serializes Commit (its arena)
+	carena []byte     // encoded values of the current Commit, reused
+
 	seq     atomic.Uint64 // sequence number of the last flushed write
 	durable atomic.Uint64 // highest sequence number known durable
 	dmu     sync.Mutex
