@@ -26,6 +26,14 @@ import (
 // regions grow (a new, larger file) when a batch does not fit.
 const minRegion = 1 << 20
 
+// How a batch reached the plugin (label transport of
+// sluice_trigger_transport_batches_total).
+const (
+	transportLayout = "layout" // built in the arena: buffer places only, no copy
+	transportRegion = "region" // copied once into the instance's region
+	transportInline = "inline" // copied into the gRPC request
+)
+
 // instanceConfig says how to start one plugin process.
 type instanceConfig struct {
 	path         string
@@ -50,6 +58,7 @@ type instance struct {
 	seq         uint64
 	schema      *arrow.Schema // the last schema sent by layout, and its IPC bytes
 	schemaBytes []byte
+	sentBy      string // transport of the last batch: "layout", "region" or "inline"
 }
 
 // startInstance starts the plugin binary, checks the handshake and asks for
@@ -136,7 +145,7 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 		}
 		// A batch built in the arena travels as the places of its buffers.
 		if l, ok := in.cfg.arena.Layout(rec, in.schemaBytes); ok {
-			req.Batch = &pluginpb.DecideRequest_Layout{Layout: l}
+			req.Batch, in.sentBy = &pluginpb.DecideRequest_Layout{Layout: l}, transportLayout
 			return nil
 		}
 	}
@@ -149,7 +158,7 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 		if err != nil {
 			return err
 		}
-		req.Batch = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}
+		req.Batch, in.sentBy = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}, transportInline
 		return nil
 	}
 	for {
@@ -169,6 +178,7 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 		req.Batch = &pluginpb.DecideRequest_Shared{Shared: &pluginpb.SharedBatch{
 			Region: in.region.Path, RegionSize: uint64(len(in.region.Data)), Offset: 0, Length: uint64(n),
 		}}
+		in.sentBy = transportRegion
 		return nil
 	}
 }

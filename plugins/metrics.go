@@ -16,6 +16,7 @@ type metrics struct {
 	failures   *prometheus.CounterVec   // by reason
 	restarts   *prometheus.CounterVec   // by reason
 	callTime   *prometheus.HistogramVec // per Decide call
+	transport  *prometheus.CounterVec   // batches by transport
 	up         *prometheus.GaugeVec
 	backlog    *prometheus.GaugeVec
 }
@@ -53,6 +54,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_trigger_call_duration_seconds",
 			Help:    "Duration of one Decide call on a plugin (batch out, decisions back).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, l),
+		transport: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_transport_batches_total",
+			Help: "Batches sent to plugins, by transport: layout (built in the shared arena, nothing copied), region (copied once into shared memory), inline (in the gRPC request)."}, append(l, "transport")),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_trigger_instances_up",
 			Help: "Plugin processes of a stage running and ready."}, l),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_trigger_backlog_events",
@@ -85,6 +88,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.failures = reg1(m.failures).(*prometheus.CounterVec)
 	m.restarts = reg1(m.restarts).(*prometheus.CounterVec)
 	m.callTime = reg1(m.callTime).(*prometheus.HistogramVec)
+	m.transport = reg1(m.transport).(*prometheus.CounterVec)
 	m.up = reg1(m.up).(*prometheus.GaugeVec)
 	m.backlog = reg1(m.backlog).(*prometheus.GaugeVec)
 	return m, err

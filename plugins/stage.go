@@ -265,6 +265,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, 
 		cancel()
 		if err == nil {
 			s.hist().Observe(time.Since(t0).Seconds())
+			s.m.transport.WithLabelValues(s.cfg.Name, s.desc.Name, sl.inst.sentBy).Inc()
 			sl.failures = 0
 			return res, outcomeDecided, nil
 		}

@@ -23,6 +23,7 @@ type Event struct {
 	Timestamp uint64
 	Status    schemas.EventStatus
 	Fragments [][][]byte
+	Corrupt   []uint32 // sources whose fragment failed its CRC (sets StatusCorrupt)
 }
 
 // Build assembles events into one event batch of the given groups, as the
@@ -86,9 +87,13 @@ func Build(mem memory.Allocator, groups []schemas.SourceGroup, events []Event) (
 			}
 			pay.Append(all)
 		}
+		corrupt.Append(true)
+		for _, src := range ev.Corrupt {
+			corrupt.ValueBuilder().(*array.Uint32Builder).Append(src)
+			st |= schemas.StatusCorrupt
+		}
 		status.Append(uint32(st))
 		nfrag.Append(n)
-		corrupt.Append(true)
 	}
 	return b.NewRecordBatch(), nil
 }

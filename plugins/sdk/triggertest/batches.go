@@ -113,3 +113,59 @@ func Release(batches []arrow.RecordBatch) {
 		b.Release()
 	}
 }
+
+// Native returns the events of a stream of native sluice fragments
+// (schemas.AppendFragment, back to back, any order) as batches of
+// batchEvents, in order of each event's first fragment, with the sources of
+// groups. A source that sent nothing for an event makes it incomplete; a
+// fragment failing its CRC marks its event corrupt. Errors: the fragment
+// decoder's *schemas.DecodeError with the stream offset, or a fragment of a
+// source outside groups.
+func Native(mem memory.Allocator, stream []byte, groups []schemas.SourceGroup, batchEvents int) ([]arrow.RecordBatch, error) {
+	where := map[uint32][2]int{}
+	for gi, g := range groups {
+		for k, src := range g.Sources {
+			where[src] = [2]int{gi, k}
+		}
+	}
+	var order []uint64
+	events := map[uint64]*synthbatch.Event{}
+	for off := 0; off < len(stream); {
+		f, n, err := schemas.DecodeFragment(stream[off:])
+		if err != nil {
+			return nil, schemas.WithOffset(err, int64(off))
+		}
+		w, ok := where[f.SourceID]
+		if !ok {
+			return nil, fmt.Errorf("native stream: fragment at byte %d from source %#x, which no group has", off, f.SourceID)
+		}
+		ev := events[f.EventID]
+		if ev == nil {
+			ev = &synthbatch.Event{ID: f.EventID, Fragments: make([][][]byte, len(groups))}
+			for gi, g := range groups {
+				ev.Fragments[gi] = make([][]byte, len(g.Sources))
+			}
+			events[f.EventID] = ev
+			order = append(order, f.EventID)
+		}
+		if !f.CRCValid() {
+			ev.Corrupt = append(ev.Corrupt, f.SourceID)
+		}
+		ev.Fragments[w[0]][w[1]] = append([]byte{}, f.Payload...)
+		off += n
+	}
+	var out []arrow.RecordBatch
+	for done := 0; done < len(order); done += batchEvents {
+		var batch []synthbatch.Event
+		for _, id := range order[done:min(done+batchEvents, len(order))] {
+			batch = append(batch, *events[id])
+		}
+		rec, err := synthbatch.Build(mem, groups, batch)
+		if err != nil {
+			Release(out)
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
