@@ -21,7 +21,4 @@ var (
 	ErrPacketTooLarge = errors.New("packet too large")
 	// ErrBadURI: an input or output URI that cannot be parsed.
 	ErrBadURI = errors.New("bad readout URI")
-	// ErrProtocol: a TCP peer that does not speak the sluice readout stream
-	// protocol (wrong preamble, oversized frame).
-	ErrProtocol = errors.New("readout protocol violation")
 )

@@ -53,14 +53,17 @@ type TCPInput struct {
 // ListenTCP listens on addr (HOST:PORT; port 0 picks one, see Addr).
 func ListenTCP(addr string, cfg Config) (*TCPInput, error) {
 	cfg = cfg.withDefaults()
-	la, err := net.ResolveTCPAddr("tcp", addr)
+	// The receive buffer is set on the listening socket: accepted
+	// connections inherit it, and only a buffer set before the handshake
+	// lets the kernel negotiate a window scale that uses it.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, cfg.SocketBuffer) })
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
 	}
-	ln, err := net.ListenTCP("tcp", la)
-	if err != nil {
-		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
-	}
+	ln := l.(*net.TCPListener)
 	in := &TCPInput{ln: ln, cfg: cfg}
 	in.pool.held = &in.c
 	return in, nil
@@ -138,10 +141,8 @@ func (in *TCPInput) serve(ctx context.Context, conn *net.TCPConn, sink Sink) (bo
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := conn.SetReadBuffer(in.cfg.SocketBuffer); err == nil {
-		if n, err := sockOpt(conn, unix.SO_RCVBUF); err == nil {
-			in.rcvbuf.Store(int64(n))
-		}
+	if n, err := sockOpt(conn, unix.SO_RCVBUF); err == nil {
+		in.rcvbuf.Store(int64(n))
 	}
 	var pre [8]byte
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -160,6 +161,7 @@ func (in *TCPInput) serve(ctx context.Context, conn *net.TCPConn, sink Sink) (bo
 	go tc.grants(done, grantsDone)
 	defer func() {
 		close(done)
+		conn.Close() // unblocks a grant write to a sender that stopped reading
 		<-grantsDone
 		in.outstanding.Add(-tc.avail.Load())
 	}()

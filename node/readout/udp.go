@@ -60,6 +60,9 @@ func DecodeVTPDatagram(b []byte, off int) (schemas.MFP, error) {
 	frag := vdif.FrameFragment(&f)
 	const hdr = schemas.MFPHeaderSize + 8
 	start := off + seqSize - hdr
+	if start < 0 {
+		return schemas.MFP{}, fmt.Errorf("readout: DecodeVTPDatagram needs %d bytes of headroom, has %d", hdr-seqSize, off)
+	}
 	h := b[start : off+seqSize]
 	le := binary.LittleEndian
 	le.PutUint32(h[0:], schemas.MFPMagic)
