@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+func init() { register(newBenchCmd) }
+
+// benchResult is what `sluice bench --json` prints.
+type benchResult struct {
+	Events          uint64  `json:"events"`
+	Sources         int     `json:"sources"`
+	EventBytes      int     `json:"event_bytes"`
+	Seconds         float64 `json:"seconds"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	GBPerSecond     float64 `json:"gb_per_second"` // payload bytes received, 1e9 bytes
+	Accepted        uint64  `json:"events_accepted"`
+	Stored          uint64  `json:"events_stored"`
+	Balanced        bool    `json:"balanced"`
+	PeakRSSBytes    uint64  `json:"peak_rss_bytes"` // VmHWM of this process (node and embedded emulator)
+	// The resident set at the end, by kind: heap and stacks, mapped files
+	// (the store's logs), shared memory (the readout ring, plugin regions).
+	RSSAnonBytes   uint64  `json:"rss_anon_bytes"`
+	RSSFileBytes   uint64  `json:"rss_file_bytes"`
+	RSSShmemBytes  uint64  `json:"rss_shmem_bytes"`
+	BudgetBytes    uint64  `json:"memory_budget_bytes"`
+	MemcpyGBPerSec float64 `json:"baseline_memcpy_gb_per_second"`
+	Ratio          float64 `json:"ratio"` // node GB/s / memcpy GB/s
+}
+
+// newBenchCmd builds `sluice bench`.
+func newBenchCmd() *cobra.Command {
+	var (
+		events              uint64
+		sources, eventBytes int
+		packing             int
+		accept              float64
+		budget, plugins     string
+		cpuProfile          string
+		asJSON              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark the whole node on the embedded emulator, with a memcpy baseline measured in the same run",
+		Long: `Runs the node end to end in this process: an embedded readout emulator writes
+synthetic events (--sources fragments of --event-bytes/--sources bytes each)
+(generated once, replayed in a loop as from a recorded file) into a
+shared-memory readout ring, the node builds them, the passthrough
+plugin (out of process) accepts 1 in round(1/--accept) by event id, and the
+accepted events are stored (sync never) in a temporary store. It prints
+events/s, GB/s of payload, the peak RSS of this process (VmHWM) against the
+memory budget, and the same bytes copied by memcpy in fragment-sized pieces
+as the baseline, with the ratio.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sources < 1 || eventBytes < sources || accept <= 0 || accept > 1 || events == 0 {
+				return fmt.Errorf("bench: want --events > 0, --sources >= 1, --event-bytes >= --sources, 0 < --accept <= 1")
+			}
+			plugin := plugins
+			if plugin == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				plugin = filepath.Join(filepath.Dir(exe), "plugins", "passthrough")
+			}
+			dir, err := os.MkdirTemp("", "sluice-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			// The emulator replays pre-generated packets (as from a
+			// recorded file): generating detector-like payloads costs more
+			// CPU than the node itself, and boards do not share the node's
+			// cores.
+			sample := filepath.Join(dir, "events.mfp")
+			perLoop := min(events, uint64(100*packing))
+			if events%perLoop != 0 {
+				return fmt.Errorf("bench: --events must be a multiple of %d (100 x --packing)", perLoop)
+			}
+			if _, err := readout.RunEmulator(cmd.Context(), readout.EmulatorConfig{
+				To: "file://" + sample, Events: perLoop, Packing: packing,
+				Groups: []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
+				Size:   readout.SizeDist{Kind: "fixed", A: float64(eventBytes / sources)},
+			}); err != nil {
+				return fmt.Errorf("bench: generating the events: %w", err)
+			}
+			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, accept, budget)
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %d events x %d B from %d sources (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
+					events, eventBytes, sources, packing, cfg.Trigger.Stages[0].Params["prescale"])
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			r, err := runBench(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			r.Events, r.Sources, r.EventBytes = events, sources, eventBytes
+			r.MemcpyGBPerSec = memcpyGBPerSec(uint64(r.GBPerSecond*1e9*r.Seconds), eventBytes/sources)
+			if r.MemcpyGBPerSec > 0 {
+				r.Ratio = r.GBPerSecond / r.MemcpyGBPerSec
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			printBench(cmd.OutOrStdout(), r)
+			if !r.Balanced {
+				return &exitError{code: exitUnbalanced, err: errors.New("bench: the ledger does not balance")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&events, "events", 20000, "events to send")
+	f.IntVar(&sources, "sources", 100, "sources (fragments per event)")
+	f.IntVar(&eventBytes, "event-bytes", 100_000, "payload bytes per event")
+	f.IntVar(&packing, "packing", 10, "fragments per multi-fragment packet")
+	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
+	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (builder + batch queue)")
+	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
+	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (node and embedded emulator) to this file")
+	return cmd
+}
+
+// benchConfig is the node configuration of a bench run, parsed and
+// checked like any other.
+func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing int, accept float64, budget string) (*config.Config, error) {
+	text := fmt.Sprintf(`
+node: {id: bench}
+inputs:
+  - uri: shm://sluice-bench-%d
+    emulator: {from: %q, loop: %d, ring_size: 32MiB}
+sources: [{name: tracker, sources: "0-%d"}]
+builder: {batch_events: 64, memory_budget: %q}
+trigger:
+  stages:
+    - {name: hlt, plugin: %q, params: {prescale: "%d"}}
+store: {path: %q, sync: never, min_free_bytes: 256MiB, gc_interval: 1h}
+http: {address: "off"}
+log: {level: warn}
+`, os.Getpid(), sample, loop, sources-1, budget, plugin, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
+	c, err := config.Parse([]byte(text))
+	if err == nil {
+		err = c.Preflight()
+	}
+	return c, err
+}
+
+// seq returns the source ids 0..n-1.
+func seq(n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+// runBench runs the node and measures it.
+func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
+	log, limiter := node.NewLogger(os.Stderr, cfg.Log)
+	n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
+	if err != nil {
+		return benchResult{}, err
+	}
+	l, err := n.Run(ctx)
+	if err != nil && !errors.Is(err, node.ErrUnbalanced) {
+		return benchResult{}, err
+	}
+	r := benchResult{
+		Seconds: l.DurationSeconds, Accepted: l.EventsAccepted, Stored: l.EventsStored, Balanced: l.Balanced,
+		BudgetBytes: uint64(cfg.Builder.MemoryBudget), PeakRSSBytes: procStatus("VmHWM"),
+		RSSAnonBytes: procStatus("RssAnon"), RSSFileBytes: procStatus("RssFile"), RSSShmemBytes: procStatus("RssShmem"),
+	}
+	if l.DurationSeconds > 0 {
+		r.EventsPerSecond = float64(l.EventsBuilt) / l.DurationSeconds
+		r.GBPerSecond = float64(l.BytesReceived) / l.DurationSeconds / 1e9
+	}
+	return r, nil
+}
+
+// memcpyGBPerSec copies total bytes in piece-sized copies (the granularity
+// of the node's one copy, fragment by fragment) from a 64 MiB source into
+// a preallocated 64 MiB destination, and returns GB/s. Both buffers are
+// touched first: fresh pages are slow on these machines.
+func memcpyGBPerSec(total uint64, piece int) float64 {
+	const size = 64 << 20
+	src, dst := make([]byte, size), make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src)
+	piece = max(piece, 1)
+	start := time.Now()
+	var done uint64
+	for done < total {
+		// Invariant: off+piece <= size, so each copy moves exactly piece bytes.
+		for off := 0; off+piece <= size && done < total; off += piece {
+			copy(dst[off:off+piece], src[off:off+piece])
+			done += uint64(piece)
+		}
+	}
+	return float64(done) / time.Since(start).Seconds() / 1e9
+}
+
+// procStatus reads a memory figure (e.g. "VmHWM", "RssFile") of this
+// process from /proc/self/status, in bytes (0 when unavailable).
+func procStatus(field string) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func printBench(w io.Writer, r benchResult) {
+	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
+	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%d events in %.1f s; %d accepted, %d stored; balanced %v)\n",
+		r.EventsPerSecond, r.GBPerSecond, r.Events, r.Seconds, r.Accepted, r.Stored, r.Balanced)
+	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",
+		r.MemcpyGBPerSec, r.EventBytes/r.Sources, r.Ratio)
+	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +150 MiB)\n",
+		mib(r.PeakRSSBytes), mib(r.BudgetBytes), mib(r.PeakRSSBytes)-mib(r.BudgetBytes))
+	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB mapped files (store logs), %.0f MiB shared memory (ring, plugin regions)\n",
+		mib(r.RSSAnonBytes), mib(r.RSSFileBytes), mib(r.RSSShmemBytes))
+}

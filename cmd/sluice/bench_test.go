@@ -1,0 +1,38 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestBenchSmall runs `sluice bench --json` on a few events with the real
+// passthrough plugin (built here) and checks the figures it reports hang
+// together; performance itself is measured by running it, not by tests.
+func TestBenchSmall(t *testing.T) {
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "passthrough")
+	build := exec.Command("go", "build", "-o", plugin, "../../plugins/examples/passthrough")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "bench", "--events", "400", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
+		"--accept", "0.25", "--plugin", plugin, "--json")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var r benchResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !r.Balanced || r.Events != 400 || r.Accepted != 100 || r.Stored != 100 || r.EventsPerSecond <= 0 ||
+		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 256<<20 {
+		t.Fatalf("bench result %+v", r)
+	}
+	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin); err == nil {
+		t.Fatal("--events not a multiple of 100 x packing accepted")
+	}
+}
