@@ -14,6 +14,7 @@ type metrics struct {
 	events     *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
 	removed    *prometheus.CounterVec
+	replaced   *prometheus.CounterVec
 	latency    prometheus.Histogram
 	headroom   prometheus.Gauge
 	gcRuns     prometheus.Counter
@@ -37,6 +38,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_store_removed_events_total",
 			Help: "Deferred events removed by replay commits, by outcome (accepted, rejected).",
 		}, []string{"outcome"}),
+		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_replaced_events_total",
+			Help: "Events written over an event already stored under the same (run, event id), by stream: resends, or event id collisions.",
+		}, []string{"stream"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_store_write_latency_seconds",
 			Help:    "Time to write one batch (Put or replay Commit) until it is acknowledged, durable per the sync policy.",
@@ -63,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed interval fsyncs (the writes stay not durable until a later one succeeds).",
 		}),
 	}
-	m.cs = []prometheus.Collector{m.events, m.bytes, m.removed, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors}
+	m.cs = []prometheus.Collector{m.events, m.bytes, m.removed, m.replaced, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors}
 	if reg == nil {
 		return m, nil
 	}

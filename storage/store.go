@@ -175,10 +175,11 @@ type Store struct {
 
 // Ack reports what a Put or Commit made durable.
 type Ack struct {
-	Events  int    // events written
-	Bytes   int64  // encoded value bytes written
-	Seq     uint64 // sequence number of this write, for WaitDurable
-	Durable bool   // true if durable under the sync policy already
+	Events   int    // events written
+	Replaced int    // of which replaced an event stored under the same (run, event id)
+	Bytes    int64  // encoded value bytes written
+	Seq      uint64 // sequence number of this write, for WaitDurable
+	Durable  bool   // true if durable under the sync policy already
 }
 
 // Open opens (or creates) the store in opts.Dir. A store whose schema
@@ -350,6 +351,10 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 	}
+	replaced, err := s.countStored(stream, batch)
+	if err != nil {
+		return Ack{}, fmt.Errorf("store put: %w", err)
+	}
 	for i := range rows {
 		k0 := len(buf)
 		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
@@ -367,11 +372,35 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 		s.schema.Store(ss)
 	}
 	ack, err := s.written(len(rows), int64(size-KeySize*len(rows)))
+	ack.Replaced = replaced
+	s.m.replaced.WithLabelValues(stream.String()).Add(float64(replaced))
 	if err != nil {
 		return ack, fmt.Errorf("store put: %w", err)
 	}
 	s.m.written(stream, ack.Events, ack.Bytes, time.Since(start))
 	return ack, nil
+}
+
+// countStored counts the rows of batch already stored in stream: a resent
+// batch replaces its events (idempotent), but a replaced event is also
+// what an event id collision looks like, so it is counted, not silent.
+// Key lookups only (bloom filters, no value reads).
+func (s *Store) countStored(stream Stream, batch *schemas.EventBatch) (int, error) {
+	n := 0
+	var kb [KeySize]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		for i := 0; i < batch.Len(); i++ {
+			_, err := txn.Get(appendKey(kb[:0], stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)}))
+			switch {
+			case err == nil:
+				n++
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 // checkSchema returns the encoded schema record to write when the store

@@ -87,9 +87,13 @@ func TestOrderAndSelection(t *testing.T) {
 	put(t, s, Deferred, genEvents(3, 50, 10, 10, 100)) // ids 50..140
 	put(t, s, Deferred, genEvents(5, 0, 5, 1, 100))
 	put(t, s, Accepted, genEvents(4, 0, 3, 1, 100))
+	// Writing events again replaces them, and says so.
+	if ack := put(t, s, Deferred, genEvents(5, 1008, 4, 1, 100)); ack.Replaced != 2 || ack.Events != 4 {
+		t.Fatalf("rewrite of events 1008..1011 (1008, 1009 stored): ack %+v, want 2 replaced", ack)
+	}
 	keys, _ := readAll(t, s, Deferred, CursorOptions{BatchSize: 4})
-	if len(keys) != 25 {
-		t.Fatalf("%d deferred events, want 25", len(keys))
+	if len(keys) != 27 {
+		t.Fatalf("%d deferred events, want 27", len(keys))
 	}
 	for i := 1; i < len(keys); i++ {
 		a, b := keys[i-1], keys[i]
@@ -101,11 +105,11 @@ func TestOrderAndSelection(t *testing.T) {
 		sel  Selection
 		want int
 	}{
-		{Selection{MinRun: 5}, 15},
+		{Selection{MinRun: 5}, 17},
 		{Selection{MaxRun: 3}, 10},
 		{Selection{MinRun: 3, MaxRun: 3, MinEvent: 60, MaxEvent: 100}, 5},
 		{Selection{MinEvent: 3, MaxEvent: 60}, 2 + 2},  // run 3: 50, 60; run 5: 3, 4
-		{Selection{MinEvent: 1005, MaxEvent: 2000}, 5}, // run 5 only
+		{Selection{MinEvent: 1005, MaxEvent: 2000}, 7}, // run 5 only: 1005..1011
 		{Selection{MinRun: 6}, 0},
 	} {
 		keys, _ := readAll(t, s, Deferred, CursorOptions{Selection: tc.sel, BatchSize: 3})
