@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,7 @@ configuration with problems with status 3.`,
 				cfg.Store.Path = store
 			}
 			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
+			applyMemoryLimit(cfg)
 			n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
 			if err != nil {
 				return err
@@ -100,6 +102,19 @@ func loadConfig(file string, preflight bool) (*config.Config, error) {
 		return nil, &exitError{code: exitConfig, err: err}
 	}
 	return cfg, nil
+}
+
+// memoryLimitHeadroom is what the Go heap may hold beyond the memory budget
+// (plugin IPC scratch, the store's write buffers, bookkeeping).
+const memoryLimitHeadroom = 128 << 20
+
+// applyMemoryLimit sets Go's soft memory limit to the memory budget plus
+// headroom, so the garbage collector works harder before the heap passes
+// it, unless GOMEMLIMIT says otherwise.
+func applyMemoryLimit(cfg *config.Config) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(cfg.Builder.MemoryBudget) + memoryLimitHeadroom)
+	}
 }
 
 // finishLedger prints the ledger, writes the summary and turns the run's

@@ -121,8 +121,10 @@ type Builder struct {
 	MaxOpenEvents int           `yaml:"max_open_events"` // events under construction (default 4096)
 	BatchEvents   int           `yaml:"batch_events"`    // events per Arrow batch (default 256)
 	BatchLatency  time.Duration `yaml:"batch_latency"`   // a batch closes this long after its first event (default 50ms)
-	// MemoryBudget bounds payload bytes held by the builder plus the batches
-	// queued for the trigger chain (default 256MiB).
+	// MemoryBudget bounds payload bytes held by the builder (half) plus the
+	// batches between the builder and the store (half) (default 256MiB).
+	// `sluice run` also sets Go's soft memory limit to it plus 128MiB
+	// unless GOMEMLIMIT is set.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// QueueBatches is the depth of the bounded queue of batches between the
 	// builder and the trigger chain (default 4).
