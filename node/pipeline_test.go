@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -443,3 +444,30 @@ type failingInput struct{ err error }
 
 func (f *failingInput) Run(context.Context, readout.Sink) error { return f.err }
 func (f *failingInput) Stats() readout.Stats                    { return readout.Stats{} }
+
+// brokenChain fails every batch (not by the run being aborted).
+type brokenChain struct{ fakeChain }
+
+func (*brokenChain) Decide(context.Context, arrow.RecordBatch) ([]Verdict, error) {
+	return nil, errors.New("plugin protocol violated")
+}
+
+func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	in := &fakeInput{sources: []uint32{0}, events: 100}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Chain: &brokenChain{}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "plugin protocol violated") {
+		t.Fatalf("want the chain's error, got %v", err)
+	}
+	if !l.Balanced || l.EventsBuilt == 0 || l.EventsDeferred != l.EventsBuilt || l.DeferredBy["trigger-error"] != l.EventsBuilt ||
+		l.EventsStoredDeferred != l.EventsBuilt {
+		t.Fatalf("ledger %+v", l)
+	}
+	def := streamCount(t, cfg.Store.Path, storage.Deferred)
+	for _, e := range def {
+		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Meta.Reason, "trigger chain failed") {
+			t.Fatalf("deferred event %+v", e)
+		}
+	}
+}

@@ -114,23 +114,32 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 }
 
 // decide runs the online chain on queued batches; several run at once so
-// that every plugin instance has work.
+// that every plugin instance has work. A batch the chain fails on (other
+// than by the run being aborted) is deferred whole with StatusTriggerError
+// and the reason, so replay can decide it later, and the run fails.
 func (n *Node) decide(ctx context.Context, out chan<- batch) {
 	for b := range n.queue {
 		if n.parts.Chain == nil {
-			b.verdicts = deferAll(b.rec)
-		} else {
-			v, err := n.parts.Chain.Decide(ctx, b.rec)
-			if err != nil || len(v) != int(b.rec.NumRows()) {
-				if err == nil {
-					err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), b.rec.NumRows())
-				}
-				n.fail(fmt.Errorf("trigger chain: %w", err))
-				n.gate.release(b.size)
-				b.rec.Release()
-				continue
-			}
+			b.verdicts = deferAll(b.rec, ReasonNoOnlineStage, 0)
+			out <- b
+			continue
+		}
+		v, err := n.parts.Chain.Decide(ctx, b.rec)
+		if err == nil && len(v) != int(b.rec.NumRows()) {
+			err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), b.rec.NumRows())
+		}
+		switch {
+		case err == nil:
 			b.verdicts = v
+		case ctx.Err() != nil:
+			// Aborted: the batch is dropped and its events stay in flight
+			// in the ledger, which then does not balance.
+			n.gate.release(b.size)
+			b.rec.Release()
+			continue
+		default:
+			n.fail(fmt.Errorf("trigger chain: %w", err))
+			b.verdicts = deferAll(b.rec, "trigger chain failed: "+err.Error(), schemas.StatusTriggerError)
 		}
 		out <- b
 	}
@@ -140,11 +149,12 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 // trigger stage: every event waits for replay.
 const ReasonNoOnlineStage = "no-online-stage"
 
-func deferAll(rec arrow.RecordBatch) []Verdict {
+// deferAll defers every event of rec with reason, adding status bits.
+func deferAll(rec arrow.RecordBatch, reason string, add schemas.EventStatus) []Verdict {
 	v := make([]Verdict, rec.NumRows())
 	status := rec.Column(rec.Schema().FieldIndices(schemas.ColStatus)[0]).(*array.Uint32)
 	for i := range v {
-		v[i] = Verdict{Decision: schemas.DecisionDefer, Reason: ReasonNoOnlineStage, Status: schemas.EventStatus(status.Value(i))}
+		v[i] = Verdict{Decision: schemas.DecisionDefer, Reason: reason, Status: schemas.EventStatus(status.Value(i)) | add}
 	}
 	return v
 }
@@ -155,6 +165,8 @@ func deferKey(v *Verdict) string {
 	switch {
 	case v.Reason == ReasonNoOnlineStage:
 		return ReasonNoOnlineStage
+	case v.Stage == "" && v.Status&schemas.StatusTriggerError != 0:
+		return "trigger-error"
 	case v.Status&schemas.StatusTriggerError != 0:
 		return v.Stage + "/trigger-error"
 	case v.Reason == "":
