@@ -18,6 +18,7 @@ type flow struct {
 	storedAcc   uint64
 	storedDef   uint64
 	storedBytes uint64
+	replaced    uint64
 	unacked     uint64
 	dropped     map[string]uint64
 	queueBytes  int64
@@ -39,6 +40,7 @@ func (f *flow) fill(l *Ledger) {
 	l.EventsStoredAccepted, l.EventsStoredDeferred = f.storedAcc, f.storedDef
 	l.EventsStored = f.storedAcc + f.storedDef
 	l.BytesStored = f.storedBytes
+	l.EventsReplaced = f.replaced
 	l.EventsUnacked = f.unacked
 	l.EventsDropped = maps.Clone(f.dropped)
 }

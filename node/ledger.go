@@ -58,6 +58,10 @@ type Ledger struct {
 	// reported them durable; 0 once the run stopped.
 	EventsUnacked uint64 `json:"events_unacked"`
 	BytesStored   uint64 `json:"bytes_stored"`
+	// EventsReplaced of the stored events took the place of an event
+	// already in the store under the same run and event id (a run number
+	// reused, or a resend); the store then holds fewer new events.
+	EventsReplaced uint64 `json:"events_replaced"`
 
 	// Emulators is what each embedded readout emulator reported sending
 	// (and the faults it injected), to compare with what was received.
@@ -173,6 +177,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	}
 	if l.EventsUnacked != 0 {
 		row("  not yet durable", l.EventsUnacked)
+	}
+	if l.EventsReplaced != 0 {
+		row("  replacing stored events", l.EventsReplaced)
 	}
 	row("bytes stored", l.BytesStored)
 	if l.Balanced {

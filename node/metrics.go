@@ -46,6 +46,7 @@ var metricDefs = []metricDef{
 	{"sluice_events_deferred_total", "Events deferred, by reason.", []string{"reason"}},
 	{"sluice_events_stored_total", "Events acknowledged by the store, by stream.", []string{"stream"}},
 	{"sluice_stored_bytes_total", "Bytes of the events acknowledged by the store.", nil},
+	{"sluice_events_replaced_total", "Stored events that replaced an event already stored under the same run and event id.", nil},
 	{"sluice_events_dropped_total", "Events kept by the chain that could not be stored, by reason.", []string{"reason"}},
 	{"sluice_builder_buffered_bytes", "Payload bytes held by the event builder.", nil},
 	{"sluice_queue_batches", "Event batches waiting for the trigger chain.", nil},
@@ -121,6 +122,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_events_stored_total", l.EventsStoredAccepted, "accepted")
 	counter("sluice_events_stored_total", l.EventsStoredDeferred, "deferred")
 	counter("sluice_stored_bytes_total", l.BytesStored)
+	counter("sluice_events_replaced_total", l.EventsReplaced)
 	byReason("sluice_events_dropped_total", l.EventsDropped)
 	b := s.Buffers
 	gauge("sluice_builder_buffered_bytes", float64(b.BuilderBufferedBytes))

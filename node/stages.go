@@ -190,10 +190,11 @@ const (
 
 // pendingAck is a store write not yet durable under the sync policy.
 type pendingAck struct {
-	seq    uint64
-	stream storage.Stream
-	events int
-	bytes  int64
+	seq      uint64
+	stream   storage.Stream
+	events   int
+	replaced int
+	bytes    int64
 }
 
 // store writes each decided batch: accepted rows to the accepted stream,
@@ -288,10 +289,15 @@ func (n *Node) put(ctx context.Context, rec arrow.RecordBatch, verdicts []Verdic
 	for {
 		ack, err := n.parts.Store.Put(stream, eb, meta)
 		if err == nil {
+			if ack.Replaced > 0 {
+				n.log.Warn("stored events replaced events already in the store (same run and event id)",
+					"stream", stream.String(), "replaced", ack.Replaced)
+			}
+			p := pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, replaced: ack.Replaced, bytes: ack.Bytes}
 			if ack.Durable {
-				n.acked(stream, ack.Events, ack.Bytes)
+				n.acked(p)
 			} else {
-				acks <- pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, bytes: ack.Bytes}
+				acks <- p
 			}
 			return nil
 		}
@@ -315,20 +321,22 @@ func (n *Node) waitAcks(ctx context.Context, acks <-chan pendingAck) {
 			n.fail(fmt.Errorf("store: write %d never became durable: %w", a.seq, err))
 			continue
 		}
-		n.acked(a.stream, a.events, a.bytes)
+		n.acked(a)
 	}
 }
 
-func (n *Node) acked(stream storage.Stream, events int, bytes int64) {
+// acked counts a durable write as stored.
+func (n *Node) acked(a pendingAck) {
 	f := n.flow
 	f.mu.Lock()
-	if stream == storage.Accepted {
-		f.storedAcc += uint64(events)
+	if a.stream == storage.Accepted {
+		f.storedAcc += uint64(a.events)
 	} else {
-		f.storedDef += uint64(events)
+		f.storedDef += uint64(a.events)
 	}
-	f.storedBytes += uint64(bytes)
-	f.unacked -= uint64(events)
+	f.storedBytes += uint64(a.bytes)
+	f.replaced += uint64(a.replaced)
+	f.unacked -= uint64(a.events)
 	f.mu.Unlock()
 }
 
