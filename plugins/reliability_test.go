@@ -25,7 +25,7 @@ import (
 // exactly one final decision, and the accepted events are those of a run
 // without kills.
 func TestKillDuringRun(t *testing.T) {
-	const events, perBatch, kills = 100_000, 500, 20
+	const events, perBatch, kills = 100_000, 250, 20
 	mem := checkedMem(t)
 	batches := synthetic(t, mem, 1, events, perBatch, 16) // 10 payloads of one record: 160 B per event
 	want := inProcessL0(t, batches)
@@ -60,18 +60,22 @@ func TestKillDuringRun(t *testing.T) {
 			}
 		})
 	}
-	// Kill at fixed points of progress (spread over the first 90 % of the
-	// run, so each killed instance is used again), alternating instances.
+	// Kill at fixed points of progress, spread over the first half of the
+	// run so that restarts (~0.1 s each) keep up and each killed instance is
+	// used again.
 	killed := map[int64]bool{}
 	s := c.stages[0]
 	for k := 0; k < kills; k++ {
-		at := int64((k + 1) * len(batches) * 9 / 10 / (kills + 1))
+		at := int64((k + 1) * len(batches) / 2 / (kills + 1))
 		var pid int64
 		for finished.Load() < at || pid == 0 || killed[pid] {
 			if finished.Load() == int64(len(batches)) {
 				t.Fatalf("the run ended before kill %d", k+1)
 			}
-			pid = s.slots[k%2].pid.Load() // 0 while the slot restarts
+			// Whichever slot runs a process not killed yet; 0 while restarting.
+			if pid = s.slots[k%2].pid.Load(); pid == 0 || killed[pid] {
+				pid = s.slots[1-k%2].pid.Load()
+			}
 			time.Sleep(time.Millisecond)
 		}
 		if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
