@@ -31,9 +31,10 @@ const (
 
 // Failure and restart reasons.
 const (
-	reasonCrash    = "crash"    // the process died or the connection broke
-	reasonDeadline = "deadline" // the call outlived the stage's deadline; the process was killed
-	reasonError    = "error"    // the plugin returned an error (or panicked) for the batch
+	reasonCrash     = "crash"     // the process died or the connection broke
+	reasonDeadline  = "deadline"  // the call outlived the stage's deadline; the process was killed
+	reasonError     = "error"     // the plugin returned an error (or panicked) for the batch
+	reasonCancelled = "cancelled" // the caller's context ended during the call
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_call_failures_total",
 			Help: "Failed Decide calls, by reason (crash, deadline, error)."}, append(l, "reason")),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_restarts_total",
-			Help: "Plugin processes restarted after a crash or a missed deadline."}, append(l, "reason")),
+			Help: "Plugin processes restarted, by why the previous one was stopped (crash, deadline, cancelled)."}, append(l, "reason")),
 		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_trigger_call_duration_seconds",
 			Help:    "Duration of one Decide call on a plugin (batch out, decisions back).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, l),

@@ -56,6 +56,7 @@ type Deferral struct {
 type slot struct {
 	inst     *instance
 	failures int          // consecutive failures, for the back-off
+	down     string       // why inst was dropped: the restart's reason
 	pid      atomic.Int64 // inst's process id, 0 while down; readable without owning the slot
 }
 
@@ -270,8 +271,9 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, 
 			return res, outcomeDecided, nil
 		}
 		if ctx.Err() != nil {
-			// The node is stopping: the batch is not failed, it is not done.
-			s.drop(sl, reasonCrash)
+			// The caller gave up (the node is stopping): the batch is neither
+			// failed nor done, and the process may be mid-call.
+			s.drop(sl, reasonCancelled)
 			return nil, "", ctx.Err()
 		}
 		reason := s.classify(sl.inst, err)
@@ -308,9 +310,11 @@ func (s *stage) classify(in *instance, err error) string {
 func (s *stage) drop(sl *slot, reason string) {
 	sl.inst.kill()
 	sl.set(nil)
-	sl.failures++
+	sl.down = reason
+	if reason != reasonCancelled {
+		sl.failures++
+	}
 	s.gauge(s.m.up).Dec()
-	s.m.restarts.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()
 }
 
 // restart starts a new process in the slot after the back-off.
@@ -333,7 +337,8 @@ func (s *stage) restart(ctx context.Context, sl *slot) error {
 		sl.failures++
 		return fmt.Errorf("plugin %s changed its description on restart (%s, %d lines)", s.cfg.Plugin, in.desc.Name, len(in.desc.Lines))
 	}
-	s.log.Info("trigger plugin restarted", "plugin", s.desc.Name, "pid", in.pid)
+	s.log.Info("trigger plugin restarted", "plugin", s.desc.Name, "pid", in.pid, "reason", sl.down)
+	s.m.restarts.WithLabelValues(s.cfg.Name, s.desc.Name, sl.down).Inc()
 	sl.set(in)
 	s.gauge(s.m.up).Inc()
 	return nil
