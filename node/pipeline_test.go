@@ -117,7 +117,7 @@ func (c *fakeChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdic
 		case c.accept || id%10 == 0:
 			v.Decision, v.Lines = schemas.DecisionAccept, 1<<1
 		case id%10 <= 2:
-			v.Decision, v.Reason = schemas.DecisionDefer, "deferral fraction"
+			v.Decision, v.Reason = schemas.DecisionDefer, "deferred: fraction"
 		case id%10 == 3:
 			v.Decision, v.Reason, v.Status = schemas.DecisionDefer, "plugin crashed 3 times", v.Status|schemas.StatusTriggerError
 		default:
@@ -222,7 +222,7 @@ func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
 	if l.EventsAccepted != 100 || l.EventsDeferred != 300 || l.EventsRejected != 600 {
 		t.Fatalf("decisions %d/%d/%d", l.EventsAccepted, l.EventsDeferred, l.EventsRejected)
 	}
-	if l.DeferredBy["hlt/deferral fraction"] != 200 || l.DeferredBy["hlt/trigger-error"] != 100 || l.Lines["hlt/busy"] != 100 {
+	if l.DeferredBy["hlt/fraction"] != 200 || l.DeferredBy["hlt/trigger-error"] != 100 || l.Lines["hlt/busy"] != 100 {
 		t.Fatalf("deferred by %v, lines %v", l.DeferredBy, l.Lines)
 	}
 	if l.EventsStoredAccepted != 100 || l.EventsStoredDeferred != 300 || l.EventsStored != 400 {
@@ -331,7 +331,7 @@ func TestReplayRateAndSelection(t *testing.T) {
 	if s.Selected != 20 || s.Replayed != 20 || s.Accepted != 2 || s.Rejected != 12 || s.Kept != 6 || s.Remaining != 6 || time.Since(start) < 75*time.Millisecond {
 		t.Fatalf("summary %+v after %v", s, time.Since(start))
 	}
-	if s.KeptBy["hlt/deferral fraction"] != 4 || s.KeptBy["hlt/trigger-error"] != 2 {
+	if s.KeptBy["hlt/fraction"] != 4 || s.KeptBy["hlt/trigger-error"] != 2 {
 		t.Fatalf("kept by %v", s.KeptBy)
 	}
 }
@@ -468,6 +468,24 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 	for _, e := range def {
 		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Meta.Reason, "trigger chain failed") {
 			t.Fatalf("deferred event %+v", e)
+		}
+	}
+}
+
+func TestDeferKey(t *testing.T) {
+	for _, c := range []struct {
+		v    Verdict
+		want string
+	}{
+		{Verdict{Stage: "hlt1", Reason: "deferred: backlog above 2048 events"}, "hlt1/backlog"},
+		{Verdict{Stage: "hlt1", Reason: "deferred: fraction"}, "hlt1/fraction"},
+		{Verdict{Stage: "gec", Reason: "gec: event 5: bank 3 truncated"}, "gec/gec"},
+		{Verdict{Stage: "gec"}, "gec/plugin"},
+		{Verdict{Stage: "gec", Reason: "x", Status: schemas.StatusTriggerError}, "gec/trigger-error"},
+		{Verdict{Reason: ReasonNoOnlineStage}, ReasonNoOnlineStage},
+	} {
+		if got := deferKey(&c.v); got != c.want {
+			t.Errorf("deferKey(%+v) = %q, want %q", c.v, got, c.want)
 		}
 	}
 }

@@ -159,8 +159,9 @@ func deferAll(rec arrow.RecordBatch, reason string, add schemas.EventStatus) []V
 	return v
 }
 
-// deferKey is the DeferredBy key of a verdict: bounded in number (it
-// becomes a metric label), so free-text reasons are cut to a short form.
+// deferKey is the DeferredBy key of a verdict, "stage/why": bounded in
+// number (it becomes a metric label), so a free-text reason is cut to its
+// first word ("deferred: backlog above 2048 events" -> "backlog").
 func deferKey(v *Verdict) string {
 	switch {
 	case v.Reason == ReasonNoOnlineStage:
@@ -169,17 +170,15 @@ func deferKey(v *Verdict) string {
 		return "trigger-error"
 	case v.Status&schemas.StatusTriggerError != 0:
 		return v.Stage + "/trigger-error"
-	case v.Reason == "":
-		return v.Stage + "/plugin"
 	}
-	r := v.Reason
-	if i := strings.IndexAny(r, ":(\n"); i > 0 {
+	r := strings.ToLower(strings.TrimPrefix(v.Reason, "deferred: "))
+	if i := strings.IndexFunc(r, func(c rune) bool { return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') }); i >= 0 {
 		r = r[:i]
 	}
-	if len(r) > 32 {
-		r = r[:32]
+	if r == "" {
+		r = "plugin"
 	}
-	return v.Stage + "/" + strings.TrimSpace(r)
+	return v.Stage + "/" + r[:min(len(r), 32)]
 }
 
 // Reasons for events kept by the chain that did not reach the store.
