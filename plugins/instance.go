@@ -128,7 +128,7 @@ func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch, dst []sdk
 	if err != nil {
 		return nil, err
 	}
-	return sdk.DecodeResults(resp, int(rec.NumRows()), dst)
+	return decodeResults(resp, int(rec.NumRows()), dst)
 }
 
 // place writes rec's IPC stream into the instance's shared-memory region
@@ -243,4 +243,30 @@ func project(rec arrow.RecordBatch, groups []string) arrow.RecordBatch {
 	}
 	md := s.Metadata()
 	return array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, rec.NumRows())
+}
+
+// decodeResults turns a plugin's answer for a batch of n events back into
+// Results, checking that it has one verdict and one lines mask per event.
+func decodeResults(resp *pluginpb.DecideResponse, n int, dst []sdk.Result) ([]sdk.Result, error) {
+	if len(resp.GetVerdicts()) != n || len(resp.GetLines()) != n {
+		return nil, fmt.Errorf("plugin answered %d verdicts and %d line masks for %d events", len(resp.GetVerdicts()), len(resp.GetLines()), n)
+	}
+	if cap(dst) < n {
+		dst = make([]sdk.Result, n)
+	}
+	dst = dst[:n]
+	for i, v := range resp.GetVerdicts() {
+		d := schemas.Decision(v)
+		if d < schemas.DecisionAccept || d > schemas.DecisionDefer {
+			return nil, fmt.Errorf("plugin answered verdict %d for row %d", v, i)
+		}
+		dst[i] = sdk.Result{Decision: d, Lines: resp.GetLines()[i]}
+	}
+	for _, a := range resp.GetAnnotations() {
+		if int(a.GetRow()) >= n {
+			return nil, fmt.Errorf("plugin annotated row %d of a batch of %d events", a.GetRow(), n)
+		}
+		dst[a.GetRow()].Annotation = a.GetText()
+	}
+	return dst, nil
 }

@@ -69,7 +69,8 @@ type Trigger interface {
 	// at start-up with the message.
 	Configure(params map[string]string) error
 	// Decide fills out[i] for every row i of ev (len(out) == ev.Len()). out
-	// arrives zeroed. ev and its payloads are valid only during the call.
+	// arrives zeroed. ev and its payloads are valid only during the call and
+	// read-only (they may lie in the host's shared memory, mapped read-only).
 	// An error (or a panic) fails the whole batch; the host retries it and,
 	// after repeated failures, defers its events with StatusTriggerError.
 	Decide(ev *schemas.EventBatch, out []Result) error

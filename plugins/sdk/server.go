@@ -118,29 +118,3 @@ func encodeResults(out []Result) *pluginpb.DecideResponse {
 	}
 	return resp
 }
-
-// DecodeResults turns a plugin's answer for a batch of n events back into
-// Results, checking that it has one verdict and one lines mask per event.
-func DecodeResults(resp *pluginpb.DecideResponse, n int, dst []Result) ([]Result, error) {
-	if len(resp.GetVerdicts()) != n || len(resp.GetLines()) != n {
-		return nil, fmt.Errorf("plugin answered %d verdicts and %d line masks for %d events", len(resp.GetVerdicts()), len(resp.GetLines()), n)
-	}
-	if cap(dst) < n {
-		dst = make([]Result, n)
-	}
-	dst = dst[:n]
-	for i, v := range resp.GetVerdicts() {
-		d := schemas.Decision(v)
-		if d < schemas.DecisionAccept || d > schemas.DecisionDefer {
-			return nil, fmt.Errorf("plugin answered verdict %d for row %d", v, i)
-		}
-		dst[i] = Result{Decision: d, Lines: resp.GetLines()[i]}
-	}
-	for _, a := range resp.GetAnnotations() {
-		if int(a.GetRow()) >= n {
-			return nil, fmt.Errorf("plugin annotated row %d of a batch of %d events", a.GetRow(), n)
-		}
-		dst[a.GetRow()].Annotation = a.GetText()
-	}
-	return dst, nil
-}
