@@ -57,6 +57,7 @@ func benchChild(args []string) int {
 					return err
 				}
 			}
+			w.Flush()
 			return nil
 		}
 	case "tcp": // args: input address, plain-stream address, socket buffer
@@ -98,7 +99,7 @@ func benchChild(args []string) int {
 						}
 					}
 					if verb == "s" {
-						errs[i] = senders[i].bw.Flush()
+						errs[i] = senders[i].Flush()
 					}
 				}()
 			}
@@ -262,6 +263,48 @@ func BenchmarkShmRing(b *testing.B) {
 	})
 }
 
+// BenchmarkShmRingSameProcess is BenchmarkShmRing with the writer a
+// goroutine of the benchmark process: the ring's own cost without a second
+// process to schedule.
+func BenchmarkShmRingSameProcess(b *testing.B) {
+	name := ringName(b)
+	w, err := CreateWriter(name, WriterConfig{DataSize: 16 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	in := NewShmInput(name, Config{})
+	sink := newCountSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx, sink) }()
+	defer func() { cancel(); <-done }()
+	src := benchMFP(0, benchPacket)
+	dst := make([]byte, 16<<20)
+	for i := range dst {
+		dst[i] = 1
+	}
+	off := 0
+	b.SetBytes(benchPacket)
+	benchratio.Compare(b, func(n int) {
+		sink.expect(n)
+		for range n {
+			if err := w.Write(ctx, src); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.Flush()
+		<-sink.reached
+	}, func(n int) {
+		for range n {
+			copy(dst[off:off+benchPacket], src)
+			if off += benchPacket; off == len(dst) {
+				off = 0
+			}
+		}
+	})
+}
+
 // BenchmarkTCPInput: 64 KiB packets from 4 sender connections of a child
 // process into a TCPInput and a counting sink (releases at once, so credit
 // flows back immediately), against a plain Go TCP stream of the same bytes
@@ -323,8 +366,13 @@ func BenchmarkTCPInput(b *testing.B) {
 	})
 }
 
+var (
+	udpSearch sync.Once
+	udpBest   float64
+)
+
 // BenchmarkUDPInput finds the highest rate (datagrams/s, 8 KiB MFPs, from a
-// child process, doubling from 10k/s) at which a UDPInput with a counting
+// child process, from 10k/s in steps of 1.5x) at which a UDPInput with a counting
 // sink receives 20000 datagrams with none lost, and reports it as
 // lossless_dgrams/s; b.N datagrams are then sent at that rate (ns/op is
 // its pace).
@@ -349,16 +397,19 @@ func BenchmarkUDPInput(b *testing.B) {
 		for sink.packets.Load()-p0 < int64(n) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		b.Logf("rate %v: lost %d, received %d of %d", rate, in.Stats().Lost-lost0, sink.packets.Load()-p0, n)
 		return in.Stats().Lost == lost0 && sink.packets.Load()-p0 == int64(n)
 	}
-	best := 0.0
-	for rate := 10000.0; rate <= 1.28e6; rate *= 2 {
-		if !send(rate, 20000) {
-			break
+	// The search runs once per process: the framework calls the benchmark
+	// first with b.N = 1, then with the real b.N.
+	udpSearch.Do(func() {
+		for rate := 10000.0; rate <= 1.28e6; rate *= 1.5 {
+			if !send(rate, 20000) {
+				break
+			}
+			udpBest = rate
 		}
-		best = rate
-	}
+	})
+	best := udpBest
 	if best == 0 {
 		b.Skip("UDP loses datagrams even at 10000/s on this machine")
 	}

@@ -56,6 +56,9 @@ type output interface {
 	// waits until the receiver has everything, or ctx ends.
 	close(ctx context.Context, seqs uint64, s *Summary) error
 	throttleNs() uint64
+	// idle is called before the emulator sleeps (pacing): what was sent
+	// must not wait in a buffer or for a coalesced wake-up.
+	idle() error
 }
 
 type shmOutput struct{ w *Writer }
@@ -74,6 +77,7 @@ func (o *shmOutput) close(ctx context.Context, _ uint64, _ *Summary) error {
 	return err
 }
 func (o *shmOutput) throttleNs() uint64 { return o.w.ThrottleNs() }
+func (o *shmOutput) idle() error        { o.w.Flush(); return nil }
 
 type tcpOutput struct{ conns []*TCPSender }
 
@@ -94,6 +98,14 @@ func (o *tcpOutput) close(ctx context.Context, _ uint64, s *Summary) error {
 		s.Resent += c.Resent()
 	}
 	return first
+}
+func (o *tcpOutput) idle() error {
+	for _, c := range o.conns {
+		if err := c.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (o *tcpOutput) throttleNs() uint64 {
 	var t uint64
@@ -121,6 +133,7 @@ func (o *udpOutput) close(_ context.Context, seqs uint64, s *Summary) error {
 	return err
 }
 func (o *udpOutput) throttleNs() uint64 { return 0 }
+func (o *udpOutput) idle() error        { return nil }
 
 type fileOutput struct {
 	f  *os.File
@@ -142,6 +155,7 @@ func (o *fileOutput) close(context.Context, uint64, *Summary) error {
 	return err
 }
 func (o *fileOutput) throttleNs() uint64 { return 0 }
+func (o *fileOutput) idle() error        { return nil }
 
 // openOutput opens the transport of uri for a run with nsrc sources.
 func openOutput(ctx context.Context, cfg *EmulatorConfig, nsrc int) (output, bool, error) {
@@ -341,6 +355,9 @@ func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) err
 		if em.cfg.Rate > 0 {
 			// Pace by event: packets of event k go out at t0 + k/rate.
 			if d := time.Until(t0.Add(time.Duration(float64(p.event) / em.cfg.Rate * 1e9))); d > 0 {
+				if err := em.out.idle(); err != nil {
+					return err
+				}
 				time.Sleep(d)
 			}
 		}

@@ -145,6 +145,15 @@ func (wr *Writer) putHeader(pos uint64, n, kind uint32) {
 	binary.LittleEndian.PutUint64(h[8:], wr.seq)
 }
 
+// Flush wakes the reader now if it sleeps, instead of when enough data for
+// a coalesced wake-up accumulated or its sleep ends: the board's
+// end-of-burst interrupt. Call it when no more packets follow for a while.
+func (wr *Writer) Flush() {
+	if wr.m.u32(offReaderWait).Load() != 0 {
+		futexWake(wr.m.u32(offWriteSeq))
+	}
+}
+
 // waitSpace blocks until need bytes past the write pointer are acknowledged
 // free.
 func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {

@@ -220,6 +220,14 @@ func (s *TCPSender) Close(ctx context.Context) error {
 	}
 }
 
+// Flush writes out what Send buffered (small packets go out in batches).
+func (s *TCPSender) Flush() error {
+	if err := s.bw.Flush(); err != nil {
+		return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
+	}
+	return nil
+}
+
 // ThrottleNs is the total time Send waited for credit.
 func (s *TCPSender) ThrottleNs() uint64 { return uint64(s.throttle) }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/schemas"
@@ -124,35 +126,42 @@ func (in *UDPInput) Stats() Stats {
 	return s
 }
 
+// recvBatch is how many datagrams one recvmmsg(2) call may return.
+const recvBatch = 32
+
 // Run receives datagrams, puts each sender's back in sequence order within
 // the reorder window and latency budget, and hands them to sink, until ctx
 // ends or Config.ExpectStreams senders sent their end marker (nil), or the
 // sink fails (its error). It closes the socket when it returns.
+// Datagrams are read up to recvBatch per system call (recvmmsg via
+// golang.org/x/net), each into its own pooled buffer.
 func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
 	defer in.conn.Close()
 	stop := context.AfterFunc(ctx, func() { in.conn.Close() })
 	defer stop()
-	streams := map[netip.AddrPort]*seqWindow{}
-	var ended int
-	var deadline time.Time // the read deadline set on the socket
-	deliver := func(b *rxBuf, n int) error {
-		p, err := in.cfg.Datagram(b.b[:udpHeadroom+n], udpHeadroom)
-		if err != nil {
-			if errors.Is(err, schemas.ErrTruncated) {
-				in.c.discarded[rTruncated].Add(1)
-			} else {
-				in.c.discarded[rMalformed].Add(1)
-			}
-			b.put()
-			return nil
-		}
-		b.hold(n, nil)
-		return in.c.hand(ctx, sink, p, b.release)
+	var pc interface {
+		ReadBatch([]ipv4.Message, int) (int, error)
+	} = ipv4.NewPacketConn(in.conn)
+	if a, ok := in.conn.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {
+		pc = ipv6.NewPacketConn(in.conn)
 	}
+	msgs := make([]ipv4.Message, recvBatch)
+	bufs := make([]*rxBuf, recvBatch)
+	for i := range msgs {
+		bufs[i] = in.pool.get(udpHeadroom + MaxDatagram)
+		msgs[i].Buffers = [][]byte{bufs[i].b[udpHeadroom:]}
+	}
+	defer func() {
+		for _, b := range bufs {
+			b.put()
+		}
+	}()
+	r := udpReceiver{in: in, ctx: ctx, sink: sink, streams: map[netip.AddrPort]*seqWindow{}}
+	var deadline time.Time // the read deadline set on the socket
 	for {
 		// Wake up when the oldest held datagram's latency budget runs out.
 		var due time.Time
-		for _, w := range streams {
+		for _, w := range r.streams {
 			if w.held > 0 && (due.IsZero() || w.due.Before(due)) {
 				due = w.due
 			}
@@ -161,18 +170,12 @@ func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
 			in.conn.SetReadDeadline(due)
 			deadline = due
 		}
-		b := in.pool.get(udpHeadroom + MaxDatagram)
-		n, from, err := in.conn.ReadFromUDPAddrPort(b.b[udpHeadroom:])
+		n, err := pc.ReadBatch(msgs, 0)
 		now := time.Now()
 		if err != nil {
-			b.put()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				for _, w := range streams {
-					if w.held > 0 && !now.Before(w.due) {
-						if err := w.flush(w.highest+1, deliver); err != nil {
-							return err
-						}
-					}
+				if err := r.expire(now); err != nil {
+					return err
 				}
 				continue
 			}
@@ -181,36 +184,91 @@ func (in *UDPInput) Run(ctx context.Context, sink Sink) error {
 			}
 			return fmt.Errorf("readout udp://%s: %w", in.conn.LocalAddr(), err)
 		}
-		if n < seqSize {
-			in.c.discarded[rMalformed].Add(1)
-			b.put()
-			continue
-		}
-		seq := binary.LittleEndian.Uint64(b.b[udpHeadroom:])
-		w := streams[from]
-		if w == nil {
-			w = newSeqWindow(in.cfg.ReorderWindow, seq, &in.c)
-			streams[from] = w
-		}
-		if n == seqSize { // end marker
-			b.put()
-			if w.ended {
-				continue
+		for i := range n {
+			var from netip.AddrPort
+			if a, ok := msgs[i].Addr.(*net.UDPAddr); ok {
+				from = a.AddrPort()
 			}
-			w.ended = true
-			in.c.streams.Add(1)
-			if err := w.flush(seq, deliver); err != nil {
+			done, err := r.datagram(bufs[i], msgs[i].N, from, now)
+			// The buffer now belongs to the window or the sink: take a fresh one.
+			bufs[i] = in.pool.get(udpHeadroom + MaxDatagram)
+			msgs[i].Buffers[0] = bufs[i].b[udpHeadroom:]
+			if err != nil || done {
 				return err
 			}
-			if ended++; in.cfg.ExpectStreams > 0 && ended == in.cfg.ExpectStreams {
-				return nil
-			}
-			continue
-		}
-		if err := w.add(seq, b, n, now.Add(in.cfg.LatencyBudget), deliver); err != nil {
-			return err
 		}
 	}
+}
+
+// udpReceiver is the per-Run state of a UDP input.
+type udpReceiver struct {
+	in      *UDPInput
+	ctx     context.Context
+	sink    Sink
+	streams map[netip.AddrPort]*seqWindow
+	ended   int
+}
+
+// deliver decodes a datagram the window released and hands it on.
+func (r *udpReceiver) deliver(b *rxBuf, n int) error {
+	in := r.in
+	p, err := in.cfg.Datagram(b.b[:udpHeadroom+n], udpHeadroom)
+	if err != nil {
+		if errors.Is(err, schemas.ErrTruncated) {
+			in.c.discarded[rTruncated].Add(1)
+		} else {
+			in.c.discarded[rMalformed].Add(1)
+		}
+		b.put()
+		return nil
+	}
+	b.hold(n, nil)
+	return in.c.hand(r.ctx, r.sink, p, b.release)
+}
+
+// datagram takes one received datagram of n bytes in b (ownership passes
+// to the window, the sink or the pool); done reports that the last
+// expected stream ended.
+func (r *udpReceiver) datagram(b *rxBuf, n int, from netip.AddrPort, now time.Time) (done bool, err error) {
+	in := r.in
+	if n < seqSize {
+		in.c.discarded[rMalformed].Add(1)
+		b.put()
+		return false, nil
+	}
+	seq := binary.LittleEndian.Uint64(b.b[udpHeadroom:])
+	w := r.streams[from]
+	if w == nil {
+		w = newSeqWindow(in.cfg.ReorderWindow, seq, &in.c)
+		r.streams[from] = w
+	}
+	if n > seqSize {
+		return false, w.add(seq, b, n, now.Add(in.cfg.LatencyBudget), r.deliver)
+	}
+	// An end marker.
+	b.put()
+	if w.ended {
+		return false, nil
+	}
+	w.ended = true
+	in.c.streams.Add(1)
+	if err := w.flush(seq, r.deliver); err != nil {
+		return false, err
+	}
+	r.ended++
+	return in.cfg.ExpectStreams > 0 && r.ended == in.cfg.ExpectStreams, nil
+}
+
+// expire flushes the windows whose oldest datagram has used its budget.
+func (r *udpReceiver) expire(now time.Time) error {
+	for _, w := range r.streams {
+		if w.held > 0 && !now.Before(w.due) {
+			if err := w.flush(w.highest+1, r.deliver); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // UDPSender sends readout datagrams to a UDP input: what the emulator uses.
