@@ -12,8 +12,32 @@
 // reason. Plugins die with the node, even when the node is killed with
 // SIGKILL.
 //
-// Batches reach a plugin on the same machine through a shared-memory region
-// per instance: the host writes the Arrow IPC stream into a /dev/shm file
-// that both sides map once; only its name, offset and length cross the
-// socket. Options.Inline sends the bytes in the gRPC request instead.
+// Batches reach a plugin on the same machine through shared memory, mapped
+// once on both sides; only names, offsets and lengths cross the socket:
+//
+//   - layout: a batch built in the chain's Arena (NewArena, given to the
+//     builder as its allocator and to the chain as Options.Arena) travels as
+//     the places of its Arrow buffers in the arena: nothing is copied (a
+//     64 MiB batch makes the round trip in ~0.2 ms);
+//   - region: any other batch is written once, as an Arrow IPC stream, into
+//     a /dev/shm region of the instance (~8 ms per 64 MiB);
+//   - inline: with Options.Inline the IPC stream travels in the gRPC request
+//     (~0.4 GB/s; for plugins that cannot map the host's files).
+//
+// Typical use by the node:
+//
+//	arena, _ := plugins.NewArena(512 << 20)
+//	b, _ := builder.New(builder.Config{..., Allocator: arena})
+//	chain, err := plugins.NewChain(ctx, plugins.Config{
+//		Stages:     []plugins.StageConfig{{Name: "hlt", Plugin: "bin/plugins/l0calo", Instances: 2}},
+//		Options:    plugins.Options{Arena: arena, Logger: log},
+//		Registerer: reg,
+//	})
+//	for rec := range b.Batches() {
+//		results, err := chain.Decide(ctx, rec) // one Result per event
+//		...
+//		rec.Release()
+//	}
+//	chain.Close()
+//	arena.Close()
 package plugins
