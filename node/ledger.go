@@ -67,8 +67,11 @@ type Ledger struct {
 	// (and the faults it injected), to compare with what was received.
 	Emulators []readout.Summary `json:"emulators,omitempty"`
 
-	DurationSeconds float64 `json:"duration_seconds"`
-	Balanced        bool    `json:"balanced"`
+	DurationSeconds float64 `json:"duration_seconds"` // from start-up to stopped
+	// StartupSeconds of the duration went to opening the store and
+	// starting the plugins, before the inputs opened.
+	StartupSeconds float64 `json:"startup_seconds"`
+	Balanced       bool    `json:"balanced"`
 	// Imbalance says which identity failed, with the numbers.
 	Imbalance []string `json:"imbalance,omitempty"`
 }
@@ -138,6 +141,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)
+	row("  of which start-up (s)", fmt.Sprintf("%.1f", l.StartupSeconds))
 	row("fragments received", l.FragmentsReceived)
 	row("  in events", l.FragmentsInEvents)
 	row("  discarded", sum(l.FragmentsDiscarded))

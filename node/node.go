@@ -52,6 +52,7 @@ type Node struct {
 
 	mu      sync.Mutex // guards the fields below until the run ends
 	started time.Time
+	running time.Time // when the inputs opened
 	parts   *Parts
 	inputs  *runningInputs
 	builder eventBuilder
@@ -192,6 +193,9 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	sto.Go(func() { n.waitAcks(ctx, acks) })
 
 	_ = n.rc.advance(StateRunning)
+	n.mu.Lock()
+	n.running = time.Now()
+	n.mu.Unlock()
 	inCtx, stopInputs := context.WithCancel(ctx)
 	defer stopInputs()
 	emuCtx, stopEmulators := context.WithCancel(ctx)
@@ -289,7 +293,7 @@ func closeParts(p *Parts) {
 // flow counters.
 func (n *Node) snapshot() Ledger {
 	n.mu.Lock()
-	b, in, parts, started, ended := n.builder, n.inputs, n.parts, n.started, n.ended
+	b, in, parts, started, running, ended := n.builder, n.inputs, n.parts, n.started, n.running, n.ended
 	n.mu.Unlock()
 	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run, FragmentsDiscarded: map[string]uint64{}, InputLosses: map[string]uint64{}}
 	if in != nil {
@@ -323,6 +327,9 @@ func (n *Node) snapshot() Ledger {
 			end = time.Now()
 		}
 		l.DurationSeconds = end.Sub(started).Seconds()
+		if !running.IsZero() {
+			l.StartupSeconds = running.Sub(started).Seconds()
+		}
 	}
 	return l
 }
