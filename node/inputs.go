@@ -30,7 +30,7 @@ func (t *tracker) status(now time.Time) InputStatus {
 	if st.Packets != t.packets {
 		t.packets, t.activity = st.Packets, now
 	}
-	return InputStatus{Packets: st.Packets, Bytes: st.Bytes, IdleSince: now.Sub(t.activity).Seconds(), Done: t.done}
+	return InputStatus{Packets: st.Packets, Bytes: st.Bytes, IdleSeconds: now.Sub(t.activity).Seconds(), Done: t.done}
 }
 
 func (t *tracker) setDone() {
@@ -127,7 +127,7 @@ func (e inputError) Unwrap() error { return e.err }
 func (r *runningInputs) allIdle(d time.Duration) bool {
 	now := time.Now()
 	for _, t := range r.trackers {
-		if st := t.status(now); !st.Done && time.Duration(st.IdleSince*float64(time.Second)) < d {
+		if st := t.status(now); !st.Done && time.Duration(st.IdleSeconds*float64(time.Second)) < d {
 			return false
 		}
 	}
@@ -164,7 +164,7 @@ func (r *runningInputs) settle(ctx context.Context) {
 			now, settled := time.Now(), true
 			for _, t := range r.trackers {
 				st := t.status(now)
-				settled = settled && (!t.emulated || st.Done || st.IdleSince >= settleIdle.Seconds())
+				settled = settled && (!t.emulated || st.Done || st.IdleSeconds >= settleIdle.Seconds())
 			}
 			if settled {
 				return

@@ -48,7 +48,6 @@ var metricDefs = []metricDef{
 	{"sluice_stored_bytes_total", "Bytes of the events acknowledged by the store.", nil},
 	{"sluice_events_replaced_total", "Stored events that replaced an event already stored under the same run and event id.", nil},
 	{"sluice_events_dropped_total", "Events kept by the chain that could not be stored, by reason.", []string{"reason"}},
-	{"sluice_builder_buffered_bytes", "Payload bytes held by the event builder.", nil},
 	{"sluice_queue_batches", "Event batches waiting for the trigger chain.", nil},
 	{"sluice_queue_capacity_batches", "Bound of the queue of event batches before the trigger chain.", nil},
 	{"sluice_queue_bytes", "Payload bytes of the event batches waiting for the trigger chain.", nil},
@@ -125,7 +124,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_events_replaced_total", l.EventsReplaced)
 	byReason("sluice_events_dropped_total", l.EventsDropped)
 	b := s.Buffers
-	gauge("sluice_builder_buffered_bytes", float64(b.BuilderBufferedBytes))
 	gauge("sluice_queue_batches", float64(b.QueueBatches))
 	gauge("sluice_queue_capacity_batches", float64(b.QueueCapacity))
 	gauge("sluice_queue_bytes", float64(b.QueueBytes))
@@ -133,7 +131,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, in := range s.Inputs {
 		counter("sluice_input_received_bytes_total", in.Bytes, in.URI)
 		counter("sluice_input_packets_total", in.Packets, in.URI)
-		gauge("sluice_input_idle_seconds", in.IdleSince, in.URI)
+		gauge("sluice_input_idle_seconds", in.IdleSeconds, in.URI)
 	}
 	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
 	gauge("sluice_deferred_backlog_events", float64(s.Store.DeferredBacklog))

@@ -34,8 +34,9 @@ type Options struct {
 	// Open opens the run's parts (store, chains, inputs, emulators) once
 	// the node is configured; reg receives their metrics. Default OpenParts.
 	Open func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error)
-	// Allocator for the Arrow batches of the builder and the row selection
-	// (default: a pooling allocator).
+	// Allocator for the Arrow data the node itself makes: the rows of a
+	// batch selected for one store stream and replaced status columns
+	// (default: Go's allocator). The builder uses its own pooling one.
 	Allocator memory.Allocator
 }
 

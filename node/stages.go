@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/compute/exec"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/schemas"
@@ -366,7 +367,7 @@ func selectRows(ctx context.Context, rec arrow.RecordBatch, rows []int, mem memo
 	}
 	mask := b.NewBooleanArray()
 	defer mask.Release()
-	return compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+	return compute.FilterRecordBatch(exec.WithAllocator(ctx, mem), rec, mask, compute.DefaultFilterOptions())
 }
 
 // withStatus returns rec with its status column replaced by the verdicts'

@@ -34,20 +34,19 @@ type Rates struct {
 // Buffers is the occupancy of the bounded stages between the inputs and
 // the store.
 type Buffers struct {
-	BuilderBufferedBytes int64  `json:"builder_buffered_bytes"`
-	QueueBatches         int    `json:"queue_batches"`          // batches waiting for the trigger chain
-	QueueCapacity        int    `json:"queue_capacity_batches"` // bound of that queue
-	QueueBytes           int64  `json:"queue_bytes"`            // payload bytes of those batches
-	MemoryBudgetBytes    uint64 `json:"memory_budget_bytes"`
+	QueueBatches      int    `json:"queue_batches"`          // batches waiting for the trigger chain
+	QueueCapacity     int    `json:"queue_capacity_batches"` // bound of that queue
+	QueueBytes        int64  `json:"queue_bytes"`            // payload bytes of those batches
+	MemoryBudgetBytes uint64 `json:"memory_budget_bytes"`
 }
 
 // InputStatus is one readout input.
 type InputStatus struct {
-	URI       string  `json:"uri"`
-	Packets   uint64  `json:"packets"`
-	Bytes     uint64  `json:"bytes"`
-	IdleSince float64 `json:"idle_seconds"` // since the last packet
-	Done      bool    `json:"done"`         // a finite input that reached its end
+	URI         string  `json:"uri"`
+	Packets     uint64  `json:"packets"`
+	Bytes       uint64  `json:"bytes"`
+	IdleSeconds float64 `json:"idle_seconds"` // since the last packet
+	Done        bool    `json:"done"`         // a finite input that reached its end
 }
 
 // PluginStatus is one trigger stage's plugin processes.
