@@ -135,8 +135,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if a := n.cfg.HTTP.Address; a != "off" {
 		srv, err := startHTTP(a, newHTTPHandler(n.reg, n), n.log)
 		if err != nil {
-			_ = n.rc.advance(StateStopped)
-			return Ledger{}, fmt.Errorf("http: %w", err)
+			return n.failedStart(nil, fmt.Errorf("http: %w", err))
 		}
 		n.mu.Lock()
 		n.httpSrv = srv
@@ -146,12 +145,11 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	}
 	parts, err := n.opts.Open(ctx, n.cfg, n.reg, n.log)
 	if err != nil {
-		_ = n.rc.advance(StateStopped)
-		return Ledger{}, err
+		return n.failedStart(nil, err)
 	}
 	groups, err := n.cfg.Groups()
 	if err != nil {
-		return Ledger{}, err
+		return n.failedStart(parts, err)
 	}
 	b, err := builder.New(builder.Config{
 		Mode:             schemas.Mode(n.cfg.Builder.Mode),
@@ -166,9 +164,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		BatchLatency:     n.cfg.Builder.BatchLatency,
 	})
 	if err != nil {
-		closeParts(parts)
-		_ = n.rc.advance(StateStopped)
-		return Ledger{}, err
+		return n.failedStart(parts, err)
 	}
 	n.mu.Lock()
 	n.parts, n.builder = parts, b
@@ -262,6 +258,19 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	n.final = &l
 	n.mu.Unlock()
 	return l
+}
+
+// failedStart ends a run that failed before its inputs opened: what was
+// opened is closed, and the ledger is empty (nothing was received, so
+// nothing was lost).
+func (n *Node) failedStart(parts *Parts, err error) (Ledger, error) {
+	if parts != nil {
+		closeParts(parts)
+	}
+	_ = n.rc.advance(StateStopped)
+	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run}
+	l.Check(true)
+	return l, err
 }
 
 // result is the run's error: the errors recorded, and an unbalanced ledger.

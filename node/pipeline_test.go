@@ -489,3 +489,13 @@ func TestDeferKey(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedStartClosesWhatOpened(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Builder.MaxOpenEvents = -1 // the builder refuses it after the parts opened
+	chain := &fakeChain{}
+	l, err, n := runNode(t, cfg, &Parts{Inputs: []readout.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
+	if err == nil || !chain.closed || n.Status().State != StateStopped || !l.Balanced || l.FragmentsReceived != 0 {
+		t.Fatalf("err %v, chain closed %v, state %v, ledger %+v", err, chain.closed, n.Status().State, l)
+	}
+}
