@@ -144,7 +144,8 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 	return out, nil
 }
 
-// Close stops every plugin process and removes the shared-memory regions.
+// Close stops every plugin process and removes the shared-memory regions;
+// it waits for batches in flight. The Arena, if any, is the caller's to close.
 func (c *Chain) Close() {
 	for _, s := range c.stages {
 		s.close()

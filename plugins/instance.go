@@ -149,22 +149,17 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 			return nil
 		}
 	}
-	need := wire.StreamSize(rec)
 	if in.cfg.inline {
-		if len(in.inbuf) < need {
-			in.inbuf = make([]byte, need)
-		}
-		n, err := wire.EncodeBatch(in.inbuf, rec, in.cfg.mem)
-		if err != nil {
-			return err
-		}
-		req.Batch, in.sentBy = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}, transportInline
-		return nil
+		return in.placeInline(rec, req)
 	}
+	need := wire.StreamSize(rec)
 	for {
 		if in.region == nil || len(in.region.Data) < need {
 			if err := in.growRegion(need); err != nil {
-				return err
+				// No shared memory to be had (e.g. /dev/shm full): the batch
+				// still goes, inside the request.
+				in.cfg.log.Warn("no shared-memory region for a batch; sending it in the request", "stage", in.cfg.stage, "plugin_path", in.cfg.path, "bytes", need, "error", err)
+				return in.placeInline(rec, req)
 			}
 		}
 		n, err := wire.EncodeBatch(in.region.Data, rec, in.cfg.mem)
@@ -181,6 +176,20 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 		in.sentBy = transportRegion
 		return nil
 	}
+}
+
+// placeInline writes rec's IPC stream into a reused buffer carried in the
+// request.
+func (in *instance) placeInline(rec arrow.RecordBatch, req *pluginpb.DecideRequest) error {
+	if need := wire.StreamSize(rec); len(in.inbuf) < need {
+		in.inbuf = make([]byte, need)
+	}
+	n, err := wire.EncodeBatch(in.inbuf, rec, in.cfg.mem)
+	if err != nil {
+		return err
+	}
+	req.Batch, in.sentBy = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}, transportInline
+	return nil
 }
 
 func (in *instance) growRegion(need int) error {
