@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -44,24 +45,25 @@ bar with rate and ETA is shown on a terminal, plain lines every second
 otherwise. A summary that does not balance exits with status 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(file, true)
+			cfg, err := loadConfig(file, func(cfg *config.Config) error {
+				if len(stages) > 0 {
+					cfg.Replay.Stages = stages
+				}
+				if store != "" {
+					cfg.Store.Path = store
+				}
+				if cmd.Flags().Changed("rate") {
+					cfg.Replay.Rate = rate
+				}
+				// Replay works on an existing store; opening a missing one
+				// would create it empty and replay nothing.
+				if _, err := os.Stat(cfg.Store.Path); err != nil {
+					return fmt.Errorf("store %s: %w (run `sluice run` first, or give --store)", cfg.Store.Path, err)
+				}
+				return nil
+			})
 			if err != nil {
 				return err
-			}
-			if len(stages) > 0 {
-				cfg.Replay.Stages = stages
-				if err := cfg.Validate(); err != nil {
-					return &exitError{code: exitConfig, err: fmt.Errorf("--stages: %w", err)}
-				}
-			}
-			if store != "" {
-				cfg.Store.Path = store
-			}
-			if cmd.Flags().Changed("rate") {
-				cfg.Replay.Rate = rate
-			}
-			if cfg.Replay.Rate < 0 {
-				return &exitError{code: exitConfig, err: fmt.Errorf("--rate %v: want events per second >= 0", cfg.Replay.Rate)}
 			}
 			sel, err := parseSelection(runs, events)
 			if err != nil {

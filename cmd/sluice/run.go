@@ -42,21 +42,23 @@ with --summary-json); a ledger that does not balance exits with status 2, a
 configuration with problems with status 3.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(file, true)
+			cfg, err := loadConfig(file, func(cfg *config.Config) error {
+				if cmd.Flags().Changed("run") {
+					if runNumber < 0 || runNumber > 1<<32-1 {
+						return fmt.Errorf("--run %d: want a run number 0..4294967295", runNumber)
+					}
+					cfg.Run = uint32(runNumber)
+				}
+				if httpAddr != "" {
+					cfg.HTTP.Address = httpAddr
+				}
+				if store != "" {
+					cfg.Store.Path = store
+				}
+				return nil
+			})
 			if err != nil {
 				return err
-			}
-			if cmd.Flags().Changed("run") {
-				if runNumber < 0 || runNumber > 1<<32-1 {
-					return &exitError{code: exitConfig, err: fmt.Errorf("--run %d: want a run number 0..4294967295", runNumber)}
-				}
-				cfg.Run = uint32(runNumber)
-			}
-			if httpAddr != "" {
-				cfg.HTTP.Address = httpAddr
-			}
-			if store != "" {
-				cfg.Store.Path = store
 			}
 			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
 			applyMemoryLimit(cfg)
@@ -89,16 +91,24 @@ configuration with problems with status 3.`,
 	return cmd
 }
 
-// loadConfig loads and validates file; with preflight it also checks the
-// files the config names. Problems exit with exitConfig.
-func loadConfig(file string, preflight bool) (*config.Config, error) {
+// loadConfig loads and validates file, lets override apply command-line
+// settings, validates again and checks the files the config names
+// (preflight). Any problem exits with exitConfig before anything opens.
+func loadConfig(file string, override func(*config.Config) error) (*config.Config, error) {
 	cfg, err := config.Load(file)
-	if err == nil && preflight {
-		if err = cfg.Preflight(); err != nil {
-			err = fmt.Errorf("%s: %w", file, err)
+	if err == nil && override != nil {
+		if err = override(cfg); err == nil {
+			err = cfg.Validate()
 		}
 	}
+	if err == nil {
+		err = cfg.Preflight()
+	}
 	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) && ce.File == "" {
+			ce.File = file
+		}
 		return nil, &exitError{code: exitConfig, err: err}
 	}
 	return cfg, nil

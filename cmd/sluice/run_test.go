@@ -99,12 +99,25 @@ replay: {rate: -5}
 	}
 }
 
-func TestReplayNeedsAStage(t *testing.T) {
-	file, _ := writeConfig(t, "")
+func TestReplayNeedsAStoreAndAStage(t *testing.T) {
+	file, store := writeConfig(t, "")
 	_, err := run(t, "replay", "--config", file)
 	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "run `sluice run` first") {
+		t.Fatalf("missing store: got %v", err)
+	}
+	if _, serr := os.Stat(store); !os.IsNotExist(serr) {
+		t.Fatal("replay created the missing store")
+	}
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "replay", "--config", file)
 	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "no trigger stage") {
 		t.Fatalf("got %v", err)
+	}
+	if _, err := run(t, "replay", "--config", file, "--rate", "-1"); err == nil || !strings.Contains(err.Error(), "replay.rate: -1") {
+		t.Fatalf("negative --rate: %v", err)
 	}
 	if _, err := run(t, "replay", "--config", file, "--runs", "9-3"); err == nil || !strings.Contains(err.Error(), "--runs") {
 		t.Fatalf("bad --runs accepted: %v", err)
