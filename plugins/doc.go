@@ -27,7 +27,7 @@
 // Typical use by the node:
 //
 //	arena, _ := plugins.NewArena(512 << 20)
-//	b, _ := builder.New(builder.Config{..., Allocator: arena})
+//	b, _ := builder.New(builder.Config{..., Allocator: arena.Unzeroed()})
 //	chain, err := plugins.NewChain(ctx, plugins.Config{
 //		Stages:     []plugins.StageConfig{{Name: "hlt", Plugin: "bin/plugins/l0calo", Instances: 2}},
 //		Options:    plugins.Options{Arena: arena, Logger: log},

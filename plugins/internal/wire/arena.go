@@ -44,7 +44,29 @@ func NewArena(dir string, size int) (*Arena, error) {
 
 // Allocate returns size zeroed bytes, 64-byte aligned, from the region if a
 // free span is large enough, else from the Go heap.
-func (a *Arena) Allocate(size int) []byte {
+func (a *Arena) Allocate(size int) []byte { return a.allocate(size, true) }
+
+// Unzeroed returns an allocator over the same arena whose allocations are
+// not cleared (as with the builder's own pool): for code that writes every
+// byte it allocates, like the event builder, it saves a pass over the
+// memory. Arrow's array builders clear their validity bitmaps themselves.
+func (a *Arena) Unzeroed() memory.Allocator { return unzeroed{a} }
+
+type unzeroed struct{ a *Arena }
+
+func (u unzeroed) Allocate(size int) []byte { return u.a.allocate(size, false) }
+func (u unzeroed) Free(b []byte)            { u.a.Free(b) }
+func (u unzeroed) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		return b[:size]
+	}
+	nb := u.a.allocate(size, false)
+	copy(nb, b)
+	u.a.Free(b)
+	return nb
+}
+
+func (a *Arena) allocate(size int, zero bool) []byte {
 	n := (size + arenaAlign - 1) &^ (arenaAlign - 1)
 	if n == 0 {
 		n = arenaAlign
@@ -60,7 +82,9 @@ func (a *Arena) Allocate(size int) []byte {
 		}
 		a.mu.Unlock()
 		b := a.Data[s.start : s.start+n : s.start+n]
-		clear(b) // reused memory: Arrow expects zeroed allocations
+		if zero {
+			clear(b) // reused memory; Arrow's allocators return zeroed memory
+		}
 		return b[:size]
 	}
 	a.mu.Unlock()

@@ -100,6 +100,35 @@ func TestArena(t *testing.T) {
 	}
 }
 
+// TestUnzeroed: the unzeroed view allocates from the same region without
+// clearing; the zeroing allocator clears reused memory.
+func TestUnzeroed(t *testing.T) {
+	a, err := NewArena(t.TempDir(), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	u := a.Unzeroed()
+	b := u.Allocate(100)
+	b[50] = 7
+	u.Free(b)
+	if b = u.Allocate(100); b[50] != 7 {
+		t.Fatal("unzeroed allocation was cleared (or moved)")
+	}
+	b = u.Reallocate(3000, b)
+	if off, ok := a.Offset(b); !ok || off != 128 || b[50] != 7 {
+		t.Fatalf("reallocation at %d (%v) lost the data", off, ok)
+	}
+	u.Free(b)
+	if b = a.Allocate(100); b[50] != 0 {
+		t.Fatal("zeroing allocation returned old data")
+	}
+	a.Free(b)
+	if a.FreeBytes() != 4096 {
+		t.Fatalf("%d bytes free", a.FreeBytes())
+	}
+}
+
 // TestLayoutRoundTrip builds a batch in an arena and reads it back from its
 // layout over the region; a batch outside the arena has no layout.
 func TestLayoutRoundTrip(t *testing.T) {
