@@ -22,8 +22,8 @@ import (
 )
 
 // buildAndDecide feeds fragments to the event builder, whose batches (built
-// in arena) go through the chain as they come; it returns every event's
-// result and the builder's batches' events in process order.
+// with mem, an arena) go through the chain as they come; it returns the
+// chain's result and inproc's result for every event, by event id.
 func buildAndDecide(t *testing.T, mem memory.Allocator, groups []schemas.SourceGroup, c *plugins.Chain,
 	feed func(add func(schemas.Fragment)), inproc func(*schemas.EventBatch) []sdk.Result) (map[uint64]plugins.Result, map[uint64]sdk.Result) {
 	t.Helper()
