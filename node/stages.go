@@ -71,6 +71,15 @@ type batch struct {
 	rec      arrow.RecordBatch
 	size     int64 // bytes held in the byteGate
 	verdicts []Verdict
+	writes   []write // what to store, prepared by the decide worker
+}
+
+// write is the part of a decided batch that goes to one store stream.
+type write struct {
+	stream storage.Stream
+	rec    arrow.RecordBatch // the batch's rows for this stream
+	events *schemas.EventBatch
+	meta   []storage.RowMeta
 }
 
 // forward moves batches from the builder into the bounded queue until the
@@ -122,6 +131,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 	for b := range n.queue {
 		if n.parts.Chain == nil {
 			b.verdicts = deferAll(b.rec, ReasonNoOnlineStage, 0)
+			n.prepare(ctx, &b)
 			out <- b
 			continue
 		}
@@ -142,6 +152,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			n.fail(fmt.Errorf("trigger chain: %w", err))
 			b.verdicts = deferAll(b.rec, "trigger chain failed: "+err.Error(), schemas.StatusTriggerError)
 		}
+		n.prepare(ctx, &b)
 		out <- b
 	}
 }
@@ -197,18 +208,11 @@ type pendingAck struct {
 	bytes    int64
 }
 
-// store writes each decided batch: accepted rows to the accepted stream,
-// deferred rows to the deferred stream; rejected rows are only counted.
-func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAck) {
-	defer close(acks)
-	for b := range in {
-		n.storeBatch(ctx, b, acks)
-		n.gate.release(b.size)
-		b.rec.Release()
-	}
-}
-
-func (n *Node) storeBatch(ctx context.Context, b batch, acks chan<- pendingAck) {
+// prepare counts a decided batch's decisions and prepares its writes:
+// the accepted rows for the accepted stream, the deferred ones for the
+// deferred stream (rejected rows are only counted). It runs in the decide
+// workers, in parallel, so that the store goroutine only writes.
+func (n *Node) prepare(ctx context.Context, b *batch) {
 	var acc, def []int
 	f := n.flow
 	f.mu.Lock()
@@ -251,10 +255,51 @@ func (n *Node) storeBatch(ctx context.Context, b batch, acks chan<- pendingAck) 
 		if len(part.rows) == 0 {
 			continue
 		}
-		if err := n.put(ctx, rec, b.verdicts, part.stream, part.rows, acks); err != nil {
+		w, err := n.selectWrite(ctx, rec, b.verdicts, part.stream, part.rows)
+		if err != nil {
 			n.dropKept(len(part.rows), reasonStoreError)
 			n.fail(fmt.Errorf("store %s stream: %w", part.stream, err))
+			continue
 		}
+		b.writes = append(b.writes, w)
+	}
+}
+
+// selectWrite takes rows of rec, with their trigger metadata, for stream.
+func (n *Node) selectWrite(ctx context.Context, rec arrow.RecordBatch, verdicts []Verdict, stream storage.Stream, rows []int) (write, error) {
+	sub, err := selectRows(ctx, rec, rows, n.mem)
+	if err != nil {
+		return write{}, err
+	}
+	eb, err := schemas.NewEventBatch(sub)
+	if err != nil {
+		sub.Release()
+		return write{}, err
+	}
+	meta := make([]storage.RowMeta, len(rows))
+	for k, i := range rows {
+		v := verdicts[i]
+		meta[k] = storage.RowMeta{Decision: v.Decision, Lines: v.Lines, Stage: v.Stage, Reason: v.Reason}
+		if meta[k].Decision == schemas.DecisionNone {
+			meta[k].Decision, meta[k].Reason = schemas.DecisionDefer, "undecided"
+		}
+	}
+	return write{stream: stream, rec: sub, events: eb, meta: meta}, nil
+}
+
+// store writes the prepared parts of each decided batch, in order.
+func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAck) {
+	defer close(acks)
+	for b := range in {
+		for _, w := range b.writes {
+			if err := n.put(ctx, w, acks); err != nil {
+				n.dropKept(len(w.meta), reasonStoreError)
+				n.fail(fmt.Errorf("store %s stream: %w", w.stream, err))
+			}
+			w.rec.Release()
+		}
+		n.gate.release(b.size)
+		b.rec.Release()
 	}
 }
 
@@ -265,29 +310,13 @@ func lineName(stage string, names []string, bit int) string {
 	return fmt.Sprintf("%s/line%d", stage, bit)
 }
 
-// put writes rows of rec to stream. While the disk budget refuses writes it
-// waits for the store to become writable again: the pipeline stalls and the
-// readout is throttled, nothing is dropped.
-func (n *Node) put(ctx context.Context, rec arrow.RecordBatch, verdicts []Verdict, stream storage.Stream, rows []int, acks chan<- pendingAck) error {
-	sub, err := selectRows(ctx, rec, rows, n.mem)
-	if err != nil {
-		return err
-	}
-	defer sub.Release()
-	eb, err := schemas.NewEventBatch(sub)
-	if err != nil {
-		return err
-	}
-	meta := make([]storage.RowMeta, len(rows))
-	for k, i := range rows {
-		v := verdicts[i]
-		meta[k] = storage.RowMeta{Decision: v.Decision, Lines: v.Lines, Stage: v.Stage, Reason: v.Reason}
-		if meta[k].Decision == schemas.DecisionNone {
-			meta[k].Decision, meta[k].Reason = schemas.DecisionDefer, "undecided"
-		}
-	}
+// put writes w. While the disk budget refuses writes it waits for the
+// store to become writable again: the pipeline stalls and the readout is
+// throttled, nothing is dropped.
+func (n *Node) put(ctx context.Context, w write, acks chan<- pendingAck) error {
+	stream := w.stream
 	for {
-		ack, err := n.parts.Store.Put(stream, eb, meta)
+		ack, err := n.parts.Store.Put(stream, w.events, w.meta)
 		if err == nil {
 			if ack.Replaced > 0 {
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",

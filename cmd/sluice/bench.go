@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -115,15 +114,11 @@ as the baseline, with the ratio.`,
 					events, eventBytes, sources, packing, cfg.Trigger.Stages[0].Params["prescale"])
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
 			r, err := runBench(cmd.Context(), cfg)
 			if err != nil {

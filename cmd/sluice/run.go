@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ const (
 func newRunCmd() *cobra.Command {
 	var (
 		file, summary, httpAddr, store string
+		cpuProfile                     string
 		runNumber                      int64
 	)
 	cmd := &cobra.Command{
@@ -62,6 +64,13 @@ configuration with problems with status 3.`,
 			}
 			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
 			applyMemoryLimit(cfg)
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
 			if err != nil {
 				return err
@@ -87,6 +96,7 @@ configuration with problems with status 3.`,
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
 	cmd.Flags().StringVar(&store, "store", "", "event store directory (overrides store.path)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node process to this file")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
@@ -112,6 +122,19 @@ func loadConfig(file string, override func(*config.Config) error) (*config.Confi
 		return nil, &exitError{code: exitConfig, err: err}
 	}
 	return cfg, nil
+}
+
+// startCPUProfile starts a CPU profile into file; stop ends it.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // memoryLimitHeadroom is what the Go heap may hold beyond the memory budget

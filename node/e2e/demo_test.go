@@ -32,7 +32,7 @@ func demoConfig(t *testing.T, loop string) (file, store string) {
 	store = filepath.Join(t.TempDir(), "store")
 	text := string(b)
 	for old, repl := range map[string]string{
-		"loop: 1200":              "loop: " + loop,
+		"loop: 1800":              "loop: " + loop,
 		"path: ./data":            "path: " + store,
 		"bin/plugins/":            filepath.Join(bin, "plugins") + "/",
 		"address: 127.0.0.1:9464": "address: 127.0.0.1:0",
