@@ -92,9 +92,6 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// Registry is the node's Prometheus registry.
-func (n *Node) Registry() *prometheus.Registry { return n.reg }
-
 // HTTPAddr is the address the HTTP endpoint listens on ("" when off or
 // not started yet).
 func (n *Node) HTTPAddr() string {
@@ -170,7 +167,13 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	n.parts, n.builder = parts, b
 	n.mu.Unlock()
 	l := n.pipeline(ctx, parts, b)
-	return l, n.result(&l)
+	err = n.result(&l)
+	if err != nil {
+		n.log.Error("run ended", "ledger", l.String(), "err", err)
+	} else {
+		n.log.Info("run ended", "ledger", l.String())
+	}
+	return l, err
 }
 
 // pipeline runs the stages from running to stopped.

@@ -197,9 +197,6 @@ type Log struct {
 	RateInterval time.Duration `yaml:"rate_interval"`
 }
 
-// ModeValue returns the builder mode as the schemas type.
-func (b Builder) ModeValue() schemas.Mode { return schemas.Mode(b.Mode) }
-
 // Groups parses the source groups (call after Validate succeeded).
 func (c *Config) Groups() ([]schemas.SourceGroup, error) {
 	out := make([]schemas.SourceGroup, 0, len(c.Sources))
