@@ -96,7 +96,8 @@ log: {format: json}
 	// run's deferred events minus those replayed (accepted ones moved to
 	// the accepted stream with the replayed status, the others removed).
 	st := storeStat(t, store)
-	if st["deferred"] >= l.EventsStoredDeferred || st["deferred"] < l.EventsStoredDeferred-500 {
+	// Replay only ever saw the first burst's ~500 deferred events.
+	if st["deferred"] >= l.EventsStoredDeferred || st["deferred"]+650 < l.EventsStoredDeferred {
 		t.Fatalf("store %v after a partial inter-fill replay of a run that deferred %d", st, l.EventsStoredDeferred)
 	}
 	if st["accepted"] <= l.EventsStoredAccepted {
