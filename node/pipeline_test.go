@@ -499,3 +499,57 @@ func TestFailedStartClosesWhatOpened(t *testing.T) {
 		t.Fatalf("err %v, chain closed %v, state %v, ledger %+v", err, chain.closed, n.Status().State, l)
 	}
 }
+
+// budgetStore refuses the first puts for the disk budget, then becomes
+// writable again after a while, as the store's guard does.
+type budgetStore struct {
+	eventStore
+	mu       sync.Mutex
+	refusals int
+	writable chan struct{}
+	refused  int
+}
+
+func (s *budgetStore) Put(stream storage.Stream, b *schemas.EventBatch, rows []storage.RowMeta) (storage.Ack, error) {
+	s.mu.Lock()
+	if s.refused < s.refusals {
+		s.refused++
+		s.mu.Unlock()
+		return storage.Ack{}, &storage.DiskBudgetError{Dir: "x", Need: 1, Free: 0, MinFree: 1}
+	}
+	s.mu.Unlock()
+	return s.eventStore.Put(stream, b, rows)
+}
+
+func (s *budgetStore) Writable() <-chan struct{} { return s.writable }
+
+func TestDiskBudgetHoldsThePipeline(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	in := &fakeInput{sources: []uint32{0}, events: 200}
+	writable := make(chan struct{})
+	time.AfterFunc(150*time.Millisecond, func() { close(writable) })
+	var bs *budgetStore
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Allocator: mem,
+		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+			st, err := OpenStore(cfg, reg)
+			if err != nil {
+				return nil, err
+			}
+			bs = &budgetStore{eventStore: st, refusals: 3, writable: writable}
+			return &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Store: bs}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := n.Run(context.Background())
+	mem.AssertSize(t, 0)
+	if err != nil || !l.Balanced || l.EventsStored != 200 || sum(l.EventsDropped) != 0 || bs.refused != 3 {
+		t.Fatalf("err %v, refused %d, ledger %+v", err, bs.refused, l)
+	}
+	if time.Since(start) < 150*time.Millisecond {
+		t.Fatal("the pipeline did not wait for the store to become writable")
+	}
+}
