@@ -553,3 +553,20 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 		t.Fatal("the pipeline did not wait for the store to become writable")
 	}
 }
+
+// TestTimesliceMode: fragments keyed by timestamps (ns) are built into
+// timeslices of the configured length.
+func TestTimesliceMode(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
+	cfg.Builder.Mode = "timeslice"
+	cfg.Builder.SliceDuration = 100 * time.Nanosecond
+	in := &fakeInput{sources: []uint32{0, 1}, events: 1000, packing: 50}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil)
+	if err != nil || !l.Balanced {
+		t.Fatal(err, l)
+	}
+	if l.EventsBuilt != 10 || l.FragmentsInEvents != 2000 || l.EventsStoredDeferred != 10 {
+		t.Fatalf("want 10 timeslices of 200 fragments, ledger %+v", l)
+	}
+}
