@@ -161,7 +161,7 @@ func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, p
 node: {id: bench}
 inputs:
   - uri: shm://sluice-bench-%d
-    emulator: {from: %q, loop: %d, ring_size: 32MiB}
+    emulator: {from: %q, loop: %d, ring_size: 16MiB}
 sources: [{name: tracker, sources: "0-%d"}]
 builder: {batch_events: 64, memory_budget: %q}
 trigger:
