@@ -21,9 +21,10 @@ type pluginChain struct {
 
 // NewChain starts the plugin processes of stages, in order, with their
 // parameters, prescales and deferral policies; metrics go to reg (nil:
-// none). On error nothing is left running and the error names the stage
-// and the binary.
-func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registerer, log *slog.Logger) (Decider, error) {
+// none). Batches built in arena (nil: none) reach the plugins without a
+// copy. On error nothing is left running and the error names the stage and
+// the binary.
+func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registerer, log *slog.Logger, arena *plugins.Arena) (Decider, error) {
 	sc := make([]plugins.StageConfig, len(stages))
 	for i, s := range stages {
 		pre := make(map[string]uint64, len(s.Prescales))
@@ -36,7 +37,7 @@ func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registe
 			Deferral: plugins.Deferral{Fraction: s.Deferral.Fraction, Backlog: s.Deferral.Backlog},
 		}
 	}
-	c, err := plugins.NewChain(ctx, plugins.Config{Stages: sc, Options: plugins.Options{Logger: log}, Registerer: reg})
+	c, err := plugins.NewChain(ctx, plugins.Config{Stages: sc, Options: plugins.Options{Logger: log, Arena: arena}, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		MaxBufferedBytes: int64(n.cfg.Builder.MemoryBudget / 2),
 		BatchEvents:      n.cfg.Builder.BatchEvents,
 		BatchLatency:     n.cfg.Builder.BatchLatency,
+		Allocator:        parts.BatchAllocator,
 	})
 	if err != nil {
 		return n.failedStart(parts, err)

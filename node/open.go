@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -35,20 +36,33 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	if p.DeferredAtStart, err = countDeferred(st, storage.Selection{}); err != nil {
 		return fail(err)
 	}
-	if stages := cfg.OnlineStages(); len(stages) > 0 {
-		c, err := NewChain(ctx, stages, reg, log)
-		if err != nil {
-			return fail(err)
+	replay := cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0
+	var arena *plugins.Arena
+	if stages := cfg.OnlineStages(); len(stages) > 0 || replay {
+		// The builder builds its batches in this shared memory, which every
+		// plugin maps once: batches reach the plugins without a copy. It
+		// holds what the memory budget allows (when full, batches fall back
+		// to the heap and are copied to the plugins).
+		if arena, err = plugins.NewArena(int(cfg.Builder.MemoryBudget)); err != nil {
+			return fail(fmt.Errorf("plugin arena: %w", err))
 		}
-		p.Chain = c
+		p.BatchAllocator = arena.Unzeroed()
+		p.Close = func() { _ = arena.Close() }
+		if len(stages) > 0 {
+			c, err := NewChain(ctx, stages, reg, log, arena)
+			if err != nil {
+				return fail(err)
+			}
+			p.Chain = c
+		}
 	}
-	if cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0 {
+	if replay {
 		p.ReplayStore = st
 		p.NewReplayChain = func(ctx context.Context) (Decider, error) {
 			// The replay stages' metrics would collide with the online
 			// stages' on one registry; inter-fill replay is visible through
 			// sluice_replay_* instead.
-			return NewChain(ctx, cfg.ReplayStages(), nil, log.With("replay", true))
+			return NewChain(ctx, cfg.ReplayStages(), nil, log.With("replay", true), arena)
 		}
 	}
 	groups, err := cfg.Groups()

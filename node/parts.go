@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/readout"
@@ -65,7 +66,11 @@ type Parts struct {
 	// when none).
 	Emulators []func(ctx context.Context) error
 	Chain     Decider // nil: no online stage, every event is deferred
-	Store     eventStore
+	// BatchAllocator is where the builder builds its batches (nil: its own
+	// pool); OpenParts gives it the plugins' shared-memory arena so that
+	// batches reach the plugins without a copy.
+	BatchAllocator memory.Allocator
+	Store          eventStore
 	// DeferredAtStart is the number of events in the store's deferred
 	// stream when the run started (for the deferred backlog).
 	DeferredAtStart uint64

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -17,6 +19,9 @@ type ReplayOptions struct {
 	Selection   storage.Selection // runs and event ids to replay (zero: all)
 	Rate        float64           // events per second at most (0: unlimited)
 	BatchEvents int               // events per batch (default 256)
+	// Mem allocates the replayed batches (default: Go's allocator); give
+	// the replay chain's arena so they reach the plugins without a copy.
+	Mem memory.Allocator
 	// Progress, when set, is called after each committed batch.
 	Progress func(ReplaySummary)
 }
@@ -68,7 +73,7 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 	if s.Selected, err = countDeferred(st, opts.Selection); err != nil {
 		return s, err
 	}
-	cur, err := st.NewCursor(storage.Deferred, storage.CursorOptions{Selection: opts.Selection, BatchSize: opts.BatchEvents})
+	cur, err := st.NewCursor(storage.Deferred, storage.CursorOptions{Selection: opts.Selection, BatchSize: opts.BatchEvents, Mem: opts.Mem})
 	if err != nil {
 		return s, err
 	}

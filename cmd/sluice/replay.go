@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -84,7 +85,14 @@ otherwise. A summary that does not balance exits with status 2.`,
 				return err
 			}
 			defer st.Close()
-			chain, err := node.NewChain(ctx, rs, nil, log)
+			// Replayed batches are built in shared memory the plugins map,
+			// so they reach them without a copy.
+			arena, err := plugins.NewArena(replayArenaBytes)
+			if err != nil {
+				return err
+			}
+			defer arena.Close()
+			chain, err := node.NewChain(ctx, rs, nil, log, arena)
 			if err != nil {
 				return err
 			}
@@ -92,7 +100,7 @@ otherwise. A summary that does not balance exits with status 2.`,
 
 			p := newReplayProgress(cmd.ErrOrStderr())
 			s, err := node.Replay(ctx, st, chain, node.ReplayOptions{
-				Selection: sel, Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents, Progress: p.update,
+				Selection: sel, Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents, Progress: p.update, Mem: arena,
 			})
 			p.finish(s)
 			if errors.Is(err, context.Canceled) {
@@ -117,6 +125,10 @@ otherwise. A summary that does not balance exits with status 2.`,
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
+
+// replayArenaBytes is the shared memory replayed batches are built in: a
+// few batches of the cursor's 64 MiB at most.
+const replayArenaBytes = 256 << 20
 
 // parseSelection turns --runs and --events ("N" or "FIRST-LAST") into a
 // storage selection.
