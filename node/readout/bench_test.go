@@ -3,6 +3,7 @@ package readout
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/benchratio"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -80,6 +82,7 @@ func benchChild(args []string) int {
 			pkts = append(pkts, benchMFP(uint32(i), benchPacket))
 		}
 		raw := make([]byte, benchPacket)
+		events := make([]uint64, 4) // next event id per sender: events complete across the 4 sources
 		handle = func(verb string, n int) error {
 			var wg sync.WaitGroup
 			errs := make([]error, 4)
@@ -90,6 +93,8 @@ func benchChild(args []string) int {
 					defer wg.Done()
 					for range k {
 						if verb == "s" {
+							binary.LittleEndian.PutUint64(pkts[i][16:], events[i]) // first_event_id
+							events[i]++
 							errs[i] = senders[i].Send(ctx, pkts[i])
 						} else {
 							_, errs[i] = raws[i].Write(raw)
@@ -311,6 +316,45 @@ func BenchmarkShmRingSameProcess(b *testing.B) {
 // over 4 connections with the same socket buffers between the same two
 // processes, read into a reused 64 KiB buffer.
 func BenchmarkTCPInput(b *testing.B) {
+	sink := newCountSink()
+	benchTCP(b, sink, func(n int) func() {
+		sink.expect(n)
+		return func() { <-sink.reached }
+	})
+}
+
+// BenchmarkTCPInputBuilder is BenchmarkTCPInput with the event builder as
+// the sink: each packet is one source's fragment of an event built from the
+// 4 connections, copied once into an Arrow batch (whose consumer releases
+// it at once). Batches of 16 events (4 MiB) closed after 1 ms: the
+// defaults (256 events, 50 ms) make 64 MiB batches of these 256 KiB events.
+func BenchmarkTCPInputBuilder(b *testing.B) {
+	bld, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "tracker", Sources: []uint32{0, 1, 2, 3}}}, BatchEvents: 16, BatchLatency: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for rec := range bld.Batches() {
+			rec.Release()
+		}
+	}()
+	defer func() { bld.Close(context.Background()); <-drained }()
+	benchTCP(b, bld, func(n int) func() {
+		target := bld.Ledger().FragmentsIn + uint64(n)
+		return func() {
+			for bld.Ledger().FragmentsInEvents < target {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	})
+}
+
+// benchTCP runs the TCP input comparison with sink; expect(n), called
+// before n packets are sent, returns the func that waits until the sink
+// took them.
+func benchTCP(b *testing.B, sink Sink, expect func(n int) func()) {
 	const sobuf = 4 << 20
 	in, err := ListenTCP("127.0.0.1:0", Config{SocketBuffer: sobuf})
 	if err != nil {
@@ -346,7 +390,6 @@ func BenchmarkTCPInput(b *testing.B) {
 			}()
 		}
 	}()
-	sink := newCountSink()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx, sink) }()
@@ -354,9 +397,9 @@ func BenchmarkTCPInput(b *testing.B) {
 	child := startBench(b, "tcp", in.Addr().String(), plain.Addr().String(), strconv.Itoa(sobuf))
 	b.SetBytes(benchPacket)
 	benchratio.Compare(b, func(n int) {
-		sink.expect(n)
+		await := expect(n)
 		child.do(b, "s", n)
-		<-sink.reached
+		await()
 		child.wait(b)
 	}, func(n int) {
 		plainTarget.Store(plainBytes.Load() + int64(n)*benchPacket)
