@@ -301,7 +301,13 @@ func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags s
 		if ok {
 			return nil
 		}
-		if err := b.waitLocked(ctx); err != nil {
+		// While it waits (the lock released), the fragment is offered but
+		// neither open nor discarded: FragmentsWaiting keeps the ledger
+		// balanced for snapshots taken meanwhile.
+		b.led.FragmentsWaiting++
+		err := b.waitLocked(ctx)
+		b.led.FragmentsWaiting--
+		if err != nil {
 			b.discardLocked(reasonOf(err), ref)
 			return err
 		}

@@ -65,8 +65,9 @@
 // Every fragment offered is counted once in FragmentsIn, and at every
 // instant (checked by Ledger().Balanced()):
 //
-//	FragmentsIn == FragmentsInEvents + FragmentsOpen + Σ Discarded[reason]
+//	FragmentsIn == FragmentsInEvents + FragmentsOpen + FragmentsWaiting + Σ Discarded[reason]
 //
+// FragmentsWaiting counts fragments whose Add is blocked on a limit.
 // FragmentsOpen counts fragments in events not yet assembled into a batch;
 // assembly moves them to FragmentsInEvents. A timeslice overlap copy is not
 // a fragment of its own and is counted only in its core timeslice.

@@ -29,7 +29,7 @@ var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSou
 // Ledger is a consistent snapshot of the builder's counters. Fragments
 // balance at every instant:
 //
-//	FragmentsIn == FragmentsInEvents + FragmentsOpen + Discards()
+//	FragmentsIn == FragmentsInEvents + FragmentsOpen + FragmentsWaiting + Discards()
 //
 // A timeslice overlap copy is not a new fragment: it is counted once, in the
 // timeslice whose core holds it.
@@ -38,6 +38,7 @@ type Ledger struct {
 	BytesIn           uint64            // their payload bytes
 	FragmentsInEvents uint64            // fragments inside emitted events, counted when their batch is assembled
 	FragmentsOpen     uint64            // fragments held in events not yet in a batch
+	FragmentsWaiting  uint64            // fragments offered whose Add is blocked on a limit (backpressure); 0 once Adds return
 	Discarded         map[string]uint64 // by reason (Reason* constants); every reason present, 0 when none
 	EventsBuilt       uint64            // events (or timeslices) emitted
 	EventsComplete    uint64            // emitted with every expected source present
@@ -48,9 +49,10 @@ type Ledger struct {
 	BatchesBuilt      uint64            // record batches assembled
 }
 
-// Balanced reports whether FragmentsIn == FragmentsInEvents + FragmentsOpen + Discards().
+// Balanced reports whether FragmentsIn == FragmentsInEvents + FragmentsOpen +
+// FragmentsWaiting + Discards().
 func (l Ledger) Balanced() bool {
-	return l.FragmentsIn == l.FragmentsInEvents+l.FragmentsOpen+l.Discards()
+	return l.FragmentsIn == l.FragmentsInEvents+l.FragmentsOpen+l.FragmentsWaiting+l.Discards()
 }
 
 // Discards is the sum of Discarded over every reason.

@@ -174,6 +174,10 @@ func TestMaxOpenEventsBlocksAndUnblocks(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- h.b.AddFragment(ctx, frag(1, 3, "c", false, 0), nil) }()
 	waitFor(t, "the third event to block", func() bool { h.b.mu.Lock(); defer h.b.mu.Unlock(); return h.b.waiters == 1 })
+	// The ledger balances while the add is blocked: the fragment is waiting.
+	if l := h.b.Ledger(); l.FragmentsWaiting != 1 || !l.Balanced() {
+		t.Fatalf("while blocked: waiting %d, balanced %v (%+v)", l.FragmentsWaiting, l.Balanced(), l)
+	}
 	// A fragment for an open event must not block.
 	mustAdd(t, h.b, frag(2, 1, "a2", false, 0), nil)
 	if err := <-errc; err != nil {

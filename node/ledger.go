@@ -24,7 +24,7 @@ type Ledger struct {
 	FragmentsReceived  uint64            `json:"fragments_received"`
 	FragmentsInEvents  uint64            `json:"fragments_in_events"`
 	FragmentsDiscarded map[string]uint64 `json:"fragments_discarded"` // by reason ("duplicate", "late", "unknown_source", ...)
-	FragmentsOpen      uint64            `json:"fragments_open"`      // held in events not yet emitted (0 once stopped)
+	FragmentsOpen      uint64            `json:"fragments_open"`      // held in events not yet emitted, or blocked on a builder limit (0 once stopped)
 	// InputLosses are counted by the inputs before anything reached the
 	// builder (a UDP packet never received, a TCP packet cut by a
 	// disconnect, a packet that failed to decode), by "input/reason".

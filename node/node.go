@@ -325,7 +325,7 @@ func (n *Node) snapshot() Ledger {
 	if b != nil {
 		bl := b.Ledger()
 		l.FragmentsReceived, l.BytesReceived = bl.FragmentsIn, bl.BytesIn
-		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen
+		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen+bl.FragmentsWaiting
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
 		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
 		l.EventsIncomplete, l.EventsCorrupt = bl.EventsIncomplete, bl.EventsCorrupt
