@@ -68,7 +68,9 @@
 // heartbeat older than StaleAfter (default 2 s) is reported as
 // ErrWriterDead / ErrReaderDead instead of waiting forever. The reader delivers every complete packet before it reports the
 // writer dead. A reader that restarts resumes at the ack pointer, so packets
-// read but not acknowledged are read again (at-least-once delivery).
+// read but not acknowledged are read again (at-least-once delivery); a
+// writer waiting for space gives a dead reader ReaderGrace (default 5 s) to
+// be replaced before it reports ErrReaderDead.
 //
 // # TCP readout stream (version 1)
 //

@@ -259,10 +259,10 @@ func TestCrossProcessTCPAllFaults(t *testing.T) {
 func TestCrossProcessUDPAllFaults(t *testing.T) {
 	cfg := synthConfig("", 1500)
 	cfg.Faults = allFaults(0.04)
-	cfg.Rate = 20000 // events/s: well within what loopback holds without loss
+	cfg.Rate = 5000 // events/s: well within what a loaded machine under -race receives without loss
 	// A window and budget wider than any injected reorder or stall: every
 	// missing number is a drop, nothing arrives late.
-	in, err := ListenUDP("127.0.0.1:0", Config{ExpectStreams: 1, ReorderWindow: 8192, LatencyBudget: 2 * time.Second})
+	in, err := ListenUDP("127.0.0.1:0", Config{ExpectStreams: 1, ReorderWindow: 8192, LatencyBudget: 2 * time.Second, SocketBuffer: 32 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +289,8 @@ func TestCrossProcessUDPAllFaults(t *testing.T) {
 func TestCrossProcessUDPLateAfterBudget(t *testing.T) {
 	cfg := synthConfig("", 1200)
 	cfg.Faults = Faults{Stall: 0.02, StallDuration: 30 * time.Millisecond, Reorder: 0.05, ReorderWindow: 40, Drop: 0.02, Duplicate: 0.02}
-	cfg.Rate = 20000
-	in, err := ListenUDP("127.0.0.1:0", Config{ExpectStreams: 1, ReorderWindow: 16, LatencyBudget: 2 * time.Millisecond})
+	cfg.Rate = 5000
+	in, err := ListenUDP("127.0.0.1:0", Config{ExpectStreams: 1, ReorderWindow: 16, LatencyBudget: 2 * time.Millisecond, SocketBuffer: 32 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ type Stats struct {
 	WriterThrottleNs uint64
 	// CreditsOutstanding: TCP, bytes granted to senders and not yet used.
 	CreditsOutstanding int64
-	// SocketBufferBytes: TCP/UDP, SO_RCVBUF as granted by the kernel.
+	// SocketBufferBytes: TCP/UDP, SO_RCVBUF as the kernel reports it (Linux
+	// reports twice the bytes granted: the other half is its bookkeeping).
 	SocketBufferBytes int
 	// Connections: TCP connections accepted; Streams: streams ended cleanly
 	// (TCP end-of-stream frames, UDP end markers); Open: connections open.

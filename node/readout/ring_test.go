@@ -266,7 +266,7 @@ func TestRingDetectsDeadOrStalePeer(t *testing.T) {
 	})
 	t.Run("reader pid gone while writer waits", func(t *testing.T) {
 		name := ringName(t)
-		w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData})
+		w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData, ReaderGrace: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,6 +284,57 @@ func TestRingDetectsDeadOrStalePeer(t *testing.T) {
 			t.Fatalf("writer with dead reader: %v, want ErrReaderDead", err)
 		}
 	})
+}
+
+// A writer waiting on a full ring whose reader died carries on when a new
+// reader attaches within the grace period; the new reader rereads what
+// the dead one had not acknowledged.
+func TestRingWriterSurvivesReaderRestart(t *testing.T) {
+	name := ringName(t)
+	w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData, ReaderGrace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r1, err := OpenReader(name, ReaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	packet := func(i int) []byte { return binary.LittleEndian.AppendUint64(make([]byte, 0, 1000), uint64(i))[:1000] }
+	for i := range 3 { // 3 records of 1088 bytes: the 4th does not fit
+		if err := w.Write(ctx, packet(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := r1.Next(ctx); err != nil { // read, never acknowledged
+		t.Fatal(err)
+	}
+	// The reader "crashes": its pid is now that of an exited process.
+	w.m.u32(offReaderPID).Store(deadPID(t))
+	werr := make(chan error, 1)
+	go func() { werr <- w.Write(ctx, packet(3)) }()
+	time.Sleep(3 * pollInterval) // the writer sees the dead reader and waits
+	r2, err := OpenReader(name, ReaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	for want := 0; want < 4; want++ {
+		p, release, err := r2.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int(binary.LittleEndian.Uint64(p)); got != want {
+			t.Fatalf("new reader read packet %d, want %d", got, want)
+		}
+		release()
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("writer: %v, want it to carry on with the new reader", err)
+	}
 }
 
 func TestRingRejectsBadFiles(t *testing.T) {

@@ -17,7 +17,14 @@ type WriterConfig struct {
 	// HeartbeatInterval and StaleAfter: see DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
 	StaleAfter        time.Duration
+	// ReaderGrace is how long a writer waiting for space keeps waiting
+	// after its reader died, for a restarted reader to attach, before it
+	// returns ErrReaderDead (default DefaultReaderGrace).
+	ReaderGrace time.Duration
 }
+
+// DefaultReaderGrace is the default WriterConfig.ReaderGrace.
+const DefaultReaderGrace = 5 * time.Second
 
 // DefaultRingData is the default data region size.
 const DefaultRingData = 64 << 20
@@ -53,6 +60,9 @@ func CreateWriter(name string, cfg WriterConfig) (*Writer, error) {
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.ReaderGrace <= 0 {
+		cfg.ReaderGrace = DefaultReaderGrace
 	}
 	ds := cfg.DataSize
 	if ds < MinRingData || ds > MaxRingData || ds&(ds-1) != 0 {
@@ -162,6 +172,7 @@ func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {
 	// Ask to be woken once the space needed plus some slack is free.
 	wake := wr.w + need - size + min(coalesce(size), size-need)
 	idle := time.Now()
+	var dead time.Time // when the reader was first seen dead
 	for {
 		seq := m.u32(offAckSeq).Load()
 		m.u64(offWriterWake).Store(wake)
@@ -184,10 +195,20 @@ func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {
 			idle = now
 		}
 		// No reader attached yet: the board waits for the node to start.
-		if pid := m.u32(offReaderPID).Load(); pid != 0 {
-			if why := peerState(pid, m.u64(offReaderBeat).Load(), wr.cfg.StaleAfter); why != "" {
-				return fmt.Errorf("readout ring %s: %w: %s", m.name, ErrReaderDead, why)
-			}
+		// A dead reader gets ReaderGrace to be replaced by a new one,
+		// which rereads what the dead one did not acknowledge.
+		pid := m.u32(offReaderPID).Load()
+		why := ""
+		if pid != 0 {
+			why = peerState(pid, m.u64(offReaderBeat).Load(), wr.cfg.StaleAfter)
+		}
+		switch {
+		case why == "":
+			dead = time.Time{}
+		case dead.IsZero():
+			dead = idle
+		case idle.Sub(dead) >= wr.cfg.ReaderGrace:
+			return fmt.Errorf("readout ring %s: %w: %s, and no new reader attached within %v", m.name, ErrReaderDead, why, wr.cfg.ReaderGrace)
 		}
 	}
 }

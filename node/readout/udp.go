@@ -106,11 +106,16 @@ func ListenUDP(addr string, cfg Config) (*UDPInput, error) {
 	}
 	in := &UDPInput{conn: conn, cfg: cfg}
 	in.pool.held = &in.c
-	conn.SetReadBuffer(cfg.SocketBuffer)
-	if n, err := sockOpt(conn, unix.SO_RCVBUF); err == nil && n < cfg.SocketBuffer {
-		if rc, err := conn.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.SocketBuffer) })
-		}
+	// SO_RCVBUFFORCE passes net.core.rmem_max but needs CAP_NET_ADMIN;
+	// without it the plain request is capped at rmem_max.
+	forced := false
+	if rc, err := conn.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			forced = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.SocketBuffer) == nil
+		})
+	}
+	if !forced {
+		conn.SetReadBuffer(cfg.SocketBuffer)
 	}
 	in.rcvbuf, _ = sockOpt(conn, unix.SO_RCVBUF)
 	return in, nil
