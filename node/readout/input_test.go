@@ -47,6 +47,20 @@ func TestParseURI(t *testing.T) {
 	if _, err := Open("tcp://127.0.0.1:0?window=5", Config{}); !errors.Is(err, ErrBadURI) {
 		t.Errorf("unknown tcp option: %v, want ErrBadURI", err)
 	}
+	// Inputs opened but never run release their sockets on Close.
+	for _, uri := range []string{"tcp://127.0.0.1:0", "udp://127.0.0.1:0"} {
+		in, err := Open(uri, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := in.(interface{ Close() error })
+		if err := c.Close(); err != nil {
+			t.Errorf("%s: Close: %v", uri, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("%s: second Close: %v", uri, err)
+		}
+	}
 }
 
 func TestFileInputRoundTrip(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,6 +72,15 @@ func ListenTCP(addr string, cfg Config) (*TCPInput, error) {
 
 // Addr is the address the input listens on.
 func (in *TCPInput) Addr() net.Addr { return in.ln.Addr() }
+
+// Close stops listening (Run closes the listener itself when it returns;
+// Close is for an input whose Run never ran). Idempotent.
+func (in *TCPInput) Close() error {
+	if err := in.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // Stats returns the counters.
 func (in *TCPInput) Stats() Stats {

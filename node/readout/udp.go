@@ -124,6 +124,15 @@ func ListenUDP(addr string, cfg Config) (*UDPInput, error) {
 // Addr is the address the input listens on.
 func (in *UDPInput) Addr() net.Addr { return in.conn.LocalAddr() }
 
+// Close closes the socket (Run closes it itself when it returns; Close is
+// for an input whose Run never ran). Idempotent.
+func (in *UDPInput) Close() error {
+	if err := in.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 // Stats returns the counters.
 func (in *UDPInput) Stats() Stats {
 	s := in.c.snapshot()
