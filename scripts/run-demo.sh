@@ -3,13 +3,18 @@
 # (the LHCb MDF sample looped through a shared-memory readout ring, gec and a
 # prescaled passthrough line out of process, a deferral fraction), then
 # `sluice replay` of what was deferred. Both print their ledger; each run
-# gets a fresh store under ./data/ so nothing earlier is touched.
+# gets a fresh store under ./data/ (the newest earlier one is kept, older ones removed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 CONFIG=${CONFIG:-configs/demo.yaml}
 store="data/demo-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p data
+# A demo store takes ~1.8 GB: keep only the newest earlier one beside the new.
+ls -1d data/demo-*/ 2>/dev/null | sort | head -n -1 | while read -r old; do
+  echo "run-demo: removing old store $old"
+  rm -rf -- "${old%/}" "${old%/}.run.json" "${old%/}.replay.json"
+done
 for p in "$BIN/sluice" "$BIN/plugins/gec" "$BIN/plugins/passthrough"; do
   [ -x "$p" ] || { echo "run-demo: $p is missing; run 'make build plugins' (or 'make run')" >&2; exit 1; }
 done
