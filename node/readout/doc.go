@@ -29,16 +29,15 @@
 //	|  12 |    4 | control_size   | writer     | 4096                                             |
 //	|  16 |    8 | data_size      | writer     | bytes in the data region, power of two           |
 //	|  64 |    8 | write          | writer     | end of the last published record (bytes)         |
-//	|  72 |    4 | write_seq      | writer     | futex word, incremented after every publish      |
+//	|  72 |    4 | write_seq      | writer     | futex word, incremented to wake the reader       |
 //	|  76 |    4 | reader_waiting | reader     | 1 while the reader sleeps on write_seq           |
 //	|  80 |    4 | writer_pid     | writer     | process id of the writer                         |
 //	|  84 |    4 | writer_state   | writer     | 0 writing, 1 closed cleanly (reader: EOF at end) |
 //	|  88 |    8 | writer_beat    | writer     | writer heartbeat, unix time in ns                |
 //	|  96 |    8 | throttle_ns    | writer     | total ns the writer waited for space (busy)      |
-//	| 104 |    8 | written        | writer     | packets written                                  |
 //	| 112 |    8 | writer_wake_at | writer     | sleeping writer: wake me once ack >= this        |
 //	| 128 |    8 | ack            | reader     | end of the acknowledged prefix (bytes)           |
-//	| 136 |    4 | ack_seq        | reader     | futex word, incremented after every ack advance  |
+//	| 136 |    4 | ack_seq        | reader     | futex word, incremented to wake the writer       |
 //	| 140 |    4 | writer_waiting | writer     | 1 while the writer sleeps on ack_seq             |
 //	| 144 |    4 | reader_pid     | reader     | process id of the reader, 0 when none attached   |
 //	| 152 |    8 | reader_beat    | reader     | reader heartbeat, unix time in ns                |

@@ -40,7 +40,6 @@ const (
 	offWriterState = 84  // u32: 0 writing, 1 closed cleanly
 	offWriterBeat  = 88  // u64 writer heartbeat, unix ns
 	offThrottleNs  = 96  // u64 total ns the writer waited for space
-	offWritten     = 104 // u64 packets written
 	offWriterWake  = 112 // u64: the sleeping writer wants a wake-up once ack >= this
 	offAck         = 128 // u64 ack pointer, free-running bytes
 	offAckSeq      = 136 // u32 futex word: bumped after every ack advance

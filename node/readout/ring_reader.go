@@ -266,18 +266,22 @@ func (r *Reader) heldBytes() int64 {
 func (r *Reader) advance() {
 	m := &r.m
 	moved := false
+	var ack uint64
 	for r.n > 0 && r.pend[r.head].done {
-		m.u64(offAck).Store(r.pend[r.head].end)
+		ack = r.pend[r.head].end
 		r.head = (r.head + 1) % len(r.pend)
 		r.n--
 		r.base++
 		moved = true
 	}
-	if moved {
+	if !moved {
+		return
+	}
+	m.u64(offAck).Store(ack)
+	// As in Writer.Write: the futex word changes only to wake a sleeper.
+	if m.u32(offWriterWait).Load() != 0 && ack >= m.u64(offWriterWake).Load() {
 		m.u32(offAckSeq).Add(1)
-		if m.u32(offWriterWait).Load() != 0 && m.u64(offAck).Load() >= m.u64(offWriterWake).Load() {
-			futexWake(m.u32(offAckSeq))
-		}
+		futexWake(m.u32(offAckSeq))
 	}
 }
 

@@ -140,9 +140,11 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 	wr.w += pad + rec
 	wr.seq++
 	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
-	m.u64(offWritten).Add(1)
-	m.u32(offWriteSeq).Add(1)
+	// The futex word changes only when a sleeping reader is to be woken: a
+	// reader that set its flag after this load re-checks the write pointer
+	// before it sleeps (both sides store, then load the other's field).
 	if m.u32(offReaderWait).Load() != 0 && wr.w >= m.u64(offReaderWake).Load() {
+		m.u32(offWriteSeq).Add(1)
 		futexWake(m.u32(offWriteSeq))
 	}
 	return nil
