@@ -191,6 +191,16 @@ func (s *TCPSender) SendTruncated(ctx context.Context, p []byte, cut int) error 
 	if err != nil {
 		return err
 	}
+	// Half-close and wait for the receiver to close: closing at once could
+	// reset the connection (unread credit grants make close(2) send RST),
+	// and a reset discards the whole packets before the cut one that the
+	// receiver has not read yet.
+	s.conn.CloseWrite()
+	select {
+	case <-s.closed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.reconnect(ctx)
 }
 
