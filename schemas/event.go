@@ -293,6 +293,33 @@ func (e *EventBatch) Fragments(g, i int, fn func(source uint32, payload []byte) 
 	}
 }
 
+// EachFragment calls fn with every source of every group and its payload
+// in row i (0-length for a missing source), group by group in the groups'
+// order, until fn returns false.
+func (e *EventBatch) EachFragment(i int, fn func(source uint32, payload []byte) bool) {
+	more := true
+	for g := 0; g < len(e.Groups) && more; g++ {
+		e.Fragments(g, i, func(source uint32, payload []byte) bool {
+			more = fn(source, payload)
+			return more
+		})
+	}
+}
+
+// PresentFragments returns row i's non-empty payloads by source, and those
+// sources in the batch's order (for joiners that rebuild a format's event).
+func (e *EventBatch) PresentFragments(i int) (bySource map[uint32][]byte, order []uint32) {
+	bySource = map[uint32][]byte{}
+	e.EachFragment(i, func(source uint32, payload []byte) bool {
+		if len(payload) > 0 {
+			bySource[source] = payload
+			order = append(order, source)
+		}
+		return true
+	})
+	return bySource, order
+}
+
 // Payload returns source's payload in row i, and false if the source is not
 // in the schema. O(sources before it in its group).
 func (e *EventBatch) Payload(source uint32, i int) ([]byte, bool) {

@@ -110,6 +110,19 @@ func TestEventBatchView(t *testing.T) {
 	if len(got) != 2 || got[0] != "aaa" || got[1] != "bb" {
 		t.Fatalf("ecal fragments of event 0: %q", got)
 	}
+	// Row 1: source 11 is missing, so only 10 and 20 are present, in order.
+	frags, order := eb.PresentFragments(1)
+	if len(order) != 2 || order[0] != 10 || order[1] != 20 || string(frags[10]) != "ccc" || string(frags[20]) != "nn" {
+		t.Fatalf("PresentFragments(1) = %q, %v", frags, order)
+	}
+	var visited []uint32
+	eb.EachFragment(0, func(src uint32, _ []byte) bool {
+		visited = append(visited, src)
+		return src != 11 // stop after the second source
+	})
+	if len(visited) != 2 || visited[1] != 11 {
+		t.Fatalf("EachFragment visited %v, want [10 11] then stop", visited)
+	}
 	g, err := GroupsOf(s)
 	if err != nil || len(g) != 2 || g[1].Name != "muon" || g[0].Sources[1] != 11 {
 		t.Fatalf("GroupsOf = %+v, %v", g, err)

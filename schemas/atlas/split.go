@@ -134,17 +134,7 @@ func JoinFullEvent(dst []byte, hdr *FullEvent, robs iter.Seq[[]byte], o ByteOrde
 // row's event id, a ROB list that does not fill the fragment, a fragment
 // holding another source's ROB), or those of JoinFullEvent.
 func JoinFullEventBatch(dst []byte, eb *schemas.EventBatch, i int, o ByteOrder) ([]byte, error) {
-	frags := map[uint32][]byte{}
-	var order []uint32 // sources in the batch's order
-	for g := range eb.Groups {
-		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
-			if len(payload) > 0 {
-				frags[source] = payload
-				order = append(order, source)
-			}
-			return true
-		})
-	}
+	frags, order := eb.PresentFragments(i) // order: sources in the batch's order
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]
 	if len(hp) == 0 {

@@ -117,17 +117,7 @@ func JoinFRD(dst []byte, hdr *FRDEvent, feds iter.Seq[[]byte]) ([]byte, error) {
 // not fill it, or a fragment holding another FED than its source), or
 // those of JoinFRD.
 func JoinFRDBatch(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
-	frags := map[uint32][]byte{}
-	var order []uint32 // sources in the batch's order
-	for g := range eb.Groups {
-		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
-			if len(payload) > 0 {
-				frags[source] = payload
-				order = append(order, source)
-			}
-			return true
-		})
-	}
+	frags, order := eb.PresentFragments(i) // order: sources in the batch's order
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]
 	if len(hp) == 0 {

@@ -39,12 +39,10 @@ func NewJoiner() *Joiner { return &Joiner{frags: map[uint32][]byte{}, cursor: ma
 func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	clear(j.frags)
 	clear(j.cursor)
-	for g := range eb.Groups {
-		eb.Fragments(g, i, func(source uint32, payload []byte) bool {
-			j.frags[source] = payload
-			return true
-		})
-	}
+	eb.EachFragment(i, func(source uint32, payload []byte) bool {
+		j.frags[source] = payload
+		return true
+	})
 	hp := j.frags[HeaderSource]
 	if len(hp) == 0 {
 		return dst, schemas.Errorf(formatJoin, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %#x)", eb.EventID(i), HeaderSource)

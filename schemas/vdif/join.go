@@ -41,13 +41,8 @@ func (j *Joiner) AppendEvent(dst []byte, eb *schemas.EventBatch, i int) ([]byte,
 		return true
 	}
 	if j.Order == nil {
-		for g := range eb.Groups {
-			eb.Fragments(g, i, add)
-			if err != nil {
-				return dst, err
-			}
-		}
-		return dst, nil
+		eb.EachFragment(i, add)
+		return dst, err
 	}
 	written := 0
 	for _, src := range j.Order {
