@@ -113,7 +113,7 @@ func TestEventBatchView(t *testing.T) {
 	// Row 1: source 11 is missing, so only 10 and 20 are present, in order.
 	frags, order := eb.PresentFragments(1)
 	if len(order) != 2 || order[0] != 10 || order[1] != 20 || string(frags[10]) != "ccc" || string(frags[20]) != "nn" {
-		t.Fatalf("PresentFragments(1) = %q, %v", frags, order)
+		t.Fatalf("PresentFragments(1) = %v, %v", frags, order)
 	}
 	var visited []uint32
 	eb.EachFragment(0, func(src uint32, _ []byte) bool {
