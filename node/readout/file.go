@@ -40,7 +40,7 @@ func (in *FileInput) Run(ctx context.Context, sink Sink) error {
 		return fmt.Errorf("readout file://%s: %w", in.path, err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, readBufSize)
+	br := bufio.NewReaderSize(f, 64<<10)
 	var off int64
 	for ctx.Err() == nil {
 		head, err := br.Peek(schemas.MFPHeaderSize)

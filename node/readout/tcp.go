@@ -1,7 +1,6 @@
 package readout
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -31,10 +30,6 @@ import (
 const (
 	tcpMagic   uint32 = 0x53544C53
 	tcpVersion uint32 = 1
-	// readBufSize is the connection's bufio size: small frames are read
-	// many per syscall, while the bulk of a large frame is read straight
-	// into its pooled buffer (bufio bypasses its buffer for large reads).
-	readBufSize = 16 << 10
 	// largeWrite: frames at least this big are written with writev
 	// straight from the caller's bytes instead of through the bufio buffer.
 	largeWrite = 16 << 10
@@ -178,41 +173,105 @@ func (in *TCPInput) serve(ctx context.Context, conn *net.TCPConn, sink Sink) (bo
 	tc.returned.Add(int64(in.cfg.CreditWindow)) // the initial grant goes out like any other
 	tc.signal()
 
-	br := bufio.NewReaderSize(conn, readBufSize)
-	var hdr [4]byte
+	return in.readFrames(ctx, tc, sink)
+}
+
+// readFrames reads the connection's frames into chunks and hands each
+// complete one on as a view of its chunk: one read(2) takes whatever has
+// arrived, many frames at once, and a frame is copied only when it
+// straddles the end of a chunk (the bytes already received move to the
+// start of the next one). A chunk goes back to the pool when the reader
+// has left it and the sink released every frame in it. It returns whether
+// the stream ended cleanly, and an error only when the sink failed.
+func (in *TCPInput) readFrames(ctx context.Context, tc *tcpConn, sink Sink) (bool, error) {
+	ch := in.newChunk(chunkSize)
+	defer func() { ch.unref() }()
+	r, w := 0, 0 // ch.b[r:w] is received and not yet handed on
 	for {
-		// Invariant: br is at a frame boundary.
-		if n, err := io.ReadFull(br, hdr[:]); err != nil {
-			if n > 0 {
+		// Invariant: r is at a frame boundary.
+		need := 4 // bytes the frame at r needs in this chunk
+		for w-r >= 4 {
+			l := int64(binary.LittleEndian.Uint32(ch.b[r:]))
+			if l == 0 {
+				in.c.streams.Add(1)
+				return true, nil
+			}
+			if l > tc.avail.Load() {
+				in.c.discarded[rProtocol].Add(1) // sender ignored its credit
+				return false, nil
+			}
+			need = 4 + int(l)
+			if w-r < need {
+				break
+			}
+			tc.avail.Add(-l)
+			in.outstanding.Add(-l)
+			tc.held.Add(l)
+			in.c.held.Add(l)
+			ch.refs.Add(1)
+			c := ch
+			release := func() {
+				in.c.held.Add(-l)
+				tc.returnCredit(int(l))
+				c.unref()
+			}
+			frame := ch.b[r+4 : r+need : r+need]
+			r += need
+			need = 4
+			if err := in.c.deliver(ctx, sink, frame, release); err != nil {
+				if ctx.Err() != nil {
+					return false, nil
+				}
+				return false, err
+			}
+		}
+		switch {
+		case r == w && ch.refs.Load() == 1:
+			r, w = 0, 0 // nothing aliases the chunk: reuse it from its start
+		case r+need > len(ch.b) || len(ch.b)-w < minRead:
+			// Move the start of the frame at r to a fresh chunk.
+			next := in.newChunk(max(chunkSize, need))
+			copy(next.b, ch.b[r:w])
+			ch.unref()
+			ch, r, w = next, 0, w-r
+		}
+		n, err := tc.conn.Read(ch.b[w:])
+		w += n
+		if err != nil && n == 0 {
+			if w > r {
 				in.c.discarded[rTruncatedAtDisconnect].Add(1)
 			}
 			return false, nil
 		}
-		l := int64(binary.LittleEndian.Uint32(hdr[:]))
-		if l == 0 {
-			in.c.streams.Add(1)
-			return true, nil
-		}
-		if l > tc.avail.Load() {
-			in.c.discarded[rProtocol].Add(1) // sender ignored its credit
-			return false, nil
-		}
-		tc.avail.Add(-l)
-		in.outstanding.Add(-l)
-		buf := in.pool.get(int(l))
-		if _, err := io.ReadFull(br, buf.b[:l]); err != nil {
-			in.c.discarded[rTruncatedAtDisconnect].Add(1)
-			buf.put()
-			return false, nil
-		}
-		tc.held.Add(l)
-		buf.hold(int(l), tc.onFree)
-		if err := in.c.deliver(ctx, sink, buf.b[:l:l], buf.release); err != nil {
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			return false, err
-		}
+	}
+}
+
+// Receive chunks: chunkSize is the usual size (a frame larger than that
+// gets a chunk of its own size), and a chunk with less than minRead bytes
+// of room left is replaced rather than read into with small reads.
+const (
+	chunkSize = 1 << 20
+	minRead   = 64 << 10
+)
+
+// chunk is a pooled receive buffer that the reader and the frames handed
+// out of it share.
+type chunk struct {
+	buf  *rxBuf
+	b    []byte
+	refs atomic.Int32 // the reader's reference plus one per frame not released
+}
+
+func (in *TCPInput) newChunk(size int) *chunk {
+	buf := in.pool.get(size)
+	c := &chunk{buf: buf, b: buf.b}
+	c.refs.Store(1)
+	return c
+}
+
+func (c *chunk) unref() {
+	if c.refs.Add(-1) == 0 {
+		c.buf.put()
 	}
 }
 
