@@ -90,6 +90,8 @@
 // (ReasonProtocol). Credits return in batches of 1/8 of the window, or at
 // once when the sink holds nothing more of the connection. A frame cut by a
 // disconnect is counted as ReasonTruncatedAtDisconnect and never handed on.
+// The receiver reads into pooled 1 MiB chunks and hands frames on as views
+// of them, so the credit window also bounds the chunks held.
 //
 // # UDP datagrams
 //
