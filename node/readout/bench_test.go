@@ -317,7 +317,7 @@ func BenchmarkShmRingSameProcess(b *testing.B) {
 // processes, read into a reused 64 KiB buffer.
 func BenchmarkTCPInput(b *testing.B) {
 	sink := newCountSink()
-	benchTCP(b, sink, func(n int) func() {
+	benchTCP(b, sink, 1, func(n int) func() {
 		sink.expect(n)
 		return func() { <-sink.reached }
 	})
@@ -341,7 +341,7 @@ func BenchmarkTCPInputBuilder(b *testing.B) {
 		}
 	}()
 	defer func() { bld.Close(context.Background()); <-drained }()
-	benchTCP(b, bld, func(n int) func() {
+	benchTCP(b, bld, 4, func(n int) func() {
 		target := bld.Ledger().FragmentsIn + uint64(n)
 		return func() {
 			for bld.Ledger().FragmentsInEvents < target {
@@ -351,10 +351,11 @@ func BenchmarkTCPInputBuilder(b *testing.B) {
 	})
 }
 
-// benchTCP runs the TCP input comparison with sink; expect(n), called
+// benchTCP runs the TCP input comparison with sink, perOp packets per
+// operation (4: one whole event over the 4 connections); expect(n), called
 // before n packets are sent, returns the func that waits until the sink
 // took them.
-func benchTCP(b *testing.B, sink Sink, expect func(n int) func()) {
+func benchTCP(b *testing.B, sink Sink, perOp int, expect func(n int) func()) {
 	const sobuf = 4 << 20
 	in, err := ListenTCP("127.0.0.1:0", Config{SocketBuffer: sobuf})
 	if err != nil {
@@ -395,15 +396,15 @@ func benchTCP(b *testing.B, sink Sink, expect func(n int) func()) {
 	go func() { done <- in.Run(ctx, sink) }()
 	defer func() { cancel(); <-done }()
 	child := startBench(b, "tcp", in.Addr().String(), plain.Addr().String(), strconv.Itoa(sobuf))
-	b.SetBytes(benchPacket)
+	b.SetBytes(int64(perOp) * benchPacket)
 	benchratio.Compare(b, func(n int) {
-		await := expect(n)
-		child.do(b, "s", n)
+		await := expect(n * perOp)
+		child.do(b, "s", n*perOp)
 		await()
 		child.wait(b)
 	}, func(n int) {
-		plainTarget.Store(plainBytes.Load() + int64(n)*benchPacket)
-		child.do(b, "b", n)
+		plainTarget.Store(plainBytes.Load() + int64(n*perOp)*benchPacket)
+		child.do(b, "b", n*perOp)
 		<-plainReached
 		child.wait(b)
 	})
