@@ -11,10 +11,14 @@ CONFIG=${CONFIG:-configs/demo.yaml}
 store="data/demo-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p data
 # A demo store takes ~1.8 GB: keep only the newest earlier one beside the new.
-ls -1d data/demo-*/ 2>/dev/null | sort | head -n -1 | while read -r old; do
-  echo "run-demo: removing old store $old"
-  rm -rf -- "${old%/}" "${old%/}.run.json" "${old%/}.replay.json"
+shopt -s nullglob
+old=(data/demo-*/)
+for ((i = 0; i + 1 < ${#old[@]}; i++)); do # the glob is sorted: all but the newest
+  d=${old[i]%/}
+  echo "run-demo: removing old store $d"
+  rm -rf -- "$d" "$d.run.json" "$d.replay.json"
 done
+shopt -u nullglob
 for p in "$BIN/sluice" "$BIN/plugins/gec" "$BIN/plugins/passthrough"; do
   [ -x "$p" ] || { echo "run-demo: $p is missing; run 'make build plugins' (or 'make run')" >&2; exit 1; }
 done
