@@ -38,7 +38,8 @@ func newConfigCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", file)
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d configuration file(s) have problems", bad, len(args))
+				// Exit status 3, as `sluice run` does for the same problems.
+				return &exitError{code: exitConfig, err: fmt.Errorf("%d of %d configuration file(s) have problems", bad, len(args))}
 			}
 			return nil
 		},

@@ -41,6 +41,9 @@ store: {sync: sometimes}
 	if err == nil {
 		t.Fatalf("a config with mistakes validated:\n%s", out)
 	}
+	if c := exitCode(err); c != exitConfig {
+		t.Errorf("exit status %d, want %d (configuration problems, as sluice run)", c, exitConfig)
+	}
 	for _, w := range []string{"4 problem(s)", "inputs[0].uri", "trigger.stages[0].plugin", `trigger.stages[1].deferal (line 9): unknown key "deferal"`, `store.sync: "sometimes"`} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)

@@ -210,7 +210,9 @@ func newStoreLsCmd() *cobra.Command {
 			defer s.Close()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "run\tevent_id\ttimestamp\tstatus\tfragments\tdecision\tlines\tstage\treason\tbytes")
+			listed := 0
 			err = s.List(stream, sel, sf.limit, func(e storage.EventInfo) bool {
+				listed++
 				fmt.Fprintf(tw, "%d\t%d\t%s\t%#x\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
 					uint32(e.Status), e.NumFragments, e.Meta.Decision, e.Meta.Lines, orDash(e.Meta.Stage), orDash(e.Meta.Reason), e.Bytes)
 				return true
@@ -218,11 +220,16 @@ func newStoreLsCmd() *cobra.Command {
 			if ferr := tw.Flush(); err == nil {
 				err = ferr
 			}
+			if err == nil && listed == 0 {
+				// An empty table alone reads like a broken store; say which
+				// stream and selection were empty.
+				fmt.Fprintf(cmd.OutOrStdout(), "no events in the %s stream for this selection (see --stream, --runs, --events)\n", stream)
+			}
 			return err
 		},
 	}
 	stf.add(cmd)
-	sf.add(cmd, "deferred")
+	sf.add(cmd, "accepted")
 	return cmd
 }
 
