@@ -114,19 +114,3 @@ func FuzzDecodeMFP(f *testing.F) {
 		}
 	})
 }
-
-func BenchmarkMFPDecode(b *testing.B) {
-	ps := make([][]byte, 10)
-	for i := range ps {
-		ps[i] = make([]byte, 128)
-	}
-	pkt := AppendMFP(nil, 1, 1, 0, 0, ps, nil)
-	b.SetBytes(int64(len(pkt)))
-	for i := 0; i < b.N; i++ {
-		p, _, err := DecodeMFP(pkt)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p.Fragments(func(int, uint64, uint32, []byte) bool { return true })
-	}
-}
