@@ -92,6 +92,14 @@ func (s *synthSource) next(dst []byte) (emuPacket, bool) {
 
 // fileSource replays the packets split from a file Loop times, shifting
 // event ids by the file's span on each replay so they stay unique.
+//
+// A real readout replaying a file with shifted event ids sends data that
+// agree with them: in LHCb data the event id is the ODIN bank's event
+// number, so on a shifted pass the ODIN banks get the shifted id too (and
+// their fragments new CRCs). Otherwise the events exported from the store
+// would carry the ODIN numbers of the first pass, duplicated. The MDF
+// header the header fragment carries has no event number (versions 1–3:
+// run, orbit, bunch; the splitter takes the event id from ODIN only).
 type fileSource struct {
 	packets []emuPacket // from the file, first pass
 	span    uint64      // event ids the file covers
@@ -100,7 +108,15 @@ type fileSource struct {
 	vtp     bool // packets are bare VDIF frames (no event id to shift)
 	nsrc    int
 	i, loop int
+
+	odin  map[int][]odinPatch // packet index -> the ODIN banks in it
+	spare []byte              // buffer a renumbered packet is re-encoded into
+	views [][]byte
 }
+
+// odinPatch locates the payload of one ODIN bank in a packet: in fragment
+// frag, off bytes into the fragment's payload.
+type odinPatch struct{ frag, off int }
 
 func (f *fileSource) sources() int { return f.nsrc }
 
@@ -112,6 +128,7 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 		return emuPacket{}, false
 	}
 	p := f.packets[f.i]
+	patches := f.odin[f.i]
 	f.i++
 	shift := uint64(f.loop) * f.span
 	p.b = append(dst[:0], p.b...)
@@ -119,8 +136,84 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 	if !f.vtp {
 		first := binary.LittleEndian.Uint64(p.b[16:])
 		binary.LittleEndian.PutUint64(p.b[16:], first+shift)
+		if shift > 0 && len(patches) > 0 {
+			p.b = f.renumberODIN(p.b, patches)
+		}
 	}
 	return p, true
+}
+
+// renumberODIN sets the event number of every ODIN bank listed in patches
+// to the (shifted) event id of its fragment in packet b, and returns the
+// packet re-encoded so that the fragment CRCs cover the new bytes. The
+// returned buffer replaces b, which the source keeps for the next time.
+func (f *fileSource) renumberODIN(b []byte, patches []odinPatch) []byte {
+	m, _, err := schemas.DecodeMFP(b)
+	if err != nil {
+		return b // not reached: loadFile decoded every packet
+	}
+	f.views = f.views[:0]
+	m.Fragments(func(_ int, _ uint64, _ uint32, payload []byte) bool {
+		f.views = append(f.views, payload)
+		return true
+	})
+	for _, pt := range patches {
+		putODINEventNumber(f.views[pt.frag][pt.off:], m.FirstEventID+uint64(pt.frag))
+	}
+	out := schemas.AppendMFP(f.spare[:0], m.SourceID, m.FirstEventID, m.Flags, m.Align, f.views, nil)
+	f.spare = b
+	return out
+}
+
+// putODINEventNumber writes event number n into the ODIN version 6
+// payload at the start of w: word 3 the high, word 4 the low 32 bits,
+// little-endian (FORMATS.md "ODIN bank"). Every other bit stays as it is;
+// a DecodeODIN/AppendODIN round trip would clear the bits of word 8 the
+// ODIN struct has no field for (bit 15).
+func putODINEventNumber(w []byte, n uint64) {
+	binary.LittleEndian.PutUint32(w[12:], uint32(n>>32))
+	binary.LittleEndian.PutUint32(w[16:], uint32(n))
+}
+
+// findODIN lists, for each packet of an LHCb source that carries ODIN
+// banks (lhcb.BankTypeODIN), where their payloads are, and checks that each
+// is a version 6 ODIN payload whose event number can be rewritten.
+func (f *fileSource) findODIN() error {
+	for k := range f.packets {
+		if typ, _, ok := lhcb.SplitSourceID(f.packets[k].source); !ok || typ != lhcb.BankTypeODIN {
+			continue
+		}
+		m, _, err := schemas.DecodeMFP(f.packets[k].b)
+		if err != nil {
+			return err
+		}
+		m.Fragments(func(i int, ev uint64, _ uint32, payload []byte) bool {
+			for at := 0; at < len(payload); {
+				// Invariant: payload[:at] is whole banks, the ODIN ones listed.
+				b, n, berr := lhcb.DecodeBank(payload[at:])
+				if berr != nil {
+					err = fmt.Errorf("event %d, source %#x: %w", ev, m.SourceID, schemas.WithOffset(berr, int64(at)))
+					return false
+				}
+				if b.Type == lhcb.BankTypeODIN {
+					if _, oerr := lhcb.DecodeODIN(b.Version, b.Data); oerr != nil {
+						err = fmt.Errorf("event %d, source %#x: %w", ev, m.SourceID, schemas.WithOffset(oerr, int64(at+lhcb.BankHeaderSize)))
+						return false
+					}
+					if f.odin == nil {
+						f.odin = map[int][]odinPatch{}
+					}
+					f.odin[k] = append(f.odin[k], odinPatch{frag: i, off: at + lhcb.BankHeaderSize})
+				}
+				at += n
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadFile splits the file at path into packets of packing fragments per
@@ -204,6 +297,13 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 		srcs[p.source] = true
 	}
 	f.minID, f.span, f.nsrc = lo, hi-lo+1, len(srcs)
+	// LHCb data: split from MDF/MEP here, or a native MFP stream recorded
+	// from such a split (it has the header fragment's source).
+	if format == "mdf" || (format == "mfp" && srcs[lhcb.HeaderSource]) {
+		if err := f.findODIN(); err != nil {
+			return nil, "", fmt.Errorf("%s: ODIN bank: %w", path, err)
+		}
+	}
 	for i := range f.packets {
 		f.packets[i].event -= lo // pacing counts events from the file's first
 	}
