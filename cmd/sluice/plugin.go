@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,12 +16,14 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/plugins/sdk/triggertest"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
 func init() { register(newPluginCmd) }
@@ -62,7 +66,7 @@ binary's location, or from the working directory.`,
 			if err := writePluginProject(dir, name, src); err != nil {
 				return fmt.Errorf("plugin new: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote plugin project %s in %s (sluice checkout %s)\nnext: cd %s && make test && make build && sluice plugin check bin/%s\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote plugin project %s in %s (sluice checkout %s)\nnext: cd %s && make test && make check   # builds bin/%s and runs sluice plugin check on it\n",
 				name, dir, src, dir, name)
 			return nil
 		},
@@ -111,14 +115,40 @@ func findSluiceDir(flag string) (string, error) {
 }
 
 // isSluiceDir reports whether dir holds the go.mod of the sluice module.
-func isSluiceDir(dir string) bool {
+func isSluiceDir(dir string) bool { return moduleOf(dir) == sluiceModule }
+
+// moduleOf returns the module path on the first line of dir's go.mod (the
+// line sluice's go.mod and the generated ones start with), or "".
+func moduleOf(dir string) string {
 	f, err := os.Open(filepath.Join(dir, "go.mod"))
 	if err != nil {
-		return false
+		return ""
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
-	return s.Scan() && strings.TrimSpace(s.Text()) == "module "+sluiceModule
+	if !s.Scan() {
+		return ""
+	}
+	m, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(m)
+}
+
+// sluiceCommand is the default SLUICE of a generated Makefile: the resolved
+// absolute path of the running sluice binary, so that `make check` works
+// without sluice on PATH. It is "sluice" (found on PATH) when the path is
+// unknown or holds characters a make variable cannot carry unquoted.
+func sluiceCommand() string {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil || !filepath.IsAbs(exe) || strings.ContainsAny(exe, " \t\n$#\\'\"") {
+		return "sluice"
+	}
+	return exe
 }
 
 // writePluginProject writes the project files into dir (created; it must
@@ -146,10 +176,10 @@ func writePluginProject(dir, name, sluiceDir string) error {
 		}
 	}
 	data := struct {
-		Name, Type, Module, SluiceDir, GoLine, Requires string
+		Name, Type, Module, SluiceDir, Sluice, GoLine, Requires string
 	}{
 		Name: name, Type: strings.ReplaceAll(name, "_", "") + "Trigger", Module: sluiceModule,
-		SluiceDir: sluiceDir, GoLine: goLine, Requires: strings.TrimSpace(text[i:]),
+		SluiceDir: sluiceDir, Sluice: sluiceCommand(), GoLine: goLine, Requires: strings.TrimSpace(text[i:]),
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
@@ -169,15 +199,26 @@ func writePluginProject(dir, name, sluiceDir string) error {
 func newPluginCheckCmd() *cobra.Command {
 	var params []string
 	var events int
+	var seed uint64
 	var inline bool
 	cmd := &cobra.Command{
 		Use:   "check BINARY",
 		Short: "Start a trigger plugin, check its handshake, describe it and run it on synthetic events",
-		Args:  cobra.ExactArgs(1),
+		Long: `Starts the plugin binary (for a project written by plugin new: bin/NAME,
+built by make build), checks the handshake, prints its description and its
+decision on synthetic events of the emulator's ECAL, HCAL and muon sources.
+The events' sizes are drawn from --seed over 160 to 2560 payload bytes, and
+every 8th event from the 4th is corrupt (a fragment failing its CRC), every
+8th from the 7th incomplete (a muon source missing), so that the check sees
+more than one decision; the counts per decision close the output.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
+			}
+			if err := checkStartable(path); err != nil {
+				return fmt.Errorf("plugin check: %w", err)
 			}
 			p := map[string]string{}
 			for _, kv := range params {
@@ -190,22 +231,80 @@ func newPluginCheckCmd() *cobra.Command {
 			if events <= 0 {
 				return errors.New("plugin check: --events must be positive")
 			}
-			return checkPlugin(cmd, path, p, events, inline)
+			return checkPlugin(cmd, path, p, events, seed, inline)
 		},
 	}
 	cmd.Flags().StringArrayVar(&params, "param", nil, "plugin parameter KEY=VALUE (repeatable)")
-	cmd.Flags().IntVar(&events, "events", 8, "synthetic events to decide")
+	cmd.Flags().IntVar(&events, "events", 16, "synthetic events to decide")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the synthetic events' sizes and payloads")
 	cmd.Flags().BoolVar(&inline, "inline", false, "send the batch in the gRPC request instead of shared memory")
 	return cmd
 }
 
+// checkStartable returns an error saying what to pass instead when path
+// cannot be started as a plugin: a directory (such as the project plugin new
+// writes) or a file without execute permission (such as its main.go).
+// Without it the user gets the handshake error of a failed fork/exec.
+func checkStartable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		bin, ok := projectBinary(path)
+		if !ok {
+			return fmt.Errorf("%s is a directory; pass the plugin binary", path)
+		}
+		return fmt.Errorf("%s is a directory; build it (make build) and pass the binary, e.g. %s%s", path, bin, notBuilt(bin))
+	case fi.Mode().Perm()&0o111 == 0:
+		if bin, ok := projectBinary(filepath.Dir(path)); ok {
+			return fmt.Errorf("%s is not executable (mode %s); build the project (make build) and pass the binary, e.g. %s%s", path, fi.Mode(), bin, notBuilt(bin))
+		}
+		return fmt.Errorf("%s is not executable (mode %s); pass the plugin binary", path, fi.Mode())
+	}
+	return nil
+}
+
+// projectBinary returns where the Makefile of the project in dir (one that
+// plugin new wrote: go.mod's module is the plugin's name) builds the plugin,
+// and false if dir has no go.mod.
+func projectBinary(dir string) (string, bool) {
+	name := moduleOf(dir)
+	if name == "" {
+		return "", false
+	}
+	return filepath.Join(dir, "bin", filepath.Base(name)), true
+}
+
+// notBuilt says so when bin does not exist yet.
+func notBuilt(bin string) string {
+	if _, err := os.Stat(bin); err != nil {
+		return " (not built yet)"
+	}
+	return ""
+}
+
+// checkStage labels the plugin's log lines: plugins.Start runs a plugin
+// outside any trigger stage and gives them an empty stage label.
+const checkStage = "check"
+
 // checkPlugin starts the plugin, prints its description, and prints its
-// decision on each of a batch of the emulator's synthetic events.
-func checkPlugin(cmd *cobra.Command, path string, params map[string]string, events int, inline bool) error {
+// decision on each of a batch of synthetic events (see checkEvents) and the
+// count per decision.
+func checkPlugin(cmd *cobra.Command, path string, params map[string]string, events int, seed uint64, inline bool) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 	defer cancel()
 	out := cmd.OutOrStdout()
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == "stage" && a.Value.String() == "" {
+				a.Value = slog.StringValue(checkStage)
+			}
+			return a
+		},
+	}))
 	r, err := triggertest.Binary(ctx, path, params, plugins.Options{Inline: inline, Logger: log, StartTimeout: 20 * time.Second})
 	if err != nil {
 		return fmt.Errorf("plugin check: %w", err)
@@ -218,19 +317,35 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	}
 	fmt.Fprintf(out, "plugin   %s\nname     %s\nversion  %s\nprotocol sluice.trigger.v%d (handshake ok)\nlines    %s\ncolumns  %s\n",
 		path, d.Name, d.Version, plugins.ProtocolVersion, strings.Join(d.Lines, ", "), columns)
-	mem := memory.NewGoAllocator()
-	batches, err := triggertest.Synthetic(mem, 1, events, events, 64, 1)
+	batches, err := checkEvents(memory.NewGoAllocator(), events, seed)
 	if err != nil {
-		return err
+		return fmt.Errorf("plugin check: synthetic events: %w", err)
 	}
 	defer triggertest.Release(batches)
 	res, err := triggertest.Run(ctx, r, batches)
 	if err != nil {
 		return fmt.Errorf("plugin check: %w", err)
 	}
-	fmt.Fprintf(out, "\n%-10s %-8s %s\n", "event id", "decision", "lines")
+	// What the plugin was given, row by row in the order of res.
+	var bytes []int
+	var status []schemas.EventStatus
+	for _, rec := range batches {
+		ev, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			return err
+		}
+		for i := range ev.Len() {
+			n := 0
+			for g := range ev.Groups {
+				n += len(ev.GroupPayload(g, i))
+			}
+			bytes = append(bytes, n)
+			status = append(status, ev.Status(i))
+		}
+	}
+	fmt.Fprintf(out, "\n%-10s %6s %-18s %-8s %s\n", "event id", "bytes", "status", "decision", "lines")
 	var count [4]int
-	for _, x := range res {
+	for k, x := range res {
 		var lines []string
 		for b, name := range d.Lines {
 			if x.Lines&(1<<b) != 0 {
@@ -241,13 +356,77 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 		if x.Annotation != "" {
 			note = "  (" + x.Annotation + ")"
 		}
-		fmt.Fprintf(out, "%-10d %-8s %s%s\n", x.EventID, x.Decision, strings.Join(lines, ","), note)
+		fmt.Fprintf(out, "%-10d %6d %-18s %-8s %s%s\n", x.EventID, bytes[k], statusText(status[k]), x.Decision, strings.Join(lines, ","), note)
 		count[x.Decision&3]++
 	}
 	fmt.Fprintf(out, "\n%d events: %d %s, %d %s, %d %s\n", len(res),
 		count[schemas.DecisionAccept], schemas.DecisionAccept, count[schemas.DecisionReject], schemas.DecisionReject,
 		count[schemas.DecisionDefer], schemas.DecisionDefer)
 	return nil
+}
+
+// statusText names the status bits a synthetic event can carry.
+func statusText(s schemas.EventStatus) string {
+	var names []string
+	if s&schemas.StatusCorrupt != 0 {
+		names = append(names, "corrupt")
+	}
+	if s&schemas.StatusIncomplete != 0 {
+		names = append(names, "incomplete")
+	}
+	if len(names) == 0 {
+		return "ok"
+	}
+	return strings.Join(names, ",")
+}
+
+// checkGroups are the sources of the synthetic events: four ECAL, two HCAL
+// and four muon sources, as the emulator sends.
+var checkGroups = []schemas.SourceGroup{
+	{Name: "ecal", Sources: []uint32{0x100, 0x101, 0x102, 0x103}},
+	{Name: "hcal", Sources: []uint32{0x200, 0x201}},
+	{Name: "muon", Sources: []uint32{0x300, 0x301, 0x302, 0x303}},
+}
+
+// Fragment sizes of the synthetic events: an event's mean payload bytes per
+// source is log-uniform over [checkMinFragment, checkMaxFragment] (event
+// sizes spread over a decade, as multiplicities do), each source's size
+// within ±50 % of it. The emulator's payloads are whole 8-byte records.
+const (
+	checkMinFragment = 16
+	checkMaxFragment = 256
+)
+
+// checkEvents returns n synthetic events, ids 1…n, in one batch: the
+// emulator's payloads (schemas/synth) with sizes drawn from seed, every 8th
+// event from the 4th with its first fragment failing its CRC (corrupt) and
+// every 8th from the 7th without its first muon source (incomplete). They
+// go through the native fragment stream (triggertest.Native), as a node
+// would build them. The caller releases the batches.
+func checkEvents(mem memory.Allocator, n int, seed uint64) ([]arrow.RecordBatch, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x51c3))
+	var stream []byte
+	for k := range n {
+		id := uint64(k + 1)
+		mean := checkMinFragment * math.Pow(checkMaxFragment/checkMinFragment, rng.Float64())
+		corrupt, incomplete := k%8 == 3, k%8 == 6
+		for gi, g := range checkGroups {
+			kind := synth.KindOf(g.Name)
+			for si, src := range g.Sources {
+				size := int(mean * (0.5 + rng.Float64()))
+				if incomplete && gi == len(checkGroups)-1 && si == 0 {
+					continue
+				}
+				f := schemas.Fragment{SourceID: src, EventID: id, Payload: synth.Append(nil, kind, seed, id, src, size)}
+				f.CRC = schemas.Checksum(f.Payload)
+				if corrupt && gi == 0 && si == 0 {
+					f.CRC ^= 1
+				}
+				stream = schemas.AppendFragment(stream, &f, false)
+			}
+		}
+	}
+	return triggertest.Native(mem, stream, checkGroups, n)
 }
 
 // pluginTemplates are the files of a new plugin project (text/template).
@@ -364,8 +543,10 @@ func TestDecide(t *testing.T) {
 `,
 	"Makefile": `# {{.Name}}: a sluice trigger plugin. Builds offline against the sluice
 # checkout named in go.mod's replace directive.
+# SLUICE defaults to the sluice binary that wrote this project; override it
+# (make check SLUICE=...) if that binary moves or to use another build.
 GO     ?= go
-SLUICE ?= sluice
+SLUICE ?= {{.Sluice}}
 
 .PHONY: build test check clean
 
@@ -375,7 +556,7 @@ build:
 test:
 	$(GO) test ./...
 
-# Starts the plugin as the node would and runs it on synthetic events.
+# Starts the built plugin as the node would and runs it on synthetic events.
 check: build
 	$(SLUICE) plugin check bin/{{.Name}}
 
@@ -385,9 +566,22 @@ clean:
 	"README.md": `# {{.Name}} — a sluice trigger plugin
 
 A trigger plugin for the sluice node: a separate program that the node starts
-and hands batches of events (Arrow record batches, see
-` + "`schemas.EventBatch`" + ` for typed access). ` + "`main.go`" + ` implements
-` + "`sdk.Trigger`" + ` (Describe, Configure, Decide) and calls ` + "`sdk.Serve`" + `.
+and hands batches of events (Arrow record batches, one row per event).
+` + "`main.go`" + ` implements ` + "`sdk.Trigger`" + ` (Describe, Configure, Decide) and
+calls ` + "`sdk.Serve`" + `.
+
+Decide reads each batch through ` + "`schemas.EventBatch`" + `. The template sums
+an event's payload bytes over its source groups (` + "`ev.Groups`" + `, and
+` + "`ev.GroupPayload(g, i)`" + `: group g's payloads of event i back to back),
+defers events whose ` + "`ev.Status(i)`" + ` has ` + "`schemas.StatusCorrupt`" + ` (naming
+` + "`ev.EventID(i)`" + `), and accepts those above min_bytes on its line "big".
+The other accessors of event i: ` + "`ev.GroupIndex(name)`" + ` (a group's index, or
+-1), ` + "`ev.GroupSizes(g, i)`" + ` (each source's payload size in group g),
+` + "`ev.Fragments(g, i, fn)`" + ` (each source of group g with its payload),
+` + "`ev.EachFragment(i, fn)`" + ` (every source of every group), ` + "`ev.Payload(source, i)`" + `
+(one source's payload), ` + "`ev.MissingSources(i)`" + ` and ` + "`ev.CorruptSources(i)`" + `.
+List the groups Decide reads in ` + "`Description.Columns`" + ` and the node sends
+only those.
 
 ## Building offline against a local sluice checkout
 
@@ -403,7 +597,11 @@ edit the replace line.
 
     make test     # go test ./... (the trigger in process, on synthetic events)
     make build    # bin/{{.Name}}
-    make check    # sluice plugin check bin/{{.Name}}: handshake, description, decisions
+    make check    # $(SLUICE) plugin check bin/{{.Name}}: handshake, description, decisions
+
+` + "`sluice plugin check`" + ` takes the built binary (bin/{{.Name}}), not this
+directory. The Makefile's SLUICE defaults to the sluice binary that wrote the
+project ({{.Sluice}}); override it with ` + "`make check SLUICE=...`" + `.
 
 Without network access use ` + "`GOFLAGS=-mod=mod GOPROXY=off make test`" + `.
 

@@ -4,25 +4,39 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/schemas"
 )
 
-// TestPluginNewBuildsAndChecks writes a plugin project with the sluice
-// checkout detected from this binary's sources, runs its own test and builds
-// it offline (module cache only), then runs it under `sluice plugin check`.
+// TestPluginNewBuildsAndChecks builds sluice, has it write a plugin project
+// with the sluice checkout detected from its sources, and runs the project's
+// make test and make check offline (module cache only) with no sluice on
+// PATH: the Makefile must name the binary that wrote it. Then it checks the
+// built plugin in process and reads the decisions.
 func TestPluginNewBuildsAndChecks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a plugin project")
+		t.Skip("builds sluice and a plugin project")
 	}
-	dir := filepath.Join(t.TempDir(), "demo")
-	out, err := run(t, "plugin", "new", "demo", "--dir", dir)
+	tmp := t.TempDir()
+	sluice := filepath.Join(tmp, "tools", "sluice")
+	if b, err := exec.Command("go", "build", "-o", sluice, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building sluice: %v\n%s", err, b)
+	}
+	dir := filepath.Join(tmp, "demo")
+	b, err := exec.Command(sluice, "plugin", "new", "demo", "--dir", dir).CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("sluice plugin new: %v\n%s", err, b)
 	}
 	root, _ := filepath.Abs("../..")
-	if !strings.Contains(out, "sluice checkout "+root) {
-		t.Fatalf("detected checkout: %s, want %s", out, root)
+	if !strings.Contains(string(b), "sluice checkout "+root) {
+		t.Fatalf("detected checkout: %s, want %s", b, root)
 	}
 	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if !strings.Contains(string(gomod), "replace github.com/sluice-daq/sluice => "+root) {
@@ -33,29 +47,83 @@ func TestPluginNewBuildsAndChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	offline := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
-	for _, args := range [][]string{{"test", "./..."}, {"build", "-o", "bin/demo", "."}} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, offline
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v in the new project: %v\n%s", args, err, b)
-		}
+	makefile, _ := os.ReadFile(filepath.Join(dir, "Makefile"))
+	if !strings.Contains(string(makefile), "\nSLUICE ?= "+sluice+"\n") {
+		t.Fatalf("Makefile does not default SLUICE to %s:\n%s", sluice, makefile)
 	}
-	out, err = run(t, "plugin", "check", filepath.Join(dir, "bin", "demo"), "--events", "5")
+
+	// Only go's and make's directories on PATH: no sluice there.
+	var path []string
+	for _, tool := range []string{"go", "make"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("no %s: %v", tool, err)
+		}
+		d := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(d, "sluice")); err == nil {
+			t.Fatalf("%s holds a sluice: the test needs a PATH without one", d)
+		}
+		path = append(path, d)
+	}
+	env := append(os.Environ(), "PATH="+strings.Join(path, string(os.PathListSeparator)), "GOFLAGS=-mod=mod", "GOPROXY=off")
+	runMake := func(args ...string) string {
+		cmd := exec.Command("make", args...)
+		cmd.Dir, cmd.Env = dir, env
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %v in the new project: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	runMake("test")
+	if out := runMake("check"); !strings.Contains(out, "handshake ok") || !strings.Contains(out, "16 events:") {
+		t.Fatalf("make check:\n%s", out)
+	}
+	if out := runMake("-n", "check", "SLUICE=/elsewhere/sluice"); !strings.Contains(out, "/elsewhere/sluice plugin check bin/demo") {
+		t.Fatalf("SLUICE is not overridable:\n%s", out)
+	}
+
+	bin := filepath.Join(dir, "bin", "demo")
+	out, err := run(t, "plugin", "check", bin)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// 10 sources × 64 bytes = 640 bytes per event > min_bytes 500: accepted.
-	for _, want := range []string{"name     demo", "lines    big", "handshake ok", "1          accept   big", "5 events: 5 accept, 0 reject, 0 defer"} {
+	for _, want := range []string{"name     demo", "lines    big", "handshake ok"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("check output lacks %q:\n%s", want, out)
 		}
 	}
-	out, err = run(t, "plugin", "check", filepath.Join(dir, "bin", "demo"), "--param", "min_bytes=1000", "--inline")
-	if err != nil || !strings.Contains(out, "8 events: 0 accept, 8 reject, 0 defer") {
-		t.Fatalf("check with min_bytes=1000: %v\n%s", err, out)
+	// The template defers corrupt events and accepts the others above
+	// min_bytes=500 payload bytes: every row must follow, and the events
+	// must exercise all three decisions.
+	rows := checkRows(t, out)
+	count := map[string]int{}
+	for _, r := range rows {
+		want := "reject"
+		switch {
+		case strings.Contains(r.status, "corrupt"):
+			want = "defer"
+		case r.bytes > 500:
+			want = "accept"
+		}
+		if r.decision != want {
+			t.Errorf("event %d (%d bytes, %s): %s, want %s", r.id, r.bytes, r.status, r.decision, want)
+		}
+		count[r.decision]++
 	}
-	if _, err := run(t, "plugin", "check", filepath.Join(dir, "bin", "demo"), "--param", "min_byte=1"); err == nil || !strings.Contains(err.Error(), "min_byte") {
+	if len(rows) != 16 || count["accept"] == 0 || count["reject"] == 0 || count["defer"] == 0 {
+		t.Fatalf("decisions %v on %d events, want all three on 16:\n%s", count, len(rows), out)
+	}
+	summary := "16 events: " + strconv.Itoa(count["accept"]) + " accept, " + strconv.Itoa(count["reject"]) + " reject, " + strconv.Itoa(count["defer"]) + " defer"
+	if !strings.Contains(out, summary) {
+		t.Fatalf("check output lacks %q:\n%s", summary, out)
+	}
+
+	out, err = run(t, "plugin", "check", bin, "--param", "min_bytes=100000", "--inline", "--events", "8")
+	if err != nil || !strings.Contains(out, "8 events: 0 accept, 7 reject, 1 defer") {
+		t.Fatalf("check with min_bytes=100000: %v\n%s", err, out)
+	}
+	if _, err := run(t, "plugin", "check", bin, "--param", "min_byte=1"); err == nil || !strings.Contains(err.Error(), "min_byte") {
 		t.Fatalf("misspelt parameter: %v", err)
 	}
 	if _, err := run(t, "plugin", "new", "demo", "--dir", dir); err == nil {
@@ -63,8 +131,109 @@ func TestPluginNewBuildsAndChecks(t *testing.T) {
 	}
 }
 
+// checkRow is one event line of plugin check's table.
+type checkRow struct {
+	id       uint64
+	bytes    int
+	status   string
+	decision string
+}
+
+// checkRows parses the event table of plugin check's output.
+func checkRows(t *testing.T, out string) []checkRow {
+	t.Helper()
+	var rows []checkRow
+	re := regexp.MustCompile(`(?m)^(\d+) +(\d+) (\S+) +(accept|reject|defer)\b`)
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		id, _ := strconv.ParseUint(m[1], 10, 64)
+		n, _ := strconv.Atoi(m[2])
+		rows = append(rows, checkRow{id: id, bytes: n, status: m[3], decision: m[4]})
+	}
+	return rows
+}
+
+// TestPluginTemplateREADME: the generated README describes every
+// schemas.EventBatch accessor the generated main.go calls.
+func TestPluginTemplateREADME(t *testing.T) {
+	used := regexp.MustCompile(`\bev\.(\w+)`).FindAllStringSubmatch(pluginTemplates["main.go"], -1)
+	if len(used) == 0 {
+		t.Fatal("main.go template uses no accessor of the event batch")
+	}
+	for _, m := range used {
+		if !strings.Contains(pluginTemplates["README.md"], "`ev."+m[1]) {
+			t.Errorf("README.md template does not describe ev.%s, which main.go uses", m[1])
+		}
+	}
+}
+
+// TestPluginCheckEvents: the synthetic events of plugin check vary in size
+// (deterministically per seed) over the documented range and carry corrupt
+// and incomplete events at the documented places.
+func TestPluginCheckEvents(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	sizes := func(seed uint64) []int {
+		batches, err := checkEvents(mem, 32, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			for _, b := range batches {
+				b.Release()
+			}
+		}()
+		var out []int
+		for _, rec := range batches {
+			ev, err := schemas.NewEventBatch(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range ev.Len() {
+				k := len(out)
+				if ev.EventID(i) != uint64(k+1) {
+					t.Fatalf("row %d: event id %d", k, ev.EventID(i))
+				}
+				wantCorrupt, wantIncomplete := k%8 == 3, k%8 == 6
+				st := ev.Status(i)
+				if (st&schemas.StatusCorrupt != 0) != wantCorrupt || (st&schemas.StatusIncomplete != 0) != wantIncomplete {
+					t.Fatalf("event %d: status %b", ev.EventID(i), st)
+				}
+				if wantCorrupt && !slices.Equal(ev.CorruptSources(i), []uint32{0x100}) {
+					t.Fatalf("event %d: corrupt sources %x", ev.EventID(i), ev.CorruptSources(i))
+				}
+				if wantIncomplete && !slices.Equal(ev.MissingSources(i), []uint32{0x300}) {
+					t.Fatalf("event %d: missing sources %x", ev.EventID(i), ev.MissingSources(i))
+				}
+				n := 0
+				ev.EachFragment(i, func(_ uint32, p []byte) bool { n += len(p); return true })
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	a := sizes(1)
+	if len(a) != 32 {
+		t.Fatalf("%d events, want 32", len(a))
+	}
+	if !slices.Equal(a, sizes(1)) {
+		t.Fatal("the same seed gave other sizes")
+	}
+	if slices.Equal(a, sizes(2)) {
+		t.Fatal("another seed gave the same sizes")
+	}
+	// Ten sources of 8 to 1.5×256 bytes; the spread must straddle the
+	// template's 500 bytes by far on both sides.
+	lo, hi := slices.Min(a), slices.Max(a)
+	if lo < 9*8 || hi > 10*checkMaxFragment*3/2 || lo > 300 || hi < 1200 {
+		t.Fatalf("event sizes %d…%d: %v", lo, hi, a)
+	}
+}
+
 // TestPluginCheckRefusesNonPlugins: a program that is not a plugin and a
-// plugin of another protocol version give errors naming the binary.
+// plugin of another protocol version give errors naming the binary; a
+// directory or a file without execute permission is refused before it is
+// started, with the binary to pass instead; the plugin's log lines carry the
+// stage label "check".
 func TestPluginCheckRefusesNonPlugins(t *testing.T) {
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "../../plugins/internal/testplugins/wrongproto", "../../plugins/internal/testplugins/notplugin")
@@ -76,11 +245,37 @@ func TestPluginCheckRefusesNonPlugins(t *testing.T) {
 		{"wrongproto", "another trigger protocol version"},
 	} {
 		path := filepath.Join(bin, c.name)
-		_, err := run(t, "plugin", "check", path)
+		out, err := run(t, "plugin", "check", path)
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v", c.name, err)
 		}
+		if strings.Contains(out, `stage=""`) || !strings.Contains(out, "stage=check") {
+			t.Errorf("%s: log lines without the stage label check:\n%s", c.name, out)
+		}
 	}
+
+	// A project as plugin new writes it, not built yet.
+	proj := filepath.Join(t.TempDir(), "mytrigger")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for f, text := range map[string]string{"go.mod": "module mytrigger\n\ngo 1.26.0\n", "main.go": "package main\n"} {
+		if err := os.WriteFile(filepath.Join(proj, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := filepath.Join(proj, "bin", "mytrigger")
+	for _, c := range []struct{ arg, says string }{
+		{proj, proj + " is a directory; build it (make build) and pass the binary, e.g. " + want + " (not built yet)"},
+		{filepath.Join(proj, "main.go"), "main.go is not executable (mode -rw-r--r--); build the project (make build) and pass the binary, e.g. " + want},
+		{bin, bin + " is a directory; pass the plugin binary"},
+	} {
+		_, err := run(t, "plugin", "check", c.arg)
+		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "fork/exec") {
+			t.Errorf("check %s: %v, want %q", c.arg, err, c.says)
+		}
+	}
+
 	if _, err := run(t, "plugin", "new", "Bad-Name"); err == nil {
 		t.Error("plugin new accepted a name that is not a Go identifier")
 	}
