@@ -99,8 +99,11 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 				}
 			}
 		}
-		// A file ends; a socket ends when its expected senders finished.
-		finite := scheme == "file" || ic.ExpectStreams > 0
+		// A file ends; a ring ends when its writer closes it after its last
+		// packet (a writer that dies instead fails the run with
+		// readout.ErrWriterDead); a socket ends only when its expected
+		// senders finished, if it was told how many there are.
+		finite := scheme == "file" || scheme == "shm" || ic.ExpectStreams > 0
 		var emu func(context.Context) error
 		if e := ic.Emulator; e != nil {
 			ec, err := emulatorConfig(ic.URI, e, groups)

@@ -57,9 +57,10 @@ type eventStore interface {
 // Parts are a run's components, opened before the run starts.
 type Parts struct {
 	Inputs []readout.Input
-	// Finite[i] says input i ends by itself (a file, or fed only by an
-	// embedded emulator that sends a fixed amount): the run drains once
-	// every input is finite and done.
+	// Finite[i] says input i ends by itself (a file, a shm ring, which its
+	// writer closes at the end of its stream, a socket with expected
+	// senders, or an input fed only by an embedded emulator that sends a
+	// fixed amount): the run drains once every input is finite and done.
 	Finite []bool
 	// Emulators are embedded readout emulators, run beside the inputs and
 	// stopped first when the run drains. Emulators[i] feeds Inputs[i] (nil

@@ -17,10 +17,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/node/readout"
 )
 
 var (
@@ -57,8 +59,61 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		return m.Run()
+		code := m.Run()
+		if left := shmLeftovers(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "e2e: files left in %s by the tests or the processes they started: %v\n", readout.ShmDir, left)
+			return 1
+		}
+		return code
 	}())
+}
+
+// regionPrefix starts the /dev/shm file name of a plugin host's regions,
+// then its pid (plugins/internal/wire.RegionPrefix, which this package may
+// not import).
+const regionPrefix = "sluice-trigger-"
+
+// started are the pids of every sluice process the tests started, so that
+// TestMain can look for /dev/shm files they left.
+var started struct {
+	mu   sync.Mutex
+	pids []int
+}
+
+// shmLeftovers lists the /dev/shm files that belong to this test process
+// and still exist: rings named by shmName (and their temporary files while
+// created) and the plugin regions of the sluice processes it started.
+func shmLeftovers() []string {
+	patterns := []string{
+		fmt.Sprintf("sluice-e2e-%d-*", os.Getpid()),
+		fmt.Sprintf(".sluice-e2e-%d-*", os.Getpid()),
+	}
+	started.mu.Lock()
+	for _, pid := range started.pids {
+		patterns = append(patterns, fmt.Sprintf("%s%d-*", regionPrefix, pid))
+	}
+	started.mu.Unlock()
+	var out []string
+	for _, p := range patterns {
+		m, _ := filepath.Glob(filepath.Join(readout.ShmDir, p))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// removeShmOf removes what a killed sluice process of test t may have left
+// in /dev/shm: the test's rings (a killed writer never removes its ring)
+// and the process's plugin regions.
+func removeShmOf(t *testing.T, pid int) {
+	ring := shmName(t)
+	for _, p := range []string{ring + "*", "." + ring + "*", fmt.Sprintf("%s%d-*", regionPrefix, pid)} {
+		m, _ := filepath.Glob(filepath.Join(readout.ShmDir, p))
+		for _, f := range m {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				t.Errorf("removing %s left by killed pid %d: %v", f, pid, err)
+			}
+		}
+	}
 }
 
 // proc is one `sluice` subprocess.
@@ -86,6 +141,9 @@ func start(t *testing.T, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	started.mu.Lock()
+	started.pids = append(started.pids, p.cmd.Process.Pid)
+	started.mu.Unlock()
 	go func() {
 		sc := bufio.NewScanner(errPipe)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -103,9 +161,16 @@ func start(t *testing.T, args ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.done:
+		default:
 			_ = p.cmd.Process.Kill()
 			<-p.done
+		}
+		// A process killed (by the test, or just now because the test
+		// failed) removed nothing it had created in /dev/shm.
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			removeShmOf(t, p.cmd.Process.Pid)
 		}
 	})
 	return p

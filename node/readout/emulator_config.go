@@ -20,7 +20,7 @@ type EmulatorConfig struct {
 	Events   uint64        // events to generate (synthetic; default 1000 unless Duration is set)
 	Duration time.Duration // stop generating after this long (0: no limit)
 	Rate     float64       // events per second; 0 = as fast as the output takes them
-	Loop     int           // file mode: replay the file this many times (default 1), event ids shifted
+	Loop     int           // file mode: replay the file this many times (default 1), event ids (and LHCb ODIN event numbers) shifted
 
 	Groups     []schemas.SourceGroup // synthetic sources by sub-detector (payload kind from the name)
 	Sources    int                   // synthetic sources 0..Sources-1 when Groups is empty (default 4)

@@ -31,7 +31,16 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(envBench); args != "" {
 		os.Exit(benchChild(strings.Split(args, "\x1f")))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Every ring a test created, or a child it killed left behind, must be
+	// gone: ringName's clean-up removes them.
+	left, _ := filepath.Glob(filepath.Join(ShmDir, ringPrefix()+"*"))
+	tmp, _ := filepath.Glob(filepath.Join(ShmDir, "."+ringPrefix()+"*"))
+	if left = append(left, tmp...); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "files left in %s by the tests: %v\n", ShmDir, left)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 func emulatorChild(cfgJSON, summaryPath string) int {

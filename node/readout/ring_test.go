@@ -16,11 +16,22 @@ import (
 	"time"
 )
 
+// ringPrefix starts the name of every ring this test process creates.
+func ringPrefix() string { return fmt.Sprintf("sluice-test-%d-", os.Getpid()) }
+
 // ringName returns a ring name unique to this test and process and removes
-// the ring file when the test ends.
+// the ring file when the test ends, with the temporary file a writer
+// killed while creating it leaves.
 func ringName(t testing.TB) string {
-	name := fmt.Sprintf("sluice-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	t.Cleanup(func() { os.Remove(filepath.Join(ShmDir, name)) })
+	name := ringPrefix() + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	t.Cleanup(func() {
+		tmp, _ := filepath.Glob(filepath.Join(ShmDir, "."+name+".tmp*"))
+		for _, f := range append(tmp, filepath.Join(ShmDir, name)) {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				t.Errorf("removing ring file: %v", err)
+			}
+		}
+	})
 	return name
 }
 
