@@ -74,7 +74,7 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long")
 	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")
-	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids shifted to stay unique")
+	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids (and LHCb ODIN event numbers) shifted to stay unique")
 	f.IntVar(&cfg.Sources, "sources", 4, "synthetic sources 0..N-1 (ignored with --groups)")
 	f.StringVar(&groups, "groups", "", "sub-detector source groups, e.g. ecal:0-31,hcal:32-47,muon:48-63,tracker:64-99")
 	f.IntVar(&cfg.Packing, "packing", 1, "fragments per multi-fragment packet")
