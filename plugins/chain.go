@@ -20,7 +20,14 @@ type Result struct {
 	Decision schemas.Decision // accept, reject or defer
 	Lines    uint64           // lines that fired in Stage, after prescales (bit i = line i of Stage's plugin)
 	Stage    string           // the stage that made the final decision
-	Reason   string           // why the event was deferred or rejected by the host, or the plugin's annotation; often empty
+	// Fired holds, for every stage the event reached in chain order
+	// (Fired[i] for stage i of Chain.Stages), the lines that fired there
+	// after prescales: the earlier entries are the lines on which the event
+	// was passed on, the last one (index of Stage) equals Lines. It lets the
+	// node count decisions and lines per stage, not only the final one.
+	// Set by Chain.Decide; nil from Plugin.Decide.
+	Fired  []uint64
+	Reason string // why the event was deferred or rejected by the host, or the plugin's annotation; often empty
 	// Status is the event's status bits from the batch, plus
 	// StatusTriggerError when its batch failed in the plugin repeatedly.
 	Status schemas.EventStatus
@@ -110,6 +117,9 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 	for i := range pending {
 		pending[i] = i
 	}
+	// fired backs every row's Fired: row i owns fired[i*ns : (i+1)*ns].
+	ns := len(c.stages)
+	fired := make([]uint64, n*ns)
 	sub := rec
 	sub.Retain()
 	defer func() { sub.Release() }()
@@ -126,6 +136,8 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 			if r.Decision == schemas.DecisionAccept && !last {
 				next = append(next, row)
 			}
+			fired[row*ns+si] = r.Lines
+			r.Fired = fired[row*ns : row*ns+si+1 : row*ns+si+1]
 			out[row] = r
 		}
 		if last || len(next) == 0 {

@@ -61,6 +61,12 @@ func TestChainTwoStages(t *testing.T) {
 	accepted := 0
 	for id, r := range got {
 		w := want[id]
+		// Fired: one entry per stage reached; llt passed hlt's events on
+		// on its lines, and the last entry is the final stage's lines.
+		if wantLen := map[string]int{"llt": 1, "hlt": 2}[r.Stage]; len(r.Fired) != wantLen || r.Fired[len(r.Fired)-1] != r.Lines ||
+			(r.Stage == "hlt" && r.Fired[0] != w.Lines) {
+			t.Fatalf("event %d: Fired %v for %+v (llt lines %b)", id, r.Fired, r, w.Lines)
+		}
 		switch {
 		case w.Decision != schemas.DecisionAccept:
 			if r.Decision != w.Decision || r.Stage != "llt" {

@@ -66,6 +66,7 @@ type instance struct {
 func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) {
 	cmd := exec.Command(cfg.path)
 	dieWithHost(cmd)
+	hl, quiet := hclogFor(cfg.log, cfg.stage, filepath.Base(cfg.path))
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		Plugins:          plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{}},
@@ -73,10 +74,18 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		GRPCDialOptions:  wire.DialOptions(),
-		Logger:           hclogFor(cfg.log, cfg.stage, filepath.Base(cfg.path)),
+		Logger:           hl,
 		StartTimeout:     cfg.startTimeout,
 	})
 	fail := func(what string, err error) (*instance, error) {
+		// A process that failed its start-up gets no graceful exit: it is
+		// killed at once, and go-plugin's Kill then only reaps it and its
+		// goroutines. Its "failed to exit gracefully" warning would blame
+		// the process for an exit nobody asked of it, so it is dropped.
+		quiet.Store(true)
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
 		c.Kill()
 		return nil, fmt.Errorf("trigger plugin %s: %s: %w", cfg.path, what, err)
 	}

@@ -4,24 +4,34 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
 
 // hclogFor returns an hclog.Logger (what go-plugin logs through, including
 // every line a plugin writes with its own hclog logger) whose entries go to
-// the node's slog logger, tagged with the stage and plugin names.
-func hclogFor(log *slog.Logger, stage, plugin string) hclog.Logger {
+// the node's slog logger, tagged with the stage and plugin names. While
+// quiet is set, go-plugin's warning that the process failed to exit
+// gracefully is dropped (for processes killed on purpose).
+func hclogFor(log *slog.Logger, stage, plugin string) (l hclog.Logger, quiet *atomic.Bool) {
 	if log == nil {
 		log = slog.Default()
 	}
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: plugin, Level: hclog.Debug, Output: io.Discard})
-	l.RegisterSink(slogSink{log: log.With("stage", stage, "plugin", plugin)})
-	return l
+	quiet = new(atomic.Bool)
+	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: plugin, Level: hclog.Debug, Output: io.Discard})
+	il.RegisterSink(slogSink{log: log.With("stage", stage, "plugin", plugin), quiet: quiet})
+	return il, quiet
 }
 
+// msgNotGraceful is go-plugin's warning when Kill had to force the process.
+const msgNotGraceful = "plugin failed to exit gracefully"
+
 // slogSink forwards hclog entries to slog.
-type slogSink struct{ log *slog.Logger }
+type slogSink struct {
+	log   *slog.Logger
+	quiet *atomic.Bool
+}
 
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	var l slog.Level
@@ -36,7 +46,7 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 		l = slog.LevelError
 	}
 	ctx := context.Background()
-	if !s.log.Enabled(ctx, l) {
+	if !s.log.Enabled(ctx, l) || msg == msgNotGraceful && s.quiet.Load() {
 		return
 	}
 	// go-plugin's own messages carry the binary's path as "plugin"; the

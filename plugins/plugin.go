@@ -23,6 +23,10 @@ type Options struct {
 	// Logger receives the plugin's log lines, tagged with its name. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Stage labels the log lines of a plugin started with Start (e.g.
+	// "check" for `sluice plugin check`); a Chain labels each plugin with
+	// its StageConfig.Name instead. Default "standalone".
+	Stage string
 	// Arena, when set, is the shared-memory region event batches are built
 	// in (give it to the builder as its allocator): batches lying in it reach
 	// plugins as the places of their buffers, without any copy. Other
@@ -73,7 +77,11 @@ type Plugin struct {
 // description. A binary that is not a plugin, or speaks another protocol
 // version, gives an error naming it.
 func Start(ctx context.Context, path string, opts Options) (*Plugin, error) {
-	in, err := startInstance(ctx, opts.instanceConfig(path, ""))
+	stage := opts.Stage
+	if stage == "" {
+		stage = "standalone"
+	}
+	in, err := startInstance(ctx, opts.instanceConfig(path, stage))
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +107,12 @@ func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Resul
 
 // Close stops the plugin process and removes its shared-memory region.
 func (p *Plugin) Close() { p.in.close() }
+
+// RegionPrefix starts the file name of every shared-memory region the
+// trigger host creates (in /dev/shm, or the temporary directory), followed
+// by the host's process id: tools and tests use it to find regions left
+// behind.
+const RegionPrefix = wire.RegionPrefix
 
 // ProtocolVersion is the trigger protocol version this host speaks in the
 // go-plugin handshake.

@@ -39,6 +39,11 @@ type StageConfig struct {
 	RestartBackoff, MaxRestartBackoff time.Duration
 }
 
+// ReasonPrescaled is the Result.Reason of an event its stage's plugin
+// accepted but whose every fired line the host's prescales removed: the
+// stage rejects it.
+const ReasonPrescaled = "prescaled"
+
 // Deferral is a stage's policy for deferring events to the store instead of
 // deciding them now.
 type Deferral struct {
@@ -363,7 +368,7 @@ func (s *stage) applyPrescales(rows []int, out []Result) {
 			}
 		}
 		if r.Lines == 0 {
-			r.Decision, r.Reason = schemas.DecisionReject, "prescaled"
+			r.Decision, r.Reason = schemas.DecisionReject, ReasonPrescaled
 		}
 	}
 }
