@@ -16,6 +16,7 @@ type pluginChain struct {
 	c      *plugins.Chain
 	stages []config.Stage
 	lines  map[string][]string
+	names  []string            // the stages in order
 	gather prometheus.Gatherer // where the chain's metrics are, for Plugins (nil: none)
 }
 
@@ -47,6 +48,7 @@ func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registe
 	}
 	for _, si := range c.Stages() {
 		pc.lines[si.Name] = si.Description.Lines
+		pc.names = append(pc.names, si.Name)
 	}
 	return pc, nil
 }
@@ -58,12 +60,14 @@ func (p *pluginChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verd
 	}
 	out := make([]Verdict, len(res))
 	for i, r := range res {
-		out[i] = Verdict{Decision: r.Decision, Lines: r.Lines, Stage: r.Stage, Reason: r.Reason, Status: r.Status}
+		out[i] = Verdict{Decision: r.Decision, Lines: r.Lines, Stage: r.Stage, Fired: r.Fired, Reason: r.Reason, Status: r.Status}
 	}
 	return out, nil
 }
 
 func (p *pluginChain) Lines(stage string) []string { return p.lines[stage] }
+
+func (p *pluginChain) Stages() []string { return p.names }
 
 func (p *pluginChain) Close() { p.c.Close() }
 

@@ -78,9 +78,19 @@ func TestMetricsPassPromlint(t *testing.T) {
 		`sluice_input_losses_total{input="udp://127.0.0.1:9000",reason="lost"} 3`,
 		`sluice_queue_batches 2`,
 		"go_goroutines", "process_resident_memory_bytes",
+		// The two byte counts say what they count: whole packets as they
+		// arrived per input, and the fragment payloads into the builder.
+		`sluice_input_wire_bytes_total{input="shm://r"} 1000`,
+		"# HELP sluice_input_wire_bytes_total Bytes received per input as they arrived: whole multi-fragment packets",
+		"# HELP sluice_fragment_payload_bytes_total Payload bytes of the fragments handed to the event builder: fragment and multi-fragment packet headers excluded",
 	} {
 		if !strings.Contains(body, w) {
 			t.Errorf("/metrics lacks %q", w)
+		}
+	}
+	for _, old := range []string{"sluice_received_bytes_total", "sluice_input_received_bytes_total"} {
+		if strings.Contains(body, old) {
+			t.Errorf("/metrics still has the ambiguous %s", old)
 		}
 	}
 }

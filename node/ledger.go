@@ -28,8 +28,13 @@ type Ledger struct {
 	// InputLosses are counted by the inputs before anything reached the
 	// builder (a UDP packet never received, a TCP packet cut by a
 	// disconnect, a packet that failed to decode), by "input/reason".
-	InputLosses   map[string]uint64 `json:"input_losses"`
-	BytesReceived uint64            `json:"bytes_received"` // payload bytes of the fragments received
+	InputLosses map[string]uint64 `json:"input_losses"`
+	// InputBytes is what the inputs received as it arrived (whole
+	// multi-fragment packets or native fragments, with their headers, the
+	// unit an emulator's bytes_sent counts); BytesReceived is the fragment
+	// payload bytes of it handed to the builder (headers excluded).
+	InputBytes    uint64 `json:"input_bytes"`
+	BytesReceived uint64 `json:"bytes_received"`
 
 	// Events (or timeslices) built and what became of them.
 	EventsBuilt      uint64 `json:"events_built"`
@@ -42,8 +47,11 @@ type Ledger struct {
 	// DeferredBy splits EventsDeferred by reason ("fraction", "backlog",
 	// "trigger-error", "no-online-stage", or a stage's own).
 	DeferredBy map[string]uint64 `json:"deferred_by"`
-	// Lines counts accepted events per trigger line ("stage/line").
+	// Lines counts accepted events per trigger line ("stage/line") of the
+	// stage that made the final decision.
 	Lines map[string]uint64 `json:"lines"`
+	// Stages is what each online trigger stage decided, in chain order.
+	Stages []StageLedger `json:"stages"`
 	// EventsInFlight were built and not decided yet (in the batch queue or
 	// the chain); 0 once the run stopped.
 	EventsInFlight uint64 `json:"events_in_flight"`
@@ -74,6 +82,24 @@ type Ledger struct {
 	Balanced       bool    `json:"balanced"`
 	// Imbalance says which identity failed, with the numbers.
 	Imbalance []string `json:"imbalance,omitempty"`
+}
+
+// StageLedger is what one trigger stage did with the events it saw:
+// Accepted were passed on to the next stage (or, in the last stage, kept),
+// Rejected and Deferred stopped there. Seen = Accepted + Rejected +
+// Deferred, and a stage sees what the stage before it accepted.
+type StageLedger struct {
+	Name     string `json:"name"`
+	Seen     uint64 `json:"seen"`
+	Accepted uint64 `json:"accepted"`
+	Rejected uint64 `json:"rejected"`
+	// Prescaled of the rejected events were accepted by the stage's plugin
+	// but lost every line to the stage's prescales.
+	Prescaled uint64 `json:"prescaled"`
+	Deferred  uint64 `json:"deferred"`
+	// Lines counts the accepted events each line fired on (after
+	// prescales), by line name.
+	Lines map[string]uint64 `json:"lines"`
 }
 
 // Check fills Balanced and Imbalance. A ledger balances when:
@@ -153,10 +179,12 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("lost at the inputs", sum(l.InputLosses))
 		byReason(l.InputLosses)
 	}
-	row("bytes received", l.BytesReceived)
+	row("input bytes (packets with headers)", l.InputBytes)
+	row("fragment payload bytes into the builder", l.BytesReceived)
 	for _, e := range l.Emulators {
 		row("emulator "+e.To+" sent fragments", e.FragmentsSent)
 		byReason(e.FaultFragments)
+		row("  sent bytes (packets with headers)", e.BytesSent)
 	}
 	row("events built", l.EventsBuilt)
 	row("  incomplete", l.EventsIncomplete)
@@ -168,9 +196,22 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if l.EventsInFlight != 0 {
 		row("  in flight", l.EventsInFlight)
 	}
-	if len(l.Lines) > 0 {
-		row("accepted by line", "")
-		byReason(l.Lines)
+	for i, st := range l.Stages {
+		row("stage "+st.Name+" seen", st.Seen)
+		if i+1 < len(l.Stages) {
+			row("  accepted, passed on to "+l.Stages[i+1].Name, st.Accepted)
+		} else {
+			row("  accepted", st.Accepted)
+		}
+		row("  rejected", st.Rejected)
+		if st.Prescaled != 0 {
+			row("    by the prescales", st.Prescaled)
+			row("    by the plugin", st.Rejected-st.Prescaled)
+		}
+		row("  deferred", st.Deferred)
+		for _, k := range sortedKeys(st.Lines) {
+			row("  line "+k, st.Lines[k])
+		}
 	}
 	row("events stored", l.EventsStored)
 	row("  accepted stream", l.EventsStoredAccepted)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-daq/sluice/node/readout"
 )
 
 func balancedLedger() Ledger {
@@ -80,7 +82,7 @@ func TestLedgerJSONFields(t *testing.T) {
 	}
 	for _, k := range []string{"run", "fragments_received", "fragments_in_events", "fragments_discarded", "events_built",
 		"events_incomplete", "events_accepted", "events_rejected", "events_deferred", "events_stored", "bytes_received",
-		"duration_seconds", "balanced"} {
+		"input_bytes", "stages", "duration_seconds", "balanced"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary JSON lacks %q", k)
 		}
@@ -101,6 +103,20 @@ func TestLedgerTable(t *testing.T) {
 	for _, w := range []string{"fragments received", "duplicate", "events built", "deferred stream", "store_error", "balanced"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
+		}
+	}
+	// The byte counts say what they count, next to the emulator's.
+	l.InputBytes, l.BytesReceived = 4002580800, 3708367200
+	l.Emulators = []readout.Summary{{To: "shm://demo", FragmentsSent: 100, BytesSent: 4002580800}}
+	buf.Reset()
+	_ = l.WriteTable(&buf)
+	for _, r := range [][2]string{
+		{"input bytes (packets with headers)", "4002580800"},
+		{"fragment payload bytes into the builder", "3708367200"},
+		{"sent bytes (packets with headers)", "4002580800"},
+	} {
+		if !hasRow(buf.String(), r[0], r[1]) {
+			t.Errorf("table lacks row %q %s:\n%s", r[0], r[1], buf.String())
 		}
 	}
 	l.EventsBuilt++

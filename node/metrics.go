@@ -39,7 +39,7 @@ var metricDefs = []metricDef{
 	{"sluice_fragments_discarded_total", "Fragments discarded by the event builder, by reason.", []string{"reason"}},
 	{"sluice_fragments_open", "Fragments held in events still under construction.", nil},
 	{"sluice_input_losses_total", "Packets or fragments lost before the builder (e.g. UDP loss, cut TCP packet), by input and reason.", []string{"input", "reason"}},
-	{"sluice_received_bytes_total", "Payload bytes of the fragments received.", nil},
+	{"sluice_fragment_payload_bytes_total", "Payload bytes of the fragments handed to the event builder: fragment and multi-fragment packet headers excluded, so less than sluice_input_wire_bytes_total.", nil},
 	{"sluice_events_built_total", "Events (or timeslices) emitted by the builder, by completeness.", []string{"completeness"}},
 	{"sluice_events_corrupt_total", "Built events with at least one fragment that failed its CRC.", nil},
 	{"sluice_events_decided_total", "Events decided by the online trigger chain, by decision.", []string{"decision"}},
@@ -52,7 +52,7 @@ var metricDefs = []metricDef{
 	{"sluice_queue_capacity_batches", "Bound of the queue of event batches before the trigger chain.", nil},
 	{"sluice_queue_bytes", "Payload bytes of the event batches waiting for the trigger chain.", nil},
 	{"sluice_memory_budget_bytes", "Configured memory budget of the builder and the batch queue.", nil},
-	{"sluice_input_received_bytes_total", "Bytes received per input.", []string{"input"}},
+	{"sluice_input_wire_bytes_total", "Bytes received per input as they arrived: whole multi-fragment packets (or native fragments) with their headers, before decoding; the fragment payloads among them are sluice_fragment_payload_bytes_total.", []string{"input"}},
 	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
 	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
@@ -110,7 +110,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		input, reason := splitLossKey(k)
 		counter("sluice_input_losses_total", v, input, reason)
 	}
-	counter("sluice_received_bytes_total", l.BytesReceived)
+	counter("sluice_fragment_payload_bytes_total", l.BytesReceived)
 	counter("sluice_events_built_total", l.EventsComplete, "complete")
 	counter("sluice_events_built_total", l.EventsIncomplete, "incomplete")
 	counter("sluice_events_corrupt_total", l.EventsCorrupt)
@@ -129,7 +129,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge("sluice_queue_bytes", float64(b.QueueBytes))
 	gauge("sluice_memory_budget_bytes", float64(b.MemoryBudgetBytes))
 	for _, in := range s.Inputs {
-		counter("sluice_input_received_bytes_total", in.Bytes, in.URI)
+		counter("sluice_input_wire_bytes_total", in.Bytes, in.URI)
 		counter("sluice_input_packets_total", in.Packets, in.URI)
 		gauge("sluice_input_idle_seconds", in.IdleSeconds, in.URI)
 	}

@@ -164,6 +164,9 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return n.failedStart(parts, err)
 	}
+	if parts.Chain != nil {
+		n.flow.setStages(parts.Chain)
+	}
 	n.mu.Lock()
 	n.parts, n.builder = parts, b
 	n.mu.Unlock()
@@ -311,7 +314,9 @@ func (n *Node) snapshot() Ledger {
 	n.mu.Unlock()
 	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run, FragmentsDiscarded: map[string]uint64{}, InputLosses: map[string]uint64{}}
 	if in != nil {
+		now := time.Now()
 		for i, t := range in.trackers {
+			l.InputBytes += t.status(now).Bytes
 			uri := n.cfg.Inputs[i].URI
 			for reason, v := range t.losses() {
 				l.InputLosses[uri+"/"+reason] += v

@@ -17,7 +17,11 @@ type Verdict struct {
 	Decision schemas.Decision
 	Lines    uint64 // lines of Stage that fired (bit i = line i of its plugin)
 	Stage    string // the stage that decided
-	Reason   string // why it was deferred or rejected by the host; often empty
+	// Fired[i] is the lines that fired in stage i of Stages() for each
+	// stage the event reached (the earlier ones passed it on); nil when
+	// the chain does not say, and then only Stage's decision is counted.
+	Fired  []uint64
+	Reason string // why it was deferred or rejected by the host; often empty
 	// Status is the event's status bits, including StatusTriggerError when
 	// its batch failed in the plugin repeatedly.
 	Status schemas.EventStatus
@@ -31,6 +35,8 @@ type Decider interface {
 	Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error)
 	// Lines names the trigger lines of a stage, by bit.
 	Lines(stage string) []string
+	// Stages names the chain's stages in order.
+	Stages() []string
 	// Plugins describes the plugin processes of each stage.
 	Plugins() []PluginStatus
 	// Close stops every plugin process.

@@ -129,6 +129,7 @@ func (c *fakeChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdic
 }
 
 func (c *fakeChain) Lines(string) []string { return []string{"quiet", "busy"} }
+func (c *fakeChain) Stages() []string      { return []string{"hlt"} }
 func (c *fakeChain) Plugins() []PluginStatus {
 	return []PluginStatus{{Stage: "hlt", Plugin: "fake", Instances: 1, Up: 1}}
 }

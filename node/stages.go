@@ -218,6 +218,9 @@ func (n *Node) prepare(ctx context.Context, b *batch) {
 	f.mu.Lock()
 	for i := range b.verdicts {
 		v := &b.verdicts[i]
+		if n.parts.Chain != nil {
+			f.countStages(v, n.parts.Chain)
+		}
 		switch v.Decision {
 		case schemas.DecisionAccept:
 			acc = append(acc, i)
@@ -304,10 +307,16 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 }
 
 func lineName(stage string, names []string, bit int) string {
+	return stage + "/" + lineLabel(names, bit)
+}
+
+// lineLabel names line bit of a stage whose lines are names ("lineN" when
+// the plugin did not name it).
+func lineLabel(names []string, bit int) string {
 	if bit < len(names) && names[bit] != "" {
-		return stage + "/" + names[bit]
+		return names[bit]
 	}
-	return fmt.Sprintf("%s/line%d", stage, bit)
+	return fmt.Sprintf("line%d", bit)
 }
 
 // put writes w. While the disk budget refuses writes it waits for the

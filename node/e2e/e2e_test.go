@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/plugins"
 )
 
 var (
@@ -69,9 +70,8 @@ func TestMain(m *testing.M) {
 }
 
 // regionPrefix starts the /dev/shm file name of a plugin host's regions,
-// then its pid (plugins/internal/wire.RegionPrefix, which this package may
-// not import).
-const regionPrefix = "sluice-trigger-"
+// then its pid.
+const regionPrefix = plugins.RegionPrefix
 
 // started are the pids of every sluice process the tests started, so that
 // TestMain can look for /dev/shm files they left.

@@ -1,0 +1,125 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// twoStageChain is gec then hlt1, as plugins.Chain reports them: by event
+// id, gec rejects 0 mod 5 and defers 1 mod 5, and passes the rest on on its
+// line "small"; hlt1 accepts 2 and 3 mod 5 on "all" and its prescale
+// rejects 4 mod 5.
+type twoStageChain struct{ fakeChain }
+
+func (*twoStageChain) Decide(_ context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Verdict, eb.Len())
+	for i := range out {
+		v := Verdict{Stage: "gec", Status: eb.Status(i)}
+		switch eb.EventID(i) % 5 {
+		case 0:
+			v.Decision, v.Fired = schemas.DecisionReject, []uint64{0}
+		case 1:
+			v.Decision, v.Reason, v.Fired = schemas.DecisionDefer, "deferred: fraction", []uint64{0}
+		case 2, 3:
+			v.Stage, v.Decision, v.Lines, v.Fired = "hlt1", schemas.DecisionAccept, 1, []uint64{1, 1}
+		default:
+			v.Stage, v.Decision, v.Reason, v.Fired = "hlt1", schemas.DecisionReject, plugins.ReasonPrescaled, []uint64{1, 0}
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (*twoStageChain) Stages() []string { return []string{"gec", "hlt1"} }
+func (*twoStageChain) Lines(stage string) []string {
+	if stage == "gec" {
+		return []string{"small"}
+	}
+	return []string{"all"}
+}
+
+// TestLedgerPerStage: the ledger says what each stage saw and decided and
+// which of its lines fired, not only the last stage's lines.
+func TestLedgerPerStage(t *testing.T) {
+	cfg := testConfig(t, 1)
+	in := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100}
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Chain: &twoStageChain{}}, nil)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	want := []StageLedger{
+		{Name: "gec", Seen: 1000, Accepted: 600, Rejected: 200, Deferred: 200, Lines: map[string]uint64{"small": 600}},
+		{Name: "hlt1", Seen: 600, Accepted: 400, Rejected: 200, Prescaled: 200, Lines: map[string]uint64{"all": 400}},
+	}
+	got, _ := json.Marshal(l.Stages)
+	exp, _ := json.Marshal(want)
+	if !bytes.Equal(got, exp) {
+		t.Fatalf("stages\n got %s\nwant %s", got, exp)
+	}
+	// The totals stay as they were.
+	if l.EventsAccepted != 400 || l.EventsRejected != 400 || l.EventsDeferred != 200 || l.Lines["hlt1/all"] != 400 || !l.Balanced {
+		t.Fatalf("totals %s", l.String())
+	}
+	var b strings.Builder
+	if err := l.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	table := b.String()
+	for _, row := range [][2]string{
+		{"stage gec seen", "1000"}, {"accepted, passed on to hlt1", "600"}, {"line small", "600"},
+		{"stage hlt1 seen", "600"}, {"by the prescales", "200"}, {"by the plugin", "0"}, {"line all", "400"},
+	} {
+		if !hasRow(table, row[0], row[1]) {
+			t.Errorf("table has no row %q %s:\n%s", row[0], row[1], table)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "summary.json")
+	if err := l.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		Stages []struct {
+			Name                     string
+			Seen, Accepted, Rejected uint64
+			Deferred                 uint64
+			Lines                    map[string]uint64
+		}
+		EventsAccepted uint64 `json:"events_accepted"`
+	}
+	if err := json.Unmarshal(raw, &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Stages) != 2 || j.Stages[0].Name != "gec" || j.Stages[0].Deferred != 200 || j.Stages[1].Lines["all"] != 400 || j.EventsAccepted != 400 {
+		t.Fatalf("summary json: %s", raw)
+	}
+}
+
+// hasRow reports whether table has a line with label followed by value.
+func hasRow(table, label, value string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.TrimSpace(line)
+		if strings.HasPrefix(f, label) && strings.TrimSpace(strings.TrimPrefix(f, label)) == value {
+			return true
+		}
+	}
+	return false
+}
