@@ -96,8 +96,8 @@ func TestInspectFormats(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
-			if !strings.Contains(squeeze(out), "\n# offset bytes event id") {
-				t.Errorf("no per-event detail with --events 2:\n%s", out)
+			if !strings.Contains(squeeze(out), "\n# kind offset record bytes ") {
+				t.Errorf("no per-record detail with --events 2:\n%s", out)
 			}
 		})
 	}
@@ -138,9 +138,14 @@ func TestInspectJSON(t *testing.T) {
 		Format  string   `json:"format"`
 		Events  int      `json:"events"`
 		Sources []uint32 `json:"sources"`
-		Detail  []struct {
-			EventID uint64 `json:"event_id"`
-		} `json:"event_detail"`
+		Detail  struct {
+			Of   string `json:"of"`
+			Rows []struct {
+				Kind    string `json:"kind"`
+				EventID uint64 `json:"event_id"`
+				Bytes   int    `json:"record_bytes"`
+			} `json:"rows"`
+		} `json:"detail"`
 		CMS struct {
 			FEDs int `json:"feds"`
 		} `json:"cms"`
@@ -149,8 +154,8 @@ func TestInspectJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, out)
 	}
-	if got.File != p || got.Format != "cms-frd" || got.Events != 2 || len(got.Sources) != 2 || len(got.Detail) != 1 ||
-		got.Detail[0].EventID != 41 || got.CMS.FEDs != 4 || got.Error != nil {
+	if got.File != p || got.Format != "cms-frd" || got.Events != 2 || len(got.Sources) != 2 || got.Detail.Of != "events" || len(got.Detail.Rows) != 1 ||
+		got.Detail.Rows[0].Kind != "event" || got.Detail.Rows[0].EventID != 41 || got.Detail.Rows[0].Bytes != 24+64 || got.CMS.FEDs != 4 || got.Error != nil {
 		t.Fatalf("JSON report %+v", got)
 	}
 }

@@ -62,12 +62,12 @@ func inspectATLAS(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		if buf, err = readRecord(br, buf, max(4*uint64(o.Uint32(head[4:])), 8), off, format); err != nil {
 			break
 		}
-		d := EventDetail{Index: rep.Records, Offset: off, Bytes: len(buf)}
+		d := EventDetail{Kind: "event", Index: rep.Records, Offset: off, Bytes: len(buf)}
 		var robs []atlas.ROB
 		if f == ATLASROB {
 			var r atlas.ROB
 			r, _, _, err = atlas.DecodeROB(buf)
-			robs = []atlas.ROB{r}
+			robs, d.Kind = []atlas.ROB{r}, "ROB fragment"
 			d.ChecksumOK = err == nil
 			if rod, rerr := r.ROD(); rerr == nil {
 				d.EventID, d.Run = uint64(rod.L1ID), rod.Run
@@ -79,7 +79,7 @@ func inspectATLAS(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 			if err == nil || errors.Is(err, schemas.ErrCRCMismatch) {
 				count(e.ChecksumType, e.ChecksumOK)
 				d.EventID, d.Run, d.ChecksumOK = uint64(e.GlobalID), e.RunNumber, err == nil
-				d.Note = fmt.Sprintf("lvl1_id 0x%08x bcid %d lumi block %d, %d ROBs", e.L1ID, e.BCID, e.LumiBlock, len(e.ROBs))
+				d.Note = fmt.Sprintf("lvl1_id 0x%08x bcid %d lumi block %d, %s", e.L1ID, e.BCID, e.LumiBlock, plural(len(e.ROBs), "ROB"))
 				runs[e.RunNumber] = true
 				t := time.Unix(int64(e.BCTimeSeconds), int64(e.BCTimeNanoseconds)).UTC()
 				if rep.Events == 0 || t.Before(start) {
@@ -123,9 +123,7 @@ func inspectATLAS(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		rep.Events++
 		rep.Bytes += int64(len(buf))
 		sizes = append(sizes, len(buf))
-		if len(rep.Detail) < maxEvents {
-			rep.Detail = append(rep.Detail, d)
-		}
+		rep.addRow(d, maxEvents)
 		off += int64(len(buf))
 	}
 	if f == ATLASFullEvent && rep.Events > 0 {

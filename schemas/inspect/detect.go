@@ -31,6 +31,8 @@ const (
 	CMSFRD         Format = "cms-frd"          // FRD events, with or without a "RAW_" file header
 	ATLASFullEvent Format = "atlas-full-event" // eformat full events, either byte order
 	ATLASROB       Format = "atlas-rob"        // a stream of bare eformat ROB fragments
+	ArrowIPC       Format = "arrow-ipc"        // an Arrow IPC file, e.g. from `sluice store export --format arrow`
+	Parquet        Format = "parquet"          // a Parquet file, e.g. from `sluice store export --format parquet`
 )
 
 // HeadBytes is how many leading bytes Detect wants to decide well: VDIF
@@ -39,12 +41,20 @@ const HeadBytes = vdif.DetectBytes
 
 // Detect says which format the stream starting with head is in, or
 // Unknown. The checks go from the most specific sign to the weakest:
-// native magics ("SLFG", "SLMP" with their version), the FRD file id
+// the table files' leading magics ("ARROW1" and its two bytes of padding,
+// "PAR1"; their closing magics are checked when the file is read), native
+// magics ("SLFG", "SLMP" with their version), the FRD file id
 // "RAW_", eformat markers (in either byte order), an LHCb MDF header, a
 // plausible FRD event (version 3..6 and, when head holds its data, a FED
 // block that walks back cleanly; else a FED header marker where the data
 // starts), then VDIF and Mark 5B (vdif.Detect).
 func Detect(head []byte) Format {
+	if len(head) >= 8 && string(head[:8]) == arrowMagic+"\x00\x00" {
+		return ArrowIPC
+	}
+	if len(head) >= 4 && string(head[:4]) == parquetMagic {
+		return Parquet
+	}
 	if len(head) >= 5 {
 		switch binary.LittleEndian.Uint32(head) {
 		case schemas.FragmentMagic:

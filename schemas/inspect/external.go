@@ -13,22 +13,30 @@ func fromLHCb(l *lhcb.Report) *Report {
 	if l == nil {
 		return nil
 	}
-	return &Report{
+	rep := &Report{
 		Format: Format(l.Format), Bytes: l.Bytes, Records: l.Records, Events: l.Events, NumSources: l.Sources,
 		RecordBytes: SizeStats{Min: l.RecordBytes.Min, Median: l.RecordBytes.Median, Max: l.RecordBytes.Max},
 		Checksums:   Checksums{What: "MDF record checksums", Valid: l.Checksums.Valid, Bad: l.Checksums.Bad, Absent: l.Checksums.Absent},
 		LHCb:        l,
 	}
+	// The rows move to the common Detail, which every format fills.
+	if len(l.Detail) > 0 {
+		rep.Detail, l.Detail = &Detail{Of: "events", LHCb: l.Detail}, nil
+	}
+	return rep
 }
 
 // fromVDIF fills the common fields from a VDIF or Mark 5B report (sources
-// are the thread ids; frames are both records and events) and keeps it
-// whole in the VDIF section.
+// are the thread ids; frames are both records and events) and keeps it in
+// the Baseband section, its frame details moved to Detail.
 func fromVDIF(v *vdif.Report) *Report {
 	if v == nil {
 		return nil
 	}
-	rep := &Report{Format: Format(v.Format), Bytes: v.Bytes, Records: v.Frames, Events: v.Frames, Start: v.Start, End: v.End, VDIF: v}
+	rep := &Report{Format: Format(v.Format), Bytes: v.Bytes, Records: v.Frames, Events: v.Frames, Start: v.Start, End: v.End, Baseband: v}
+	if len(v.Details) > 0 {
+		rep.Detail, v.Details = &Detail{Of: "frames", Frames: v.Details}, nil
+	}
 	for _, t := range v.Threads {
 		rep.Sources = append(rep.Sources, uint32(t))
 	}

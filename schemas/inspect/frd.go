@@ -33,7 +33,7 @@ func inspectFRD(r io.Reader, maxEvents int) (*Report, error) {
 		if err != nil && !errors.Is(err, schemas.ErrCRCMismatch) {
 			return finishFRD(rep, feds, runs, lumis, sizes), err
 		}
-		d := EventDetail{Index: rep.Events, Offset: off, Bytes: int(fr.Offset() - off), EventID: e.Event, Run: e.Run, ChecksumOK: err == nil}
+		d := EventDetail{Kind: "event", Index: rep.Events, Offset: off, Bytes: int(fr.Offset() - off), EventID: e.Event, Run: e.Run, ChecksumOK: err == nil}
 		if err == nil {
 			rep.Checksums.Valid++
 		} else {
@@ -63,7 +63,7 @@ func inspectFRD(r io.Reader, maxEvents int) (*Report, error) {
 			return finishFRD(rep, feds, runs, lumis, sizes), schemas.WithOffset(werr, off+int64(cms.FRDHeaderSize(e.Version)))
 		}
 		slices.Reverse(d.Sources) // the walk went last to first; list them in data order
-		d.Note = fmt.Sprintf("v%d lumi %d, %d FEDs", e.Version, e.Lumi, len(d.Sources))
+		d.Note = fmt.Sprintf("v%d lumi %d, %s", e.Version, e.Lumi, plural(len(d.Sources), "FED"))
 		if len(badFEDs) > 0 {
 			d.Note += fmt.Sprintf(", bad CRC-16 in FEDs %v", badFEDs)
 		}
@@ -83,9 +83,7 @@ func inspectFRD(r io.Reader, maxEvents int) (*Report, error) {
 		rep.Records++
 		rep.Bytes += int64(d.Bytes)
 		sizes = append(sizes, d.Bytes)
-		if len(rep.Detail) < maxEvents {
-			rep.Detail = append(rep.Detail, d)
-		}
+		rep.addRow(d, maxEvents)
 	}
 	return finishFRD(rep, feds, runs, lumis, sizes), nil
 }

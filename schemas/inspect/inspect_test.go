@@ -169,18 +169,40 @@ func inspect(t *testing.T, b []byte, n int) *Report {
 func TestInspectNative(t *testing.T) {
 	rep := inspect(t, fragments(t), 2)
 	if rep.Records != 3 || rep.Events != 2 || !slices.Equal(rep.Sources, []uint32{3, 7}) ||
-		rep.Checksums.Valid != 2 || rep.Checksums.Bad != 1 || len(rep.Detail) != 2 || rep.RecordBytes.Max != 39 {
+		rep.Checksums.Valid != 2 || rep.Checksums.Bad != 1 || rep.Detail.Of != "fragments" || len(rep.Detail.Events) != 2 || rep.RecordBytes.Max != 39 {
 		t.Fatalf("fragments: %+v", rep)
 	}
-	if d := rep.Detail[1]; d.Offset != 39 || d.EventID != 100 || !slices.Equal(d.Sources, []uint32{3}) {
+	if d := rep.Detail.Events[1]; d.Kind != "fragment" || d.Offset != 39 || d.Bytes != 39 || d.EventID != 100 || d.N != 1 || !slices.Equal(d.Sources, []uint32{3}) {
 		t.Fatalf("detail %+v", d)
 	}
 	rep = inspect(t, mfps(t), 10)
 	if rep.Records != 2 || rep.Events != 2 || rep.NumSources != 2 || rep.Checksums.Valid != 3 || rep.Checksums.Bad != 1 {
 		t.Fatalf("mfp: %+v", rep)
 	}
-	if !strings.Contains(rep.Detail[1].Note, "flags truncated") || rep.Detail[1].ChecksumOK {
-		t.Fatalf("mfp detail %+v", rep.Detail[1])
+	// Rows are packets: each names its source, first event id and
+	// packing factor.
+	if rep.Detail.Of != "packets" || len(rep.Detail.Events) != 2 {
+		t.Fatalf("mfp detail %+v", rep.Detail)
+	}
+	for i, d := range rep.Detail.Events {
+		if d.Kind != "packet" || d.EventID != 500 || d.N != 2 || !slices.Equal(d.Sources, []uint32{uint32(i + 1)}) || !strings.Contains(d.Note, "event ids 500..501") {
+			t.Fatalf("packet %d: %+v", i, d)
+		}
+	}
+	if d := rep.Detail.Events[1]; !strings.Contains(d.Note, "flags truncated") || !strings.Contains(d.Note, "1 fragment with a bad CRC-32C") || d.ChecksumOK {
+		t.Fatalf("mfp detail %+v", d)
+	}
+	text := squeeze(writeText(t, rep))
+	for _, want := range []string{"# kind offset record bytes source (first) event id n CRC-32C note",
+		"0 packet 0 ", " 1 500 2 ok event ids 500..501", "1 packet ", " 2 500 2 BAD event ids 500..501, flags truncated"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("MFP text lacks %q:\n%s", want, text)
+		}
+	}
+	// A mixed stream names both kinds.
+	rep = inspect(t, append(fragments(t)[:39], mfps(t)...), 5)
+	if rep.Detail.Of != "fragments and packets" || rep.Detail.Events[0].Kind != "fragment" || rep.Detail.Events[1].Kind != "packet" {
+		t.Fatalf("mixed detail %+v", rep.Detail)
 	}
 }
 
@@ -199,8 +221,8 @@ func TestInspectFRD(t *testing.T) {
 		!slices.Equal(c.Lumis, []uint32{4, 5}) || c.EventRange != [2]uint64{1, 3} {
 		t.Fatalf("cms %+v", c)
 	}
-	d := rep.Detail[1]
-	if d.Offset != int64(second) || d.ChecksumOK || !slices.Equal(d.Sources, []uint32{10, 700}) || !strings.Contains(d.Note, "bad CRC-16 in FEDs [700]") {
+	d := rep.Detail.Events[1]
+	if rep.Detail.Of != "events" || d.Kind != "event" || d.Offset != int64(second) || d.ChecksumOK || !slices.Equal(d.Sources, []uint32{10, 700}) || !strings.Contains(d.Note, "bad CRC-16 in FEDs [700]") {
 		t.Fatalf("detail %+v", d)
 	}
 }
@@ -210,7 +232,7 @@ func TestInspectATLAS(t *testing.T) {
 		rep := inspect(t, atlasFile(t, o), 1)
 		a := rep.ATLAS
 		if rep.Events != 2 || a.ROBs != 4 || !slices.Equal(rep.Sources, []uint32{0x110000, 0x420000}) ||
-			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint32{10, 11} || len(rep.Detail) != 1 {
+			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint32{10, 11} || rep.Detail.Of != "events" || len(rep.Detail.Events) != 1 || !strings.HasSuffix(rep.Detail.Events[0].Note, ", 2 ROBs") {
 			t.Fatalf("%v: report %+v, atlas %+v", o, rep, a)
 		}
 		if want := orderName(o); a.ByteOrder != want {
@@ -221,23 +243,190 @@ func TestInspectATLAS(t *testing.T) {
 		}
 	}
 	rep := inspect(t, robFile(t), 1)
-	if rep.Format != ATLASROB || rep.Events != 1 || rep.Checksums.Valid != 1 || rep.Detail[0].Run != 431000 {
+	if rep.Format != ATLASROB || rep.Events != 1 || rep.Checksums.Valid != 1 || rep.Detail.Of != "ROB fragments" || rep.Detail.Events[0].Run != 431000 {
 		t.Fatalf("ROB stream %+v", rep)
 	}
 }
 
+// writeText renders rep as text.
+func writeText(t *testing.T, rep *Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// squeeze collapses runs of spaces and tabs, so that tests do not depend on
+// the column widths of the text report.
+func squeeze(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.FieldsFunc(l, func(r rune) bool { return r == ' ' || r == '\t' }), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// jsonOf renders rep as JSON and decodes it into a generic map.
+func jsonOf(t *testing.T, rep *Report) map[string]any {
+	t.Helper()
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(js, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// detailRows returns .detail.of and .detail.rows of a JSON report: the
+// same path for every format.
+func detailRows(t *testing.T, m map[string]any) (string, []map[string]any) {
+	t.Helper()
+	d, ok := m["detail"].(map[string]any)
+	if !ok {
+		t.Fatalf("no detail object in %v", m)
+	}
+	var rows []map[string]any
+	for _, r := range d["rows"].([]any) {
+		rows = append(rows, r.(map[string]any))
+	}
+	return d["of"].(string), rows
+}
+
 func TestInspectThirdParty(t *testing.T) {
-	mdf := inspect(t, thirdParty(t, "lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf"), 3)
-	if mdf.Format != LHCbMDF || mdf.Events != 10 || mdf.Checksums.Valid != 10 || mdf.LHCb == nil || len(mdf.LHCb.Detail) != 3 {
-		t.Fatalf("MDF %+v", mdf)
+	t.Run("mdf", func(t *testing.T) {
+		rep := inspect(t, thirdParty(t, "lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf"), 3)
+		if rep.Format != LHCbMDF || rep.Events != 10 || rep.Checksums.Valid != 10 || rep.LHCb == nil || rep.Detail == nil || len(rep.Detail.LHCb) != 3 {
+			t.Fatalf("MDF %+v", rep)
+		}
+		// The record is 349460 bytes: a 48-byte header and 349412 of banks.
+		text := squeeze(writeText(t, rep))
+		for _, want := range []string{"bytes: 2010708 in 10 records",
+			"sources: 1238 readout sources (bank type, source id); 590 distinct source ids",
+			"# offset record bytes bank bytes event number run orbit bunch banks ODIN",
+			"\n0 0 349460 349412 6001 6718861 ", "\n1 349460 118096 118048 6002 "} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		if strings.Contains(text, "source ids: 590 distinct") {
+			t.Errorf("unexplained source counts:\n%s", text)
+		}
+		m := jsonOf(t, rep)
+		of, rows := detailRows(t, m)
+		if of != "events" || len(rows) != 3 || rows[0]["record_bytes"] != 349460.0 || rows[0]["bank_bytes"] != 349412.0 || rows[1]["offset"] != 349460.0 {
+			t.Fatalf("JSON detail %s %v", of, rows)
+		}
+		if l := m["lhcb"].(map[string]any); l["readout_sources"] != 1238.0 || l["distinct_source_ids"] != 590.0 || l["detail"] != nil {
+			t.Fatalf("JSON lhcb section %v", l)
+		}
+	})
+	t.Run("mep", func(t *testing.T) {
+		rep := inspect(t, thirdParty(t, "lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep"), 3)
+		text := squeeze(writeText(t, rep))
+		// One MEP record at offset 0 holds the ten events: each row names
+		// the record and the event's place in it.
+		for _, want := range []string{"bytes: 1978316 in 1 record\n",
+			"# MEP offset MEP bytes event in MEP bank bytes (rebuilt) event number",
+			"\n0 0 1978316 0 349572 6001 ", "\n1 0 1978316 1 118556 6002 ", "\n2 0 1978316 2 "} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		_, rows := detailRows(t, jsonOf(t, rep))
+		for i, r := range rows {
+			if r["index_in_record"] != float64(i) || r["offset"] != 0.0 || r["record_bytes"] != 1978316.0 {
+				t.Fatalf("JSON row %d: %v", i, r)
+			}
+		}
+	})
+	t.Run("vdif", func(t *testing.T) {
+		rep := inspect(t, thirdParty(t, "baseband/sample.vdif"), 2)
+		if rep.Format != VDIF || rep.Events != 16 || rep.NumSources != 8 || rep.Start == nil || rep.RecordBytes.Median != 5032 {
+			t.Fatalf("VDIF %+v", rep)
+		}
+		text := squeeze(writeText(t, rep))
+		for _, want := range []string{"bytes: 80512 in 16 frames", "time range: 2014-06-16T05:56:07Z .. 2014-06-16T05:56:07.000625Z",
+			"frames/s per thread: 1600 (from the sample rate in the headers)",
+			"# offset frame bytes thread station epoch second frame time flags", "\n1 5032 5032 3 65532 14363767 0 2014-06-16T05:56:07Z"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		m := jsonOf(t, rep)
+		of, rows := detailRows(t, m)
+		if bb := m["baseband"].(map[string]any); of != "frames" || len(rows) != 2 || rows[1]["frame_bytes"] != 5032.0 || bb["time_range_exact"] != true || bb["frame_rate_source"] != "header" {
+			t.Fatalf("JSON %v", m)
+		}
+	})
+	t.Run("mwa", func(t *testing.T) {
+		// Ten frames of one second, frame numbers 0..9, EDV 0: the frame
+		// rate is only known to be at least 10/s, so no times are given.
+		rep := inspect(t, thirdParty(t, "baseband/sample_mwa.vdif"), 2)
+		if rep.Start != nil || rep.End != nil {
+			t.Fatalf("time range %v .. %v from a lower-bound rate", rep.Start, rep.End)
+		}
+		text := squeeze(writeText(t, rep))
+		want := "frames/s per thread: unknown (≥ 10 frames/s from 10 frames in 1 s); time range from frame numbers not shown"
+		if !strings.Contains(text, want) || strings.Contains(text, "time range:") || strings.Contains(text, "lower-bound") ||
+			!strings.Contains(text, "\n1 544 544 0 mw 8196585 1 -") {
+			t.Fatalf("text should say %q, give no time range and no frame times:\n%s", want, text)
+		}
+		m := jsonOf(t, rep)
+		bb := m["baseband"].(map[string]any)
+		if bb["frame_rate_source"] != "lower-bound" || bb["time_range_exact"] != false || bb["seconds_spanned"] != 1.0 || m["start"] != nil || bb["start"] != nil {
+			t.Fatalf("JSON %v", m)
+		}
+	})
+	t.Run("mark5b", func(t *testing.T) {
+		rep := inspect(t, thirdParty(t, "baseband/sample.m5b"), 2)
+		if rep.Format != Mark5B || rep.Events != 4 || rep.Checksums.Valid != 4 {
+			t.Fatalf("Mark 5B %+v", rep)
+		}
+		text := squeeze(writeText(t, rep))
+		for _, want := range []string{"bytes: 40064 in 4 frames", "# offset frame bytes second of day frame time code user flags",
+			"\n1 10016 10016 19801 1 821/19801.0001 0xbead"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		m := jsonOf(t, rep)
+		of, rows := detailRows(t, m)
+		if _, ok := m["vdif"]; ok || m["baseband"].(map[string]any)["format"] != "mark5b" || of != "frames" || len(rows) != 2 {
+			t.Fatalf("JSON %v", m)
+		}
+	})
+}
+
+// TestDetailJSONPath: every format's rows are at .detail.rows, and no
+// report keeps rows anywhere else.
+func TestDetailJSONPath(t *testing.T) {
+	for name, b := range map[string][]byte{"fragments": fragments(t), "mfp": mfps(t), "frd": frdFile(t, nil), "atlas": atlasFile(t, binary.LittleEndian)} {
+		m := jsonOf(t, inspect(t, b, 1))
+		if _, rows := detailRows(t, m); len(rows) != 1 || rows[0]["record_bytes"] == nil {
+			t.Errorf("%s: rows %v", name, rows)
+		}
+		if _, ok := m["event_detail"]; ok {
+			t.Errorf("%s: old event_detail key", name)
+		}
 	}
-	v := inspect(t, thirdParty(t, "baseband/sample.vdif"), 2)
-	if v.Format != VDIF || v.Events != 16 || v.NumSources != 8 || v.Start == nil || v.RecordBytes.Median != 5032 {
-		t.Fatalf("VDIF %+v", v)
+	if m := jsonOf(t, inspect(t, fragments(t), 0)); m["detail"] != nil {
+		t.Errorf("detail without --events: %v", m["detail"])
 	}
-	m := inspect(t, thirdParty(t, "baseband/sample.m5b"), 2)
-	if m.Format != Mark5B || m.Events != 4 || m.Checksums.Valid != 4 {
-		t.Fatalf("Mark 5B %+v", m)
+}
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct {
+		n          int
+		noun, want string
+	}{{0, "record", "0 records"}, {1, "record", "1 record"}, {2, "frame", "2 frames"}, {1, "record batch", "1 record batch"}, {3, "record batch", "3 record batches"}} {
+		if got := plural(c.n, c.noun); got != c.want {
+			t.Errorf("plural(%d, %q) = %q, want %q", c.n, c.noun, got, c.want)
+		}
 	}
 }
 

@@ -68,7 +68,7 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		if buf, err = readRecord(br, buf, total, off, format); err != nil {
 			break
 		}
-		d := EventDetail{Index: rep.Records, Offset: off, Bytes: len(buf), ChecksumOK: true}
+		d := EventDetail{Kind: "fragment", Index: rep.Records, Offset: off, Bytes: len(buf), ChecksumOK: true}
 		if format == "mfp" {
 			var p schemas.MFP
 			if p, _, err = schemas.DecodeMFP(buf); err != nil {
@@ -76,7 +76,7 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 				break
 			}
 			sources[p.SourceID] = true
-			d.EventID, d.Sources = p.FirstEventID, []uint32{p.SourceID}
+			d.Kind, d.EventID, d.N, d.Sources = "packet", p.FirstEventID, int(p.N), []uint32{p.SourceID}
 			bad := 0
 			p.Fragments(func(_ int, id uint64, crc uint32, payload []byte) bool {
 				events[id] = true
@@ -89,9 +89,12 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 				return true
 			})
 			d.ChecksumOK = bad == 0
-			d.Note = fmt.Sprintf("MFP of %d fragments, event ids %d..%d%s", p.N, p.FirstEventID, p.FirstEventID+uint64(p.N)-1, flagNote(p.Flags))
+			d.Note = strings.TrimPrefix(fmt.Sprintf("event ids %d..%d%s", p.FirstEventID, p.FirstEventID+uint64(p.N)-1, flagNote(p.Flags)), ", ")
+			if p.N == 0 {
+				d.Note = strings.TrimPrefix(flagNote(p.Flags), ", ")
+			}
 			if bad > 0 {
-				d.Note += fmt.Sprintf(", %d bad CRC-32C", bad)
+				d.Note += fmt.Sprintf(", %s with a bad CRC-32C", plural(bad, "fragment"))
 			}
 		} else {
 			var fr schemas.Fragment
@@ -100,7 +103,7 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 				break
 			}
 			sources[fr.SourceID], events[fr.EventID] = true, true
-			d.EventID, d.Sources, d.ChecksumOK = fr.EventID, []uint32{fr.SourceID}, fr.CRCValid()
+			d.EventID, d.N, d.Sources, d.ChecksumOK = fr.EventID, 1, []uint32{fr.SourceID}, fr.CRCValid()
 			if d.ChecksumOK {
 				rep.Checksums.Valid++
 			} else {
@@ -111,9 +114,7 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		rep.Records++
 		rep.Bytes += int64(len(buf))
 		sizes = append(sizes, len(buf))
-		if len(rep.Detail) < maxEvents {
-			rep.Detail = append(rep.Detail, d)
-		}
+		rep.addRow(d, maxEvents)
 		off += int64(len(buf))
 	}
 	rep.Events = len(events)

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -9,17 +10,20 @@ import (
 )
 
 // Report summarises one file. The common fields are filled for every
-// format; the format's own section (CMS, ATLAS, LHCb or VDIF) adds what
-// only that format has.
+// format; the format's own section (CMS, ATLAS, LHCb, Baseband for VDIF
+// and Mark 5B, Table for Arrow IPC and Parquet) adds what only that format
+// has. The per-row detail of every format is in Detail.
 type Report struct {
 	Format Format `json:"format"`
 	Bytes  int64  `json:"bytes"` // bytes of the records read
 	// Records counts the top-level units read: native fragments or packets,
 	// FRD events, full events or ROBs, MDF records, VDIF/Mark 5B frames.
+	// For Arrow IPC files they are record batches, for Parquet row groups.
 	Records int `json:"records"`
-	Events  int `json:"events"` // events (frames for VDIF and Mark 5B)
+	Events  int `json:"events"` // events (frames for VDIF and Mark 5B, rows of an event table)
 	// NumSources counts distinct sources: source ids, FED ids, ROB source
-	// ids, LHCb (bank type, source id) pairs, VDIF (station, thread) ids.
+	// ids, LHCb (bank type, source id) pairs, VDIF (station, thread) ids,
+	// the sources of an event table's source groups.
 	NumSources int `json:"n_sources"`
 	// Sources lists them, ascending, where they are plain numbers.
 	Sources     []uint32  `json:"sources,omitempty"`
@@ -29,14 +33,48 @@ type Report struct {
 	// frame times, ATLAS bunch-crossing times), UTC.
 	Start *time.Time `json:"start,omitempty"`
 	End   *time.Time `json:"end,omitempty"`
-	// Detail describes the first events, as many as asked for (native,
-	// CMS, ATLAS; LHCb and VDIF keep theirs in their sections).
-	Detail []EventDetail `json:"event_detail,omitempty"`
+	// Detail describes the first rows (events, fragments, packets, frames),
+	// as many as asked for; nil when none were.
+	Detail *Detail `json:"detail,omitempty"`
 
-	CMS   *CMSReport   `json:"cms,omitempty"`
-	ATLAS *ATLASReport `json:"atlas,omitempty"`
-	LHCb  *lhcb.Report `json:"lhcb,omitempty"`
-	VDIF  *vdif.Report `json:"vdif,omitempty"`
+	CMS      *CMSReport   `json:"cms,omitempty"`
+	ATLAS    *ATLASReport `json:"atlas,omitempty"`
+	LHCb     *lhcb.Report `json:"lhcb,omitempty"`
+	Baseband *vdif.Report `json:"baseband,omitempty"` // VDIF and Mark 5B
+	Table    *TableReport `json:"table,omitempty"`    // Arrow IPC and Parquet
+}
+
+// Detail is the per-row detail of a report: what a row is (Of) and the
+// rows, in the one slice that fits the format. In JSON it is
+// {"of": ..., "rows": [...]} for every format, so that tools find the rows
+// at .detail.rows whatever the file.
+type Detail struct {
+	// Of names the rows: "fragments", "packets", "fragments and packets"
+	// (native), "events" (CMS, ATLAS full events, LHCb, event tables),
+	// "ROB fragments", "frames" (VDIF, Mark 5B) or "rows" (other tables).
+	Of     string
+	Events []EventDetail      // native, CMS, ATLAS
+	LHCb   []lhcb.EventDetail // LHCb MDF and MEP
+	Frames []vdif.FrameDetail // VDIF and Mark 5B
+	Rows   []RowDetail        // Arrow IPC and Parquet
+}
+
+// MarshalJSON writes {"of": d.Of, "rows": [...]} with the rows of the
+// slice in use.
+func (d *Detail) MarshalJSON() ([]byte, error) {
+	var rows any = d.Events
+	switch {
+	case d.LHCb != nil:
+		rows = d.LHCb
+	case d.Frames != nil:
+		rows = d.Frames
+	case d.Rows != nil:
+		rows = d.Rows
+	}
+	return json.Marshal(struct {
+		Of   string `json:"of"`
+		Rows any    `json:"rows"`
+	}{d.Of, rows})
 }
 
 // SizeStats are the minimum, median and maximum record size in bytes.
@@ -54,12 +92,17 @@ type Checksums struct {
 	Absent int    `json:"absent,omitempty"` // not written by the writer
 }
 
-// EventDetail describes one event (or one native fragment or packet).
+// EventDetail describes one record: a native fragment or multi-fragment
+// packet, an FRD event, an eformat full event or ROB fragment.
 type EventDetail struct {
-	Index      int      `json:"index"`
-	Offset     int64    `json:"offset"` // of its record in the file
-	Bytes      int      `json:"bytes"`
+	Kind   string `json:"kind"` // "fragment", "packet", "event" or "ROB fragment"
+	Index  int    `json:"index"`
+	Offset int64  `json:"offset"`       // of the record in the file
+	Bytes  int    `json:"record_bytes"` // the whole record, header included
+	// EventID is the record's event id; for a packet, the first of its N
+	// consecutive event ids (N is its packing factor).
 	EventID    uint64   `json:"event_id"`
+	N          int      `json:"n,omitempty"`
 	Run        uint32   `json:"run,omitempty"`
 	Sources    []uint32 `json:"sources"` // in the record's order
 	ChecksumOK bool     `json:"checksum_ok"`
@@ -116,4 +159,26 @@ func sortedKeys(m map[uint32]bool) []uint32 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// addRow appends d to the detail while it has fewer than max rows, and
+// names the rows after the kinds seen.
+func (r *Report) addRow(d EventDetail, max int) {
+	if r.Detail == nil {
+		if max <= 0 {
+			return
+		}
+		r.Detail = &Detail{}
+	}
+	if len(r.Detail.Events) >= max {
+		return
+	}
+	switch of := d.Kind + "s"; r.Detail.Of {
+	case "":
+		r.Detail.Of = of
+	case of:
+	default:
+		r.Detail.Of = "fragments and packets" // the one mix: a native stream
+	}
+	r.Detail.Events = append(r.Detail.Events, d)
 }

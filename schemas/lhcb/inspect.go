@@ -46,7 +46,7 @@ type Report struct {
 	Bytes          int64          `json:"bytes"`
 	Records        int            `json:"records"`
 	Events         int            `json:"events"`
-	Sources        int            `json:"sources"`             // distinct (bank type, source id) readout sources
+	Sources        int            `json:"readout_sources"`     // distinct (bank type, source id) readout sources
 	SourceIDs      int            `json:"distinct_source_ids"` // distinct LHCb source ids, any bank type
 	Banks          int            `json:"banks"`
 	BanksByType    map[uint8]int  `json:"banks_by_type"`
@@ -57,7 +57,7 @@ type Report struct {
 	Runs           []uint32       `json:"runs"`                      // ascending; from ODIN, else the MDF header
 	EventNumbers   [2]uint64      `json:"event_number_range"`        // first and last ODIN event number seen (0 without ODIN)
 	PackingFactors []int          `json:"packing_factors,omitempty"` // MEP files: distinct packing factors
-	Detail         []EventDetail  `json:"event_detail,omitempty"`
+	Detail         []EventDetail  `json:"detail,omitempty"`
 }
 
 // SizeStats are the minimum, median and maximum of a set of sizes in bytes.
@@ -75,10 +75,15 @@ type ChecksumCounts struct {
 }
 
 // EventDetail describes one event. Run, orbit and bunch come from the ODIN
-// bank when there is one, else from the MDF header.
+// bank when there is one, else from the MDF header. Sizes are in bytes:
+// RecordBytes is the whole MDF record holding the event (header included;
+// for an event from a MEP, the MEP record shared by its events), BankBytes
+// the event's raw banks (for a MEP event, rebuilt with bank headers).
 type EventDetail struct {
 	Index       uint64 `json:"index"`
-	Offset      int64  `json:"offset"` // of the record holding the event
+	Offset      int64  `json:"offset"`          // of the record holding the event
+	InRecord    int    `json:"index_in_record"` // 0 for MDF; the event's position in its MEP, from 0
+	RecordBytes int    `json:"record_bytes"`
 	HasODIN     bool   `json:"odin"`
 	EventNumber uint64 `json:"event_number"`
 	Run         uint32 `json:"run"`
@@ -86,7 +91,7 @@ type EventDetail struct {
 	Bunch       uint32 `json:"bunch"`
 	GPSTime     uint64 `json:"gps_time_us,omitempty"`
 	Banks       int    `json:"banks"`
-	Bytes       int    `json:"bytes"` // raw bank bytes of the event
+	BankBytes   int    `json:"bank_bytes"`
 }
 
 // Inspect reads the MDF or MEP stream r and summarizes it, with per-event
@@ -100,12 +105,13 @@ func Inspect(r io.Reader, maxEvents int) (*Report, error) {
 		sizes   []int
 		banks   []Bank
 		lastRec = int64(-1)
+		inRec   int // events of the current record so far
 		pfs     = map[int]bool{}
 	)
 	err := forEachEvent(r, ChecksumReport, func(ev *Event) error {
 		rec := ev.Record
 		if rec.Offset != lastRec {
-			lastRec = rec.Offset
+			lastRec, inRec = rec.Offset, 0
 			if rep.Records == 0 {
 				rep.Format = FormatMDF
 				if rec.Header.BodyType() == DataTypeMEP {
@@ -135,7 +141,9 @@ func Inspect(r io.Reader, maxEvents int) (*Report, error) {
 		if banks, err = AppendBanks(banks[:0], ev.Body); err != nil {
 			return schemas.WithOffset(err, ev.Offset+int64(ev.Header.Len()))
 		}
-		d := EventDetail{Index: ev.Index, Offset: ev.Offset, Run: ev.Header.Run, Orbit: ev.Header.Orbit, Bunch: ev.Header.Bunch, Banks: len(banks), Bytes: len(ev.Body)}
+		d := EventDetail{Index: ev.Index, Offset: ev.Offset, InRecord: inRec, RecordBytes: int(rec.Header.Size),
+			Run: ev.Header.Run, Orbit: ev.Header.Orbit, Bunch: ev.Header.Bunch, Banks: len(banks), BankBytes: len(ev.Body)}
+		inRec++
 		for i := range banks {
 			b := &banks[i]
 			rep.BanksByType[b.Type]++

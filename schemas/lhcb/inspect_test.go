@@ -53,8 +53,15 @@ func TestInspectMDF(t *testing.T) {
 	if len(rep.Detail) != 3 || rep.Detail[1].EventNumber != 6002 || rep.Detail[1].Offset != sampleRecordOffsets[1] || rep.Detail[1].Banks != 1236 || !rep.Detail[1].HasODIN {
 		t.Fatalf("detail %+v", rep.Detail)
 	}
+	// The record holds a 48-byte MDF header (version 3) and the banks.
+	for i, d := range rep.Detail {
+		if want := int(sampleRecordOffsets[i+1] - sampleRecordOffsets[i]); d.RecordBytes != want || d.BankBytes != want-48 || d.InRecord != 0 {
+			t.Fatalf("event %d: record bytes %d, bank bytes %d, index in record %d; want %d, %d, 0", i, d.RecordBytes, d.BankBytes, d.InRecord, want, want-48)
+		}
+	}
 	js, err := json.Marshal(rep)
-	if err != nil || !bytes.Contains(js, []byte(`"format":"lhcb-mdf"`)) || !bytes.Contains(js, []byte(`"banks_by_type":{"13":100`)) {
+	if err != nil || !bytes.Contains(js, []byte(`"format":"lhcb-mdf"`)) || !bytes.Contains(js, []byte(`"banks_by_type":{"13":100`)) ||
+		!bytes.Contains(js, []byte(`"readout_sources":1238`)) || !bytes.Contains(js, []byte(`"record_bytes":349460,"odin":true`)) {
 		t.Fatalf("json %s, %v", js, err)
 	}
 }
@@ -85,9 +92,11 @@ func TestInspectMEP(t *testing.T) {
 	if rep.Checksums != (ChecksumCounts{Absent: 1}) || len(rep.Detail) != 10 {
 		t.Fatalf("checksums %+v, %d details", rep.Checksums, len(rep.Detail))
 	}
-	for _, d := range rep.Detail {
-		if !d.HasODIN || d.Banks != 1238 {
-			t.Fatalf("detail %+v", d)
+	// Every event sits in the one MEP record at offset 0, at its own
+	// position in it.
+	for i, d := range rep.Detail {
+		if !d.HasODIN || d.Banks != 1238 || d.Offset != 0 || d.InRecord != i || d.RecordBytes != len(data) || d.BankBytes == 0 {
+			t.Fatalf("detail %d: %+v", i, d)
 		}
 	}
 	// The MEP sample holds the same simulated events as the MDF sample.

@@ -69,12 +69,20 @@ type Report struct {
 	LegacyFrames int      `json:"legacy_frames,omitempty"`
 	// InvalidFrames counts VDIF frames with the invalid-data flag set.
 	InvalidFrames int `json:"invalid_frames"`
-	// FramesPerSecond per thread, and where it came from: "header" (EDV
-	// sample rate), "stream" (largest frame number + 1, a whole second was
-	// seen) or "lower-bound" (no whole second seen: the rate may be higher,
-	// and times of frames with a non-zero frame number are upper bounds).
+	// FramesPerSecond per thread, and where it came from
+	// (FrameRateSource): "header" (the EDV's sample rate), "stream" (largest
+	// frame number + 1, a whole second was seen) or "lower-bound" (no whole
+	// second seen: the rate may be higher, so the time of a frame with a
+	// non-zero frame number is not known).
 	FramesPerSecond int    `json:"frames_per_second"`
-	FrameRateFrom   string `json:"frame_rate_from"`
+	FrameRateSource string `json:"frame_rate_source"`
+	// SecondsSpanned counts the whole seconds from the earliest frame's to
+	// the latest frame's, both included (VDIF only).
+	SecondsSpanned int `json:"seconds_spanned,omitempty"`
+	// TimeRangeExact says whether Start, End and the frame times of the
+	// details are known: VDIF frames with a frame rate from the header or
+	// the stream. With only a lower bound on the rate they are left out.
+	TimeRangeExact bool `json:"time_range_exact"`
 	// Start and End are the UTC start of the earliest and latest frame
 	// (VDIF only: a Mark 5B time code lacks the thousands of the MJD).
 	Start *time.Time `json:"start,omitempty"`
@@ -91,13 +99,14 @@ type Report struct {
 	StartTimeCode string `json:"start_time_code,omitempty"`
 	EndTimeCode   string `json:"end_time_code,omitempty"`
 	// Details of the first frames, as many as Inspect was asked for.
-	Details []FrameDetail `json:"frame_details,omitempty"`
+	Details []FrameDetail `json:"detail,omitempty"`
 }
 
 // FrameDetail describes one frame.
 type FrameDetail struct {
+	Index       int        `json:"index"` // of the frame in the file, from 0
 	Offset      int64      `json:"offset"`
-	Bytes       int        `json:"bytes"`
+	Bytes       int        `json:"frame_bytes"`
 	Thread      uint16     `json:"thread"`
 	Station     string     `json:"station,omitempty"`
 	EDV         int        `json:"edv"`
@@ -147,7 +156,7 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 		h := f.Header
 		if rep.Frames < maxFrames {
 			details = append(details, h)
-			rep.Details = append(rep.Details, FrameDetail{Offset: f.Offset, Bytes: len(f.Bytes), Thread: h.ThreadID, Station: h.Station(),
+			rep.Details = append(rep.Details, FrameDetail{Index: rep.Frames, Offset: f.Offset, Bytes: len(f.Bytes), Thread: h.ThreadID, Station: h.Station(),
 				EDV: int(h.EDV), Legacy: h.Legacy, Invalid: h.Invalid, Seconds: h.Seconds, FrameNumber: h.FrameNumber})
 		}
 		if rep.Frames == 0 || later(&first, &h) {
@@ -187,11 +196,11 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 	}
 	switch {
 	case headerRate > 0:
-		rep.FramesPerSecond, rep.FrameRateFrom = headerRate, "header"
+		rep.FramesPerSecond, rep.FrameRateSource = headerRate, "header"
 	case secondSeen:
-		rep.FrameRateFrom = "stream"
+		rep.FrameRateSource = "stream"
 	default:
-		rep.FrameRateFrom = "lower-bound"
+		rep.FrameRateSource = "lower-bound"
 	}
 	for t := range threads {
 		rep.Threads = append(rep.Threads, t)
@@ -206,6 +215,12 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 	}
 	slices.Sort(rep.EDVs)
 	if rep.Frames > 0 {
+		rep.SecondsSpanned = int(last.epochSecond()-first.epochSecond()) + 1
+	}
+	// A lower bound on the rate would place frames too late in their
+	// second: give times only when the rate is known.
+	if rep.Frames > 0 && rep.FrameRateSource != "lower-bound" {
+		rep.TimeRangeExact = true
 		rep.Start, rep.End = frameTime(&first, rep.FramesPerSecond), frameTime(&last, rep.FramesPerSecond)
 		for i := range details {
 			rep.Details[i].Time = frameTime(&details[i], rep.FramesPerSecond)
@@ -248,7 +263,7 @@ func inspectMark5B(r io.Reader, maxFrames int) (*Report, error) {
 		h := f.Header
 		code := fmt.Sprintf("%03d/%05d.%04d", h.JDay, h.SecondsOfDay, h.Fraction)
 		if rep.Frames < maxFrames {
-			rep.Details = append(rep.Details, FrameDetail{Offset: f.Offset, Bytes: len(f.Bytes), Seconds: h.SecondsOfDay,
+			rep.Details = append(rep.Details, FrameDetail{Index: rep.Frames, Offset: f.Offset, Bytes: len(f.Bytes), Seconds: h.SecondsOfDay,
 				FrameNumber: uint32(h.FrameNumber), TimeCode: code, User: h.User, TVG: h.TVG})
 		}
 		if rep.Frames == 0 {
@@ -270,9 +285,9 @@ func inspectMark5B(r io.Reader, maxFrames int) (*Report, error) {
 			prevZero = sec
 		}
 	}
-	rep.FrameRateFrom = "lower-bound"
+	rep.FrameRateSource = "lower-bound"
 	if secondSeen {
-		rep.FrameRateFrom = "stream"
+		rep.FrameRateSource = "stream"
 	}
 	for u := range users {
 		rep.UserFields = append(rep.UserFields, u)

@@ -52,17 +52,18 @@ func TestInspectVDIF(t *testing.T) {
 	start := time.Date(2014, 6, 16, 5, 56, 7, 0, time.UTC)
 	if rep.Format != "vdif" || rep.Frames != 16 || rep.Bytes != 80512 || rep.FrameSizes[5032] != 16 || len(rep.Threads) != 8 ||
 		rep.Threads[7] != 7 || len(rep.Stations) != 1 || rep.Stations[0] != "65532" || len(rep.EDVs) != 1 || rep.EDVs[0] != 3 ||
-		rep.InvalidFrames != 0 || rep.FramesPerSecond != 1600 || rep.FrameRateFrom != "header" || rep.ThreadCheck != "" {
+		rep.InvalidFrames != 0 || rep.FramesPerSecond != 1600 || rep.FrameRateSource != "header" || !rep.TimeRangeExact || rep.SecondsSpanned != 1 || rep.ThreadCheck != "" {
 		t.Fatalf("report %+v", rep)
 	}
 	if !rep.Start.Equal(start) || !rep.End.Equal(start.Add(625*time.Microsecond)) {
 		t.Fatalf("time range %v .. %v", rep.Start, rep.End)
 	}
-	if len(rep.Details) != 3 || rep.Details[2].Offset != 10064 || rep.Details[2].Thread != 5 || !rep.Details[2].Time.Equal(start) {
+	if len(rep.Details) != 3 || rep.Details[2].Index != 2 || rep.Details[2].Offset != 10064 || rep.Details[2].Bytes != 5032 || rep.Details[2].Thread != 5 || !rep.Details[2].Time.Equal(start) {
 		t.Fatalf("details %+v", rep.Details)
 	}
 	js, err := json.Marshal(rep)
-	if err != nil || !bytes.Contains(js, []byte(`"frames_per_second":1600`)) || !bytes.Contains(js, []byte(`"start":"2014-06-16T05:56:07Z"`)) {
+	if err != nil || !bytes.Contains(js, []byte(`"frames_per_second":1600`)) || !bytes.Contains(js, []byte(`"start":"2014-06-16T05:56:07Z"`)) ||
+		!bytes.Contains(js, []byte(`"frame_rate_source":"header"`)) || !bytes.Contains(js, []byte(`"time_range_exact":true`)) || !bytes.Contains(js, []byte(`"frame_bytes":5032`)) {
 		t.Fatalf("json %s (%v)", js, err)
 	}
 }
@@ -72,10 +73,20 @@ func TestInspectMWA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One second, frames 0..9 only: the rate is a lower bound.
-	if rep.Frames != 10 || rep.FramesPerSecond != 10 || rep.FrameRateFrom != "lower-bound" || rep.Stations[0] != "mw" ||
-		rep.EDVs[0] != 0 || len(rep.Details) != 10 || !rep.Start.Equal(time.Date(2015, 10, 3, 20, 49, 45, 0, time.UTC)) {
+	// One second, frames 0..9 only: the rate is a lower bound, so no
+	// frame time is given as if it were known.
+	if rep.Frames != 10 || rep.FramesPerSecond != 10 || rep.FrameRateSource != "lower-bound" || rep.Stations[0] != "mw" ||
+		rep.EDVs[0] != 0 || len(rep.Details) != 10 || rep.SecondsSpanned != 1 || rep.TimeRangeExact || rep.Start != nil || rep.End != nil {
 		t.Fatalf("report %+v", rep)
+	}
+	for _, d := range rep.Details {
+		if d.Time != nil {
+			t.Fatalf("frame %d has a time %v from a lower-bound rate", d.Index, d.Time)
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil || !bytes.Contains(js, []byte(`"frame_rate_source":"lower-bound"`)) || !bytes.Contains(js, []byte(`"time_range_exact":false`)) || bytes.Contains(js, []byte(`"start"`)) {
+		t.Fatalf("json %s (%v)", js, err)
 	}
 }
 
@@ -95,7 +106,7 @@ func TestInspectStreamRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.FramesPerSecond != 4 || rep.FrameRateFrom != "stream" || rep.InvalidFrames != 1 || rep.Details != nil || rep.ThreadCheck == "" {
+	if rep.FramesPerSecond != 4 || rep.FrameRateSource != "stream" || !rep.TimeRangeExact || rep.SecondsSpanned != 3 || rep.InvalidFrames != 1 || rep.Details != nil || rep.ThreadCheck == "" {
 		t.Fatalf("report %+v", rep)
 	}
 	if want := EpochTime(40).Add(52*time.Second + 750*time.Millisecond); !rep.End.Equal(want) {
@@ -110,7 +121,7 @@ func TestInspectMark5B(t *testing.T) {
 	}
 	if rep.Format != "mark5b" || rep.Frames != 4 || rep.CRCValid != 4 || rep.FrameSizes[10016] != 4 || len(rep.UserFields) != 1 ||
 		rep.UserFields[0] != 0xbead || rep.StartTimeCode != "821/19801.0000" || rep.EndTimeCode != "821/19801.0004" ||
-		rep.FramesPerSecond != 4 || rep.FrameRateFrom != "lower-bound" || len(rep.Details) != 2 || rep.Details[1].FrameNumber != 1 {
+		rep.FramesPerSecond != 4 || rep.FrameRateSource != "lower-bound" || rep.TimeRangeExact || len(rep.Details) != 2 || rep.Details[1].FrameNumber != 1 {
 		t.Fatalf("report %+v", rep)
 	}
 }

@@ -1,0 +1,354 @@
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// The magics of the table formats: an Arrow IPC file starts with
+// "ARROW1" and two bytes of padding and ends with "ARROW1"; a Parquet file
+// starts and ends with "PAR1" (Arrow columnar format, "IPC File Format";
+// Apache Parquet, "File Format").
+const (
+	arrowMagic   = "ARROW1"
+	parquetMagic = "PAR1"
+)
+
+// colDecision is the uint8 column of schemas.Decision values that
+// `sluice store export` adds after the event schema (storage.ColDecision;
+// named here so that inspect need not import the store).
+const colDecision = "decision"
+
+// tableBatchRows is how many Parquet rows are decoded at a time, so that
+// a file is summarised in bounded memory.
+const tableBatchRows = 1024
+
+// TableReport is what only Arrow IPC and Parquet files have: the table's
+// schema and, when it is a sluice event table (schemas.EventSchema, with
+// or without the columns `sluice store export` adds), what its events are.
+type TableReport struct {
+	Rows    int64    `json:"rows"`
+	Columns []Column `json:"columns"`
+	// EventTable says whether the rows are sluice events; NotEvents says
+	// why not when they are not.
+	EventTable bool   `json:"event_table"`
+	NotEvents  string `json:"not_event_table,omitempty"`
+	Mode       string `json:"mode,omitempty"` // "event" or "timeslice"
+	// Groups are the source groups of the schema, in column order.
+	Groups       []SourceGroup  `json:"source_groups,omitempty"`
+	Runs         []uint32       `json:"runs,omitempty"`
+	EventIDRange [2]uint64      `json:"event_id_range"`      // smallest and largest event id (timeslice index)
+	Status       map[string]int `json:"status,omitempty"`    // events with each status bit set
+	Decisions    map[string]int `json:"decisions,omitempty"` // exports: events per trigger decision
+	// PayloadBytes are the minimum, median and maximum of the payload
+	// bytes of an event, all its source groups together.
+	PayloadBytes SizeStats `json:"payload_bytes"`
+}
+
+// Column is one column of a table: its name and Arrow type.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// SourceGroup is one source group of an event table: its name and
+// sources (a schemas.FormatSourceList range list).
+type SourceGroup struct {
+	Name       string `json:"name"`
+	Sources    string `json:"sources"`
+	NumSources int    `json:"n_sources"`
+}
+
+// RowDetail describes one row of an event table.
+type RowDetail struct {
+	Index          int        `json:"index"` // row in the file, from 0
+	EventID        uint64     `json:"event_id"`
+	Run            uint32     `json:"run"`
+	Time           *time.Time `json:"time,omitempty"` // event mode: when the first fragment arrived
+	Status         []string   `json:"status,omitempty"`
+	Fragments      int        `json:"n_fragments"`
+	PayloadBytes   int        `json:"payload_bytes"`
+	MissingSources []uint32   `json:"missing_sources,omitempty"`
+	CorruptSources []uint32   `json:"corrupt_sources,omitempty"`
+	Decision       string     `json:"decision,omitempty"` // exports only
+}
+
+// statusNames name the schemas.EventStatus bits, lowest first.
+var statusNames = []struct {
+	bit  schemas.EventStatus
+	name string
+}{
+	{schemas.StatusIncomplete, "incomplete"}, {schemas.StatusCorrupt, "corrupt"}, {schemas.StatusDuplicates, "duplicates"},
+	{schemas.StatusSourceError, "source-error"}, {schemas.StatusTriggerError, "trigger-error"}, {schemas.StatusReplayed, "replayed"},
+}
+
+// tableSource gives the table readers random access to the stream Inspect
+// was given: the stream itself from where it stood when it can seek and
+// read at offsets (a file), else its bytes read into memory.
+func tableSource(r io.Reader, start int64, br io.Reader) (*io.SectionReader, error) {
+	ra, okRA := r.(io.ReaderAt)
+	s, okS := r.(io.Seeker)
+	if okRA && okS && start >= 0 {
+		end, err := s.Seek(0, io.SeekEnd)
+		if err != nil {
+			return nil, err
+		}
+		return io.NewSectionReader(ra, start, end-start), nil
+	}
+	b, err := io.ReadAll(br)
+	if err != nil {
+		return nil, err
+	}
+	return io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))), nil
+}
+
+// inspectTable summarises an Arrow IPC or Parquet file of size bytes.
+// Decode errors are *schemas.DecodeError: a missing closing magic is
+// ErrTruncated at the end of the file; a footer the reader refuses is
+// ErrBadHeader at the footer; a batch or row group that does not decode is
+// ErrBadHeader at its entry in the footer (Arrow) or its first byte
+// (Parquet).
+func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allocator) (*Report, error) {
+	size := rs.Size()
+	format, magic, lenAt := string(f), arrowMagic, size-int64(len(arrowMagic))-4
+	if f == Parquet {
+		magic, lenAt = parquetMagic, size-int64(len(parquetMagic))-4
+	}
+	tail := make([]byte, 4+len(magic))
+	if lenAt < int64(len(magic)) {
+		return nil, schemas.Errorf(format, "file", size, schemas.ErrTruncated, "%d bytes cannot hold both %q magics and a footer", size, magic)
+	}
+	if _, err := rs.ReadAt(tail, lenAt); err != nil {
+		return nil, err
+	}
+	if string(tail[4:]) != magic {
+		return nil, schemas.Errorf(format, "closing magic", size, schemas.ErrTruncated, "the file does not end with %q: cut short or still being written", magic)
+	}
+	// The footer ends with its length, then the magic.
+	footerAt := lenAt - int64(binary.LittleEndian.Uint32(tail))
+	rep := &Report{Format: f, Bytes: size, Table: &TableReport{Status: map[string]int{}, Decisions: map[string]int{}}}
+	t := &tableState{rep: rep, maxEvents: maxEvents}
+	var err error
+	if f == ArrowIPC {
+		rep.Checksums.What = "none in an Arrow IPC file"
+		err = t.readArrow(rs, footerAt, mem)
+	} else {
+		rep.Checksums.What = "Parquet page checksums not checked"
+		err = t.readParquet(rs, footerAt, mem)
+	}
+	t.finish()
+	return rep, err
+}
+
+// tableState accumulates the summary of a table batch by batch.
+type tableState struct {
+	rep       *Report
+	maxEvents int
+	events    *schemas.EventBatch // view of the current batch; nil when not an event table
+	runs      map[uint32]bool
+	sizes     []int
+	start     time.Time
+	end       time.Time
+}
+
+func (t *tableState) readArrow(rs *io.SectionReader, footerAt int64, mem memory.Allocator) error {
+	fr, err := ipc.NewFileReader(rs, ipc.WithAllocator(mem))
+	if err != nil {
+		return schemas.Errorf(string(ArrowIPC), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+	}
+	defer fr.Close()
+	t.schema(fr.Schema())
+	for i := range fr.NumRecords() {
+		rec, err := fr.RecordBatchAt(i)
+		if err != nil {
+			return schemas.Errorf(string(ArrowIPC), fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrBadHeader, "listed in the footer: %v", err)
+		}
+		t.rep.Records++
+		err = t.batch(rec)
+		rec.Release()
+		if err != nil {
+			return schemas.Errorf(string(ArrowIPC), fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrInconsistent, "listed in the footer: %v", err)
+		}
+	}
+	return nil
+}
+
+func (t *tableState) readParquet(rs *io.SectionReader, footerAt int64, mem memory.Allocator) error {
+	pf, err := file.NewParquetReader(rs)
+	if err != nil {
+		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: tableBatchRows}, mem)
+	if err != nil {
+		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+	}
+	s, err := fr.Schema()
+	if err != nil {
+		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "schema: %v", err)
+	}
+	t.schema(s)
+	// One row group at a time, so that an error names where it is.
+	for g := range pf.NumRowGroups() {
+		at := pf.MetaData().RowGroup(g).FileOffset()
+		field := fmt.Sprintf("row group %d", g)
+		rr, err := fr.GetRecordReader(context.Background(), nil, []int{g})
+		if err != nil {
+			return schemas.Errorf(string(Parquet), field, at, schemas.ErrBadHeader, "%v", err)
+		}
+		t.rep.Records++
+		for rr.Next() {
+			if err = t.batch(rr.RecordBatch()); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = rr.Err()
+		}
+		rr.Release()
+		if err != nil {
+			return schemas.Errorf(string(Parquet), field, at, schemas.ErrBadHeader, "%v", err)
+		}
+	}
+	return nil
+}
+
+// schema records the columns and, for an event schema, the source groups.
+func (t *tableState) schema(s *arrow.Schema) {
+	tr := t.rep.Table
+	for _, f := range s.Fields() {
+		tr.Columns = append(tr.Columns, Column{Name: f.Name, Type: f.Type.String()})
+	}
+	md := s.Metadata()
+	if v, ok := md.GetValue(schemas.MetaSchemaVersion); !ok {
+		tr.NotEvents = fmt.Sprintf("no %s in the schema metadata", schemas.MetaSchemaVersion)
+		return
+	} else if v != fmt.Sprint(schemas.EventSchemaVersion) {
+		tr.NotEvents = fmt.Sprintf("event schema version %s, this sluice reads %d", v, schemas.EventSchemaVersion)
+		return
+	}
+	groups, err := schemas.GroupsOf(s)
+	if err != nil {
+		tr.NotEvents = err.Error()
+		return
+	}
+	tr.EventTable = true
+	tr.Mode, _ = md.GetValue(schemas.MetaMode)
+	sources := map[uint32]bool{}
+	for _, g := range groups {
+		tr.Groups = append(tr.Groups, SourceGroup{Name: g.Name, Sources: schemas.FormatSourceList(g.Sources), NumSources: len(g.Sources)})
+		for _, s := range g.Sources {
+			sources[s] = true
+		}
+	}
+	t.rep.Sources = sortedKeys(sources)
+	t.rep.NumSources = len(t.rep.Sources)
+	t.runs = map[uint32]bool{}
+}
+
+// batch counts the rows of rec and, in an event table, its events.
+func (t *tableState) batch(rec arrow.RecordBatch) error {
+	tr := t.rep.Table
+	first := tr.Rows
+	tr.Rows += rec.NumRows()
+	if !tr.EventTable {
+		for i := range int(rec.NumRows()) {
+			t.addRow(RowDetail{Index: int(first) + i})
+		}
+		return nil
+	}
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return err
+	}
+	var decisions *array.Uint8
+	if idx := rec.Schema().FieldIndices(colDecision); len(idx) == 1 {
+		decisions, _ = rec.Column(idx[0]).(*array.Uint8)
+	}
+	for i := range eb.Len() {
+		d := RowDetail{Index: int(first) + i, EventID: eb.EventID(i), Run: eb.Run(i), Fragments: eb.NumFragments(i),
+			MissingSources: eb.MissingSources(i), CorruptSources: eb.CorruptSources(i)}
+		for g := range eb.Groups {
+			for _, n := range eb.GroupSizes(g, i) {
+				d.PayloadBytes += int(n)
+			}
+		}
+		st := eb.Status(i)
+		for _, s := range statusNames {
+			if st&s.bit != 0 {
+				d.Status = append(d.Status, s.name)
+				tr.Status[s.name]++
+			}
+		}
+		if decisions != nil {
+			d.Decision = schemas.Decision(decisions.Value(i)).String()
+			tr.Decisions[d.Decision]++
+		}
+		if ns := eb.Timestamp(i); ns != 0 && eb.Mode == schemas.ModeEvent {
+			ts := time.Unix(0, int64(ns)).UTC()
+			d.Time = &ts
+			if t.start.IsZero() || ts.Before(t.start) {
+				t.start = ts
+			}
+			if ts.After(t.end) {
+				t.end = ts
+			}
+		}
+		if t.rep.Events == 0 || d.EventID < tr.EventIDRange[0] {
+			tr.EventIDRange[0] = d.EventID
+		}
+		tr.EventIDRange[1] = max(tr.EventIDRange[1], d.EventID)
+		t.runs[d.Run] = true
+		t.sizes = append(t.sizes, d.PayloadBytes)
+		t.rep.Events++
+		t.addRow(d)
+	}
+	return nil
+}
+
+// addRow keeps d while the detail has fewer than maxEvents rows. The
+// slices it holds point into the batch, so they are copied.
+func (t *tableState) addRow(d RowDetail) {
+	rep := t.rep
+	if t.maxEvents <= 0 || rep.Detail != nil && len(rep.Detail.Rows) >= t.maxEvents {
+		return
+	}
+	if rep.Detail == nil {
+		rep.Detail = &Detail{Of: "rows"}
+		if rep.Table.EventTable {
+			rep.Detail.Of = "events"
+		}
+	}
+	d.MissingSources, d.CorruptSources = slices.Clone(d.MissingSources), slices.Clone(d.CorruptSources)
+	rep.Detail.Rows = append(rep.Detail.Rows, d)
+}
+
+// finish fills what needs all the rows.
+func (t *tableState) finish() {
+	tr := t.rep.Table
+	tr.Runs = sortedKeys(t.runs)
+	tr.PayloadBytes = sizeStats(t.sizes)
+	if !t.start.IsZero() {
+		t.rep.Start, t.rep.End = &t.start, &t.end
+	}
+	if len(tr.Status) == 0 {
+		tr.Status = nil
+	}
+	if len(tr.Decisions) == 0 {
+		tr.Decisions = nil
+	}
+}
