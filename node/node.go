@@ -167,6 +167,10 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if parts.Chain != nil {
 		n.flow.setStages(parts.Chain)
 	}
+	if k := parts.RunEventsAtStart; k > 0 {
+		// Not refused: a restart after a crash legitimately reuses the run.
+		n.log.Warn(reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Path), "stored_events", k)
+	}
 	n.mu.Lock()
 	n.parts, n.builder = parts, b
 	n.mu.Unlock()
@@ -291,6 +295,12 @@ func (n *Node) result(l *Ledger) error {
 	return errors.Join(errs...)
 }
 
+// reusedRunWarning says that the store already holds events of run.
+func reusedRunWarning(run uint32, events uint64, store string) string {
+	return fmt.Sprintf("run %d already has %d stored events in store %s; events with the same ids will replace them — use a new run number (--run) or another store",
+		run, events, store)
+}
+
 // ErrUnbalanced: the end-of-run ledger does not add up.
 var ErrUnbalanced = errors.New("ledger does not balance")
 
@@ -395,6 +405,9 @@ func (n *Node) status(withPlugins bool) Status {
 	if parts != nil {
 		if parts.Chain != nil && withPlugins {
 			s.Plugins = parts.Chain.Plugins()
+		}
+		if k := parts.RunEventsAtStart; k > 0 {
+			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Path)
 		}
 		if parts.Store != nil {
 			s.Store.HeadroomBytes = parts.Store.Headroom()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		return nil, err
 	}
 	if p.DeferredAtStart, err = countDeferred(st, storage.Selection{}); err != nil {
+		return fail(err)
+	}
+	if p.RunEventsAtStart, err = countRun(st, cfg.Run); err != nil {
 		return fail(err)
 	}
 	replay := cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0
@@ -193,4 +197,33 @@ func OpenStore(cfg *config.Config, reg prometheus.Registerer) (*storage.Store, e
 		GCInterval:    cfg.Store.GCInterval,
 		Registerer:    reg,
 	})
+}
+
+// countRun counts the events of run already in st, in both streams: a run
+// number reused on the same store replaces those with the same event ids.
+func countRun(st *storage.Store, run uint32) (uint64, error) {
+	// Stats reads keys only: the events themselves are listed only when the
+	// run is there at all.
+	stats, err := st.Stats()
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(stats.Streams, func(ss storage.StreamStats) bool { return slices.Contains(ss.Runs, run) }) {
+		return 0, nil
+	}
+	var n uint64
+	sel := storage.Selection{MinRun: run, MaxRun: run}
+	for _, stream := range []storage.Stream{storage.Accepted, storage.Deferred} {
+		// MaxRun 0 means "no upper bound", so the run is checked per event.
+		err := st.List(stream, sel, 0, func(e storage.EventInfo) bool {
+			if e.Key.Run == run {
+				n++
+			}
+			return e.Key.Run <= run
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }

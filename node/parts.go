@@ -81,6 +81,10 @@ type Parts struct {
 	// DeferredAtStart is the number of events in the store's deferred
 	// stream when the run started (for the deferred backlog).
 	DeferredAtStart uint64
+	// RunEventsAtStart is the number of events of the configured run
+	// number already in the store (both streams) when the run started: a
+	// run number reused on the same store, e.g. a restart after a crash.
+	RunEventsAtStart uint64
 	// ReplayStore and NewReplayChain serve inter-fill replay (nil: off).
 	ReplayStore    *storage.Store
 	NewReplayChain func(ctx context.Context) (Decider, error)

@@ -181,12 +181,15 @@ type interFill struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	quit   chan struct{}
-	st     ReplayStatus
-	armed  bool // a pass may start: set when data arrived since the last pass
+	// watched is closed when watch returns: after it no pass can begin (and
+	// open a chain stop would not close).
+	watched chan struct{}
+	st      ReplayStatus
+	armed   bool // a pass may start: set when data arrived since the last pass
 }
 
 func newInterFill(n *Node, parts *Parts) *interFill {
-	return &interFill{n: n, parts: parts, quit: make(chan struct{}), armed: true, st: ReplayStatus{Enabled: true}}
+	return &interFill{n: n, parts: parts, quit: make(chan struct{}), watched: make(chan struct{}), armed: true, st: ReplayStatus{Enabled: true}}
 }
 
 // interFillPoll is how often the inputs' idleness is checked.
@@ -194,6 +197,7 @@ const interFillPoll = 100 * time.Millisecond
 
 // watch starts and stops replay passes until stop.
 func (r *interFill) watch(ctx context.Context, allIdle func(time.Duration) bool) {
+	defer close(r.watched)
 	t := time.NewTicker(interFillPoll)
 	defer t.Stop()
 	idle := r.n.cfg.Replay.InterFill
@@ -279,9 +283,13 @@ func (r *interFill) halt() {
 	}
 }
 
-// stop ends inter-fill replay for good and closes its chain.
+// stop ends inter-fill replay for good and closes its chain. It waits for
+// watch to return first: a pass watch was beginning meanwhile would
+// otherwise start a chain after it was closed, whose plugins would outlive
+// the run (and log their exit after the ledger).
 func (r *interFill) stop() {
 	close(r.quit)
+	<-r.watched
 	r.halt()
 	r.mu.Lock()
 	defer r.mu.Unlock()

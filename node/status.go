@@ -68,6 +68,12 @@ type StoreStatus struct {
 	// stream: those there at the start, plus deferred by this run, minus
 	// those inter-fill replay removed.
 	DeferredBacklog uint64 `json:"deferred_backlog_events"`
+	// RunEventsAtStart is the number of events of this run number the store
+	// already held when the run started; events with the same ids replace
+	// them (counted in the ledger's events_replaced).
+	RunEventsAtStart uint64 `json:"run_events_at_start"`
+	// Warning says why RunEventsAtStart matters, when it is not 0.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ReplayStatus is inter-fill replay inside `sluice run`.

@@ -103,6 +103,9 @@ otherwise. A summary that does not balance exits with status 2.`,
 				Selection: sel, Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents, Progress: p.update, Mem: arena,
 			})
 			p.finish(s)
+			// The plugins exit (and their last log lines are written)
+			// before the summary, not after it.
+			chain.Close()
 			if errors.Is(err, context.Canceled) {
 				err = nil // a stopped replay is a clean replay: what was committed is final
 			}

@@ -62,7 +62,7 @@ configuration with problems with status 3.`,
 			if err != nil {
 				return err
 			}
-			log, limiter := node.NewLogger(os.Stderr, cfg.Log)
+			log, limiter := node.NewLogger(cmd.ErrOrStderr(), cfg.Log)
 			applyMemoryLimit(cfg)
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)

@@ -73,6 +73,33 @@ func TestRunEmulatorToStoreBalanced(t *testing.T) {
 	}
 }
 
+// TestRunReusedRunNumber: a second run with the same run number on the
+// same store runs, warns once at start how many events of the run the
+// store holds, and counts the ones it replaced.
+func TestRunReusedRunNumber(t *testing.T) {
+	file, store := writeConfig(t, "")
+	if out, err := run(t, "run", "--config", file, "--run", "77"); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	out, err := run(t, "run", "--config", file, "--run", "77", "--summary-json", summary)
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	want := "run 77 already has 500 stored events in store " + store + "; events with the same ids will replace them"
+	if strings.Count(out, want) != 1 {
+		t.Fatalf("want one warning %q:\n%s", want, out)
+	}
+	var s map[string]any
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s["events_replaced"] != float64(500) || s["balanced"] != true {
+		t.Fatalf("summary %s", b)
+	}
+}
+
 func TestRunRefusesBadConfigBeforeOpening(t *testing.T) {
 	file, store := writeConfig(t, `
 trigger:
