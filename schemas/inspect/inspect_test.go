@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/atlas"
 	"github.com/sluice-daq/sluice/schemas/cms"
@@ -486,6 +488,11 @@ func FuzzInspect(f *testing.F) {
 	f.Add(frdFile(f, nil))
 	f.Add(atlasFile(f, binary.BigEndian))
 	f.Add(robFile(f))
+	mem := memory.NewGoAllocator()
+	s, recs := eventTable(f, mem, true)
+	f.Add(arrowFile(f, mem, s, recs))
+	f.Add(parquetFile(f, mem, s, recs))
+	release(recs)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep, err := Inspect(bytes.NewReader(b), 2)
 		var de *schemas.DecodeError

@@ -122,7 +122,7 @@ func tableSource(r io.Reader, start int64, br io.Reader) (*io.SectionReader, err
 // ErrBadHeader at the footer; a batch or row group that does not decode is
 // ErrBadHeader at its entry in the footer (Arrow) or its first byte
 // (Parquet).
-func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allocator) (*Report, error) {
+func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allocator) (rep *Report, err error) {
 	size := rs.Size()
 	format, magic, lenAt := string(f), arrowMagic, size-int64(len(arrowMagic))-4
 	if f == Parquet {
@@ -140,9 +140,17 @@ func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allo
 	}
 	// The footer ends with its length, then the magic.
 	footerAt := lenAt - int64(binary.LittleEndian.Uint32(tail))
-	rep := &Report{Format: f, Bytes: size, Table: &TableReport{Status: map[string]int{}, Decisions: map[string]int{}}}
+	rep = &Report{Format: f, Bytes: size, Table: &TableReport{Status: map[string]int{}, Decisions: map[string]int{}}}
 	t := &tableState{rep: rep, maxEvents: maxEvents}
-	var err error
+	mem = boundedAllocator{Allocator: mem, limit: max(tableAllocSlack, tableAllocFactor*int(size))}
+	// The Arrow and Parquet readers trust the footer's offsets and sizes
+	// and may panic on a damaged file; inspect reports that instead.
+	defer func() {
+		if p := recover(); p != nil {
+			t.finish()
+			err = schemas.Errorf(format, "footer", footerAt, schemas.ErrBadHeader, "the %s reader failed on this file: %v", f, p)
+		}
+	}()
 	if f == ArrowIPC {
 		rep.Checksums.What = "none in an Arrow IPC file"
 		err = t.readArrow(rs, footerAt, mem)
@@ -152,6 +160,39 @@ func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allo
 	}
 	t.finish()
 	return rep, err
+}
+
+// A damaged footer can claim buffers far larger than the file, which the
+// readers would allocate. No buffer of a file sluice wrote is larger than
+// tableAllocFactor times the file (Parquet may encode runs compactly), or
+// tableAllocSlack bytes for a small file.
+const (
+	tableAllocFactor = 16
+	tableAllocSlack  = 64 << 20
+)
+
+// boundedAllocator refuses, by panicking as the Arrow allocators do when
+// memory runs out, any one allocation above limit bytes; inspectTable
+// turns the panic into a DecodeError.
+type boundedAllocator struct {
+	memory.Allocator
+	limit int
+}
+
+func (a boundedAllocator) Allocate(n int) []byte {
+	a.check(n)
+	return a.Allocator.Allocate(n)
+}
+
+func (a boundedAllocator) Reallocate(n int, b []byte) []byte {
+	a.check(n)
+	return a.Allocator.Reallocate(n, b)
+}
+
+func (a boundedAllocator) check(n int) {
+	if n > a.limit {
+		panic(fmt.Sprintf("a buffer of %d bytes, more than %d for this file", n, a.limit))
+	}
 }
 
 // tableState accumulates the summary of a table batch by batch.
@@ -212,19 +253,35 @@ func (t *tableState) readParquet(rs *io.SectionReader, footerAt int64, mem memor
 		}
 		t.rep.Records++
 		for rr.Next() {
-			if err = t.batch(rr.RecordBatch()); err != nil {
-				break
+			if err = t.parquetBatch(s, rr.RecordBatch()); err != nil {
+				rr.Release()
+				return schemas.Errorf(string(Parquet), field, at, schemas.ErrInconsistent, "%v", err)
 			}
 		}
-		if err == nil {
-			err = rr.Err()
-		}
+		err = rr.Err()
 		rr.Release()
 		if err != nil {
 			return schemas.Errorf(string(Parquet), field, at, schemas.ErrBadHeader, "%v", err)
 		}
 	}
 	return nil
+}
+
+// parquetBatch counts a batch of Parquet rows under the file's schema:
+// the record reader's batches lack the schema metadata (event schema
+// version, mode) that the stored Arrow schema restores.
+func (t *tableState) parquetBatch(s *arrow.Schema, rec arrow.RecordBatch) error {
+	if int(rec.NumCols()) != s.NumFields() {
+		return fmt.Errorf("%d columns read, the schema has %d", rec.NumCols(), s.NumFields())
+	}
+	for i, c := range rec.Columns() {
+		if !arrow.TypeEqual(c.DataType(), s.Field(i).Type) {
+			return fmt.Errorf("column %s read as %s, the schema says %s", s.Field(i).Name, c.DataType(), s.Field(i).Type)
+		}
+	}
+	full := array.NewRecordBatch(s, rec.Columns(), rec.NumRows())
+	defer full.Release()
+	return t.batch(full)
 }
 
 // schema records the columns and, for an event schema, the source groups.
