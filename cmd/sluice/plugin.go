@@ -285,8 +285,7 @@ func notBuilt(bin string) string {
 	return ""
 }
 
-// checkStage labels the plugin's log lines: plugins.Start runs a plugin
-// outside any trigger stage and gives them an empty stage label.
+// checkStage labels the plugin's log lines (plugins.Options.Stage).
 const checkStage = "check"
 
 // checkPlugin starts the plugin, prints its description, and prints its
@@ -296,16 +295,8 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 	defer cancel()
 	out := cmd.OutOrStdout()
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == "stage" && a.Value.String() == "" {
-				a.Value = slog.StringValue(checkStage)
-			}
-			return a
-		},
-	}))
-	r, err := triggertest.Binary(ctx, path, params, plugins.Options{Inline: inline, Logger: log, StartTimeout: 20 * time.Second})
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := triggertest.Binary(ctx, path, params, plugins.Options{Inline: inline, Logger: log, Stage: checkStage, StartTimeout: 20 * time.Second})
 	if err != nil {
 		return fmt.Errorf("plugin check: %w", err)
 	}
