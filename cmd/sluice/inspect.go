@@ -40,11 +40,17 @@ func newInspectCmd() *cobra.Command {
 		Use:   "inspect FILE",
 		Short: "Detect a data file's format from its bytes and summarise it",
 		Long: `Detects the format of FILE from its bytes (sluice fragments or multi-fragment
-packets, LHCb MDF or MEP, VDIF, Mark 5B, CMS FRD, ATLAS eformat) and prints what
-it holds: records and events, sources, record sizes, checksum validity, time
-range, and with --events N the detail of the first N events. A damaged file
-is summarised up to the damage, and the command fails naming the byte offset
-and what was expected there.`,
+packets, LHCb MDF or MEP, VDIF, Mark 5B, CMS FRD, ATLAS eformat, and the Arrow
+IPC and Parquet files of 'sluice store export') and prints what it holds:
+records and events, sources, record sizes, checksum validity, time range, and
+with --events N the detail of the first N rows: events, native fragments or
+packets, VDIF/Mark 5B frames, table rows. Each detail column says what it
+counts (record bytes, bank bytes, frame bytes, payload bytes). In --json the
+rows are at .detail.rows for every format, with .detail.of naming them, and
+each format's own fields under "cms", "atlas", "lhcb", "baseband" (VDIF,
+Mark 5B) or "table" (Arrow IPC, Parquet). A damaged file is summarised up to
+the damage, and the command fails naming the byte offset and what was
+expected there.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if events < 0 {
@@ -86,7 +92,7 @@ and what was expected there.`,
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&events, "events", 0, "print the detail of the first N events (frames for VDIF and Mark 5B)")
+	cmd.Flags().IntVar(&events, "events", 0, "print the detail of the first N rows: events, native fragments or packets, VDIF/Mark 5B frames, table rows")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (with an \"error\" object when the file is damaged)")
 	return cmd
 }

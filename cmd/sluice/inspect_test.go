@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/atlas"
 	"github.com/sluice-daq/sluice/schemas/cms"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // writeFile writes b to a file in a fresh temporary directory.
@@ -105,10 +106,10 @@ func TestInspectFormats(t *testing.T) {
 
 func TestInspectThirdPartySamples(t *testing.T) {
 	for rel, want := range map[string]string{
-		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": "events: 10",
-		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     "packing factors: [10]",
+		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": "\n0 0 349460 349412 6001 ",
+		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     "bytes: 1978316 in 1 record\n",
 		"baseband/sample.vdif":     "time range: 2014-06-16T05:56:07Z",
-		"baseband/sample_mwa.vdif": "format: vdif",
+		"baseband/sample_mwa.vdif": "frames/s per thread: unknown (≥ 10 frames/s from 10 frames in 1 s); time range from frame numbers not shown",
 		"baseband/sample.m5b":      "checksums: 4 valid, 0 bad",
 	} {
 		t.Run(rel, func(t *testing.T) {
@@ -192,5 +193,70 @@ func TestInspectTruncated(t *testing.T) {
 	_, err = run(t, "inspect", writeFile(t, "x", []byte("just some text that is no data format")))
 	if !errors.As(err, &de) || !errors.Is(err, schemas.ErrBadMagic) || de.Offset != 0 {
 		t.Fatalf("unknown format: %v", err)
+	}
+}
+
+// TestInspectMFP: the rows of a file of multi-fragment packets are
+// packets, each with its source, first event id and packing factor.
+func TestInspectMFP(t *testing.T) {
+	b := schemas.AppendMFP(nil, 3, 900, 0, 0, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, nil)
+	b = schemas.AppendMFP(b, 4, 903, 0, 0, [][]byte{[]byte("d"), []byte("e")}, nil)
+	out, err := run(t, "inspect", writeFile(t, "p.mfp", b), "--events", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := squeeze(out)
+	for _, w := range []string{"format: sluice-mfp", "in 2 records", "events: 5", "# kind offset record bytes source (first) event id n CRC-32C note",
+		"0 packet 0 ", " 3 900 3 ok event ids 900..902", "1 packet ", " 4 903 2 ok event ids 903..904"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(s, "event id 0") {
+		t.Errorf("a row claims event id 0:\n%s", out)
+	}
+}
+
+// TestInspectStoreExports: the Arrow IPC and Parquet files `sluice store
+// export` writes are recognised and summarised as event tables.
+func TestInspectStoreExports(t *testing.T) {
+	dir := t.TempDir()
+	writeStore(t, dir, schemas.SourceGroup{Name: "det", Sources: []uint32{4, 5}}, storage.Accepted, smallRows(1, 0, 7), schemas.DecisionAccept)
+	for _, c := range []struct{ format, unit string }{{"arrow", "record batch"}, {"parquet", "row group"}} {
+		t.Run(c.format, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "events."+c.format)
+			if out, err := run(t, "store", "export", "--path", dir, "--format", c.format, "--out", p); err != nil {
+				t.Fatalf("export: %v\n%s", err, out)
+			}
+			out, err := run(t, "inspect", p, "--events", "2")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			s := squeeze(out)
+			// Events 0..6 of run 1; event i carries 100+i bytes from
+			// source 4 and 1 from source 5.
+			for _, w := range []string{"events: 7", "sources: 2: 4-5", "rows: 7", "event table: yes, mode event", "source group det: 2 sources: 4-5",
+				"runs: 1", "event ids: 0 .. 6", "payload bytes per event: min 101, median 104, max 107", "decisions: accept: 7",
+				"\n1 1 1 2023-11-14T22:13:20.000000001Z 2 102 - - - accept"} {
+				if !strings.Contains(s, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if !strings.Contains(s, " in 1 "+c.unit+"\n") && !strings.Contains(s, c.unit+"s\n") {
+				t.Errorf("output does not count %ss:\n%s", c.unit, out)
+			}
+			out, err = run(t, "inspect", p, "--json")
+			var got struct {
+				Format string `json:"format"`
+				Events int    `json:"events"`
+				Table  struct {
+					Rows   int   `json:"rows"`
+					Groups []any `json:"source_groups"`
+				} `json:"table"`
+			}
+			if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.Events != 7 || got.Table.Rows != 7 || len(got.Table.Groups) != 1 {
+				t.Fatalf("--json: %v\n%s", err, out)
+			}
+		})
 	}
 }

@@ -220,6 +220,14 @@ func (r *Report) framesText(row func(...any)) {
 	}
 }
 
+// dash stands for an empty cell, so that the columns stay readable.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func okText(ok bool) string {
 	if ok {
 		return "ok"
@@ -282,8 +290,8 @@ func (r *Report) rowsText(row func(...any)) {
 		if d.Time != nil {
 			t = d.Time.Format(time.RFC3339Nano)
 		}
-		row(d.Index, d.EventID, d.Run, t, d.Fragments, d.PayloadBytes, strings.Join(d.Status, ","),
-			schemas.FormatSourceList(d.MissingSources), schemas.FormatSourceList(d.CorruptSources), d.Decision)
+		row(d.Index, d.EventID, d.Run, t, d.Fragments, d.PayloadBytes, dash(strings.Join(d.Status, ",")),
+			dash(schemas.FormatSourceList(d.MissingSources)), dash(schemas.FormatSourceList(d.CorruptSources)), dash(d.Decision))
 	}
 }
 
