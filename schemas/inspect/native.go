@@ -89,10 +89,11 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 				return true
 			})
 			d.ChecksumOK = bad == 0
-			d.Note = strings.TrimPrefix(fmt.Sprintf("event ids %d..%d%s", p.FirstEventID, p.FirstEventID+uint64(p.N)-1, flagNote(p.Flags)), ", ")
-			if p.N == 0 {
-				d.Note = strings.TrimPrefix(flagNote(p.Flags), ", ")
+			// A packet of N fragments holds events FirstEventID .. +N-1.
+			if p.N > 0 {
+				d.Note = fmt.Sprintf("event ids %d..%d", p.FirstEventID, p.FirstEventID+uint64(p.N)-1)
 			}
+			d.Note = strings.TrimPrefix(d.Note+flagNote(p.Flags), ", ")
 			if bad > 0 {
 				d.Note += fmt.Sprintf(", %s with a bad CRC-32C", plural(bad, "fragment"))
 			}
