@@ -86,7 +86,7 @@ func TestValidation(t *testing.T) {
 			[]string{`trigger.stages[0].plugn (line 10): unknown key "plugn" (valid keys here: deadline, deferral, instances, name, params, plugin, prescales, when)`,
 				"trigger.stages[0].plugin: want the path"}, 2},
 		{"wrong types all reported", minimal + "run: many\nbuilder:\n  timeout: 5\n  memory_budget: lots\n",
-			[]string{`run (line 7): "many": want uint32`, `builder.timeout (line 9): "5": want time.Duration`, `builder.memory_budget (line 10): "lots"`}, 3},
+			[]string{`run (line 7): "many": want a whole number >= 0 (uint32)`, `builder.timeout (line 9): "5": want a duration such as 500ms, 10s or 5m`, `builder.memory_budget (line 10): "lots"`}, 3},
 		{"bad uris", `
 inputs:
   - uri: tcp://localhost

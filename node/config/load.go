@@ -103,9 +103,35 @@ func decodeProblem(msg string, paths map[int][]linePath) Problem {
 			}
 		}
 		p.Value = strconv.Quote(v[1])
-		p.Expected = "want " + strings.TrimPrefix(v[2], "a ")
+		p.Expected = "want " + plainType(strings.TrimPrefix(v[2], "a "))
 	}
 	return p
+}
+
+// plainType says a Go type from a yaml.v3 message in an operator's words
+// ("time.Duration" is "a duration such as 500ms or 10s").
+func plainType(t string) string {
+	switch t {
+	case "time.Duration":
+		return "a duration such as 500ms, 10s or 5m"
+	case "int", "int64", "int32":
+		return "a whole number"
+	case "uint", "uint64", "uint32", "uint16", "uint8":
+		return "a whole number >= 0 (" + t + ")"
+	case "float64", "float32":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	}
+	if strings.HasPrefix(t, "map[") {
+		return "a mapping (key: value)"
+	}
+	if strings.HasPrefix(t, "[]") {
+		return "a list"
+	}
+	return t
 }
 
 // indexPaths records, for each line, the mapping keys and scalars on it with

@@ -19,7 +19,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := humanize.ParseBytes(n.Value)
 	if n.Kind != yaml.ScalarNode || err != nil {
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf(
-			"line %d: cannot unmarshal `%s` into a byte size (want e.g. 268435456, \"256MiB\", \"2GB\")", n.Line, n.Value)}}
+			"line %d: cannot unmarshal `%s` into a byte size such as 268435456, \"256MiB\" or \"2GB\"", n.Line, n.Value)}}
 	}
 	*b = ByteSize(v)
 	return nil
