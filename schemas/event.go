@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -53,6 +54,42 @@ const (
 	// StatusReplayed: the event was decided during deferred replay.
 	StatusReplayed EventStatus = 1 << 9
 )
+
+// statusNames name the EventStatus bits, lowest first.
+var statusNames = []struct {
+	bit  EventStatus
+	name string
+}{
+	{StatusIncomplete, "incomplete"}, {StatusCorrupt, "corrupt"}, {StatusDuplicates, "duplicates"},
+	{StatusSourceError, "source-error"}, {StatusTriggerError, "trigger-error"}, {StatusReplayed, "replayed"},
+}
+
+// Names returns the names of the bits set in s, lowest first; an unknown
+// bit is named by its value ("0x10"). Empty for no bit.
+func (s EventStatus) Names() []string {
+	var out []string
+	for _, n := range statusNames {
+		if s&n.bit != 0 {
+			out = append(out, n.name)
+			s &^= n.bit
+		}
+	}
+	for b := EventStatus(1); s != 0; b <<= 1 {
+		if s&b != 0 {
+			out = append(out, fmt.Sprintf("%#x", uint32(b)))
+			s &^= b
+		}
+	}
+	return out
+}
+
+// String joins Names with "|", or is "ok" when no bit is set.
+func (s EventStatus) String() string {
+	if s == 0 {
+		return "ok"
+	}
+	return strings.Join(s.Names(), "|")
+}
 
 // Decision is a trigger stage's verdict on one event.
 type Decision uint8

@@ -128,3 +128,15 @@ func TestEventBatchView(t *testing.T) {
 		t.Fatalf("GroupsOf = %+v, %v", g, err)
 	}
 }
+
+func TestEventStatusNames(t *testing.T) {
+	if s := (StatusIncomplete | StatusReplayed).String(); s != "incomplete|replayed" {
+		t.Fatalf("String = %q", s)
+	}
+	if s := EventStatus(0).String(); s != "ok" {
+		t.Fatalf("no bit: %q", s)
+	}
+	if n := (StatusCorrupt | 1<<20).Names(); len(n) != 2 || n[0] != "corrupt" || n[1] != "0x100000" {
+		t.Fatalf("Names with an unknown bit = %v", n)
+	}
+}

@@ -213,8 +213,8 @@ func newStoreLsCmd() *cobra.Command {
 			listed := 0
 			err = s.List(stream, sel, sf.limit, func(e storage.EventInfo) bool {
 				listed++
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%#x\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
-					uint32(e.Status), e.NumFragments, e.Meta.Decision, e.Meta.Lines, orDash(e.Meta.Stage), orDash(e.Meta.Reason), e.Bytes)
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
+					e.Status, e.NumFragments, e.Meta.Decision, e.Meta.Lines, orDash(e.Meta.Stage), orDash(e.Meta.Reason), e.Bytes)
 				return true
 			})
 			if ferr := tw.Flush(); err == nil {

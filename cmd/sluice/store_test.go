@@ -125,7 +125,7 @@ func TestStoreStatAndLs(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "3  ") || !strings.Contains(lines[1], " 2 ") || !strings.Contains(lines[2], " 3 ") ||
-		!strings.Contains(lines[1], "defer") || !strings.Contains(lines[1], "backlog") {
+		!strings.Contains(lines[1], "defer") || !strings.Contains(lines[1], "backlog") || !strings.Contains(lines[1], " ok ") {
 		t.Fatalf("ls output:\n%s", out)
 	}
 	// The default stream is accepted, as for export; here it is empty, and ls says so.

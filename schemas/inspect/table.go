@@ -87,15 +87,6 @@ type RowDetail struct {
 	Decision       string     `json:"decision,omitempty"` // exports only
 }
 
-// statusNames name the schemas.EventStatus bits, lowest first.
-var statusNames = []struct {
-	bit  schemas.EventStatus
-	name string
-}{
-	{schemas.StatusIncomplete, "incomplete"}, {schemas.StatusCorrupt, "corrupt"}, {schemas.StatusDuplicates, "duplicates"},
-	{schemas.StatusSourceError, "source-error"}, {schemas.StatusTriggerError, "trigger-error"}, {schemas.StatusReplayed, "replayed"},
-}
-
 // tableSource gives the table readers random access to the stream Inspect
 // was given: the stream itself from where it stood when it can seek and
 // read at offsets (a file), else its bytes read into memory.
@@ -344,12 +335,9 @@ func (t *tableState) batch(rec arrow.RecordBatch) error {
 				d.PayloadBytes += int(n)
 			}
 		}
-		st := eb.Status(i)
-		for _, s := range statusNames {
-			if st&s.bit != 0 {
-				d.Status = append(d.Status, s.name)
-				tr.Status[s.name]++
-			}
+		for _, name := range eb.Status(i).Names() {
+			d.Status = append(d.Status, name)
+			tr.Status[name]++
 		}
 		if decisions != nil {
 			d.Decision = schemas.Decision(decisions.Value(i)).String()
