@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -395,7 +396,19 @@ func TestCrossProcessWriterCrashDetected(t *testing.T) {
 			t.Fatalf("after killing the writer: %v, want ErrWriterDead", err)
 		}
 		t.Log(err)
-		return
+		break
+	}
+	// Everything was read and acknowledged and the writer cannot clean up:
+	// the reader removes the ring when it detaches.
+	path, _ := ringPath(name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("ring gone before the reader closed: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ring of a dead writer left behind after the reader closed: %v", err)
 	}
 }
 

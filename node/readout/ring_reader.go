@@ -31,13 +31,17 @@ type Reader struct {
 	stop chan struct{}
 	beat chan struct{}
 
-	mu     sync.Mutex
-	closed bool
-	out    int       // packets handed out and not released
-	base   uint64    // sequence number of pend[head]
-	pend   []pending // circular queue of handed-out records not yet acknowledged
-	head   int
-	n      int
+	path string      // the ring file
+	file os.FileInfo // the ring file as opened, to tell it from a newer ring at the same path
+
+	mu         sync.Mutex
+	closed     bool
+	writerDead bool      // Next returned ErrWriterDead: nobody else will remove the ring
+	out        int       // packets handed out and not released
+	base       uint64    // sequence number of pend[head]
+	pend       []pending // circular queue of handed-out records not yet acknowledged
+	head       int
+	n          int
 }
 
 // pending is one record handed out: the byte it ends at and whether its
@@ -86,6 +90,8 @@ func OpenReader(name string, cfg ReaderConfig) (*Reader, error) {
 	r := &Reader{
 		m:    mapping{name: name, mem: mem, data: mem[controlSize:], mask: ds - 1},
 		cfg:  cfg,
+		path: path,
+		file: st,
 		pid:  uint32(os.Getpid()),
 		stop: make(chan struct{}), beat: make(chan struct{}),
 		pend: make([]pending, 1024),
@@ -202,6 +208,9 @@ func (r *Reader) wait(ctx context.Context) error {
 		r.idle = now
 	}
 	if why := peerState(m.u32(offWriterPID).Load(), m.u64(offWriterBeat).Load(), r.cfg.StaleAfter); why != "" {
+		r.mu.Lock()
+		r.writerDead = true
+		r.mu.Unlock()
 		return fmt.Errorf("readout ring %s: %w: %s", m.name, ErrWriterDead, why)
 	}
 	return nil
@@ -306,7 +315,11 @@ func (r *Reader) Unacknowledged() int {
 // Close detaches the reader: unacknowledged packets stay in the ring for
 // the next reader, which reads them again. Packets still handed out stay
 // mapped (their releases no longer acknowledge anything) and the ring is
-// unmapped when the last of them is released. Not concurrent with Next.
+// unmapped when the last of them is released. When the writer died and
+// every packet it wrote was read and acknowledged, the ring holds nothing
+// and its writer cannot remove it, so Close removes the file (unless a new
+// writer has already put a new ring at the same path). Not concurrent with
+// Next.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -317,6 +330,11 @@ func (r *Reader) Close() error {
 	close(r.stop)
 	<-r.beat
 	r.m.u32(offReaderPID).CompareAndSwap(r.pid, 0)
+	if r.writerDead && r.n == 0 {
+		if st, err := os.Stat(r.path); err == nil && os.SameFile(st, r.file) {
+			os.Remove(r.path)
+		}
+	}
 	if r.out == 0 {
 		return r.m.unmap()
 	}
