@@ -140,3 +140,18 @@ func TestEventStatusNames(t *testing.T) {
 		t.Fatalf("Names with an unknown bit = %v", n)
 	}
 }
+
+func TestJoinOrder(t *testing.T) {
+	list := []byte{5, 0, 0, 0, 9, 0, 0, 0, 7, 0, 0, 0} // 5, 9, 7
+	present := map[uint32][]byte{5: {1}, 7: {1}, 3: {1}, 100: {1}}
+	got := JoinOrder(list, present, []uint32{3, 5, 7, 100}, 100)
+	want := []uint32{5, 7, 3} // listed and present (9 is missing), then unlisted; not the header 100
+	if len(got) != len(want) {
+		t.Fatalf("JoinOrder = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("JoinOrder = %v, want %v", got, want)
+		}
+	}
+}

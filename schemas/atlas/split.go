@@ -155,20 +155,7 @@ func JoinFullEventBatch(dst []byte, eb *schemas.EventBatch, i int, o ByteOrder) 
 	if uint64(hdr.GlobalID) != id {
 		return dst, schemas.Errorf(joinFormat, "header fragment", 4*int64(9+len(hdr.Status)), schemas.ErrInconsistent, "holds global_id %d in the row of event %d", hdr.GlobalID, id)
 	}
-	listed := make(map[uint32]bool, count)
-	sources := make([]uint32, 0, len(frags))
-	for k := range int(count) {
-		src := le.Uint32(hp[n+4+4*k:])
-		listed[src] = true
-		if frags[src] != nil {
-			sources = append(sources, src)
-		}
-	}
-	for _, src := range order {
-		if !listed[src] && src != HeaderSource {
-			sources = append(sources, src)
-		}
-	}
+	sources := schemas.JoinOrder(hp[n+4:], frags, order, HeaderSource)
 	for _, src := range sources {
 		if p := frags[src]; len(p) >= 20 {
 			if rob := le.Uint32(p[16:]); rob != src { // w4, the ROB's source id

@@ -138,20 +138,7 @@ func JoinFRDBatch(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	if hdr.Event != id {
 		return dst, schemas.Errorf(joinFormat, "header fragment", int64(frdSizeOffset(hdr.Version)-4), schemas.ErrInconsistent, "holds event %d in the row of event %d", hdr.Event, id)
 	}
-	listed := make(map[uint32]bool, count)
-	sources := make([]uint32, 0, len(frags))
-	for k := range int(count) {
-		src := le.Uint32(hp[n+4+4*k:])
-		listed[src] = true
-		if frags[src] != nil {
-			sources = append(sources, src)
-		}
-	}
-	for _, src := range order {
-		if !listed[src] && src != HeaderSource {
-			sources = append(sources, src)
-		}
-	}
+	sources := schemas.JoinOrder(hp[n+4:], frags, order, HeaderSource)
 	for _, src := range sources {
 		p := frags[src]
 		if len(p) >= FEDMinSize {
