@@ -226,8 +226,12 @@ func (in *TCPInput) readFrames(ctx context.Context, tc *tcpConn, sink Sink) (boo
 			}
 		}
 		switch {
-		case r == w && ch.refs.Load() == 1:
-			r, w = 0, 0 // nothing aliases the chunk: reuse it from its start
+		case r > 0 && w-r <= maxTailMove && ch.refs.Load() == 1:
+			// Nothing aliases the chunk: reuse it from its start, so a
+			// sink that releases promptly keeps the reader in the same
+			// few cache-warm pages instead of streaming through the chunk.
+			copy(ch.b, ch.b[r:w])
+			r, w = 0, w-r
 		case r+need > len(ch.b) || len(ch.b)-w < minRead:
 			// Move the start of the frame at r to a fresh chunk.
 			next := in.newChunk(max(chunkSize, need))
@@ -235,7 +239,15 @@ func (in *TCPInput) readFrames(ctx context.Context, tc *tcpConn, sink Sink) (boo
 			ch.unref()
 			ch, r, w = next, 0, w-r
 		}
-		n, err := tc.conn.Read(ch.b[w:])
+		// Read up to maxRead bytes, or, for a frame of at least minRead, up
+		// to its end and the next length prefix: the read that completes a
+		// large frame then leaves only a prefix behind to move above.
+		end := w + maxRead
+		if need >= minRead {
+			end = r + need + 4
+		}
+		end = min(end, len(ch.b))
+		n, err := tc.conn.Read(ch.b[w:end])
 		w += n
 		if err != nil && n == 0 {
 			if w > r {
@@ -247,11 +259,17 @@ func (in *TCPInput) readFrames(ctx context.Context, tc *tcpConn, sink Sink) (boo
 }
 
 // Receive chunks: chunkSize is the usual size (a frame larger than that
-// gets a chunk of its own size), and a chunk with less than minRead bytes
-// of room left is replaced rather than read into with small reads.
+// gets a chunk of its own size), a chunk with less than minRead bytes of
+// room left is replaced rather than read into with small reads, and one
+// read takes at most maxRead bytes of small frames, which keeps a reader
+// whose sink releases promptly within a few cache-warm pages. A
+// partial frame of at most maxTailMove bytes is moved to the start of its
+// chunk when the sink has released everything before it.
 const (
-	chunkSize = 1 << 20
-	minRead   = 64 << 10
+	chunkSize   = 1 << 20
+	minRead     = 64 << 10
+	maxRead     = 256 << 10
+	maxTailMove = 4 << 10
 )
 
 // chunk is a pooled receive buffer that the reader and the frames handed
