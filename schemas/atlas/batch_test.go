@@ -2,19 +2,15 @@ package atlas
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/buildtest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -73,77 +69,16 @@ func TestRoundTripBuilder(t *testing.T) {
 
 func buildAndJoin(t *testing.T, sources []uint32, wire [][]byte, o ByteOrder) (map[uint64][]byte, builder.Ledger) {
 	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	b, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "rob", Sources: sources}}, Run: 431000,
-		Timeout: time.Minute, BatchEvents: 2, Allocator: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[uint64][]byte{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for rec := range b.Batches() {
-			eb, err := schemas.NewEventBatch(rec)
-			if err != nil {
-				t.Error(err)
-			}
-			for i := range eb.Len() {
-				j, err := JoinFullEventBatch(nil, eb, i, o)
-				if err != nil || eb.Status(i) != 0 {
-					t.Errorf("event %d, status %b: %v", eb.EventID(i), eb.Status(i), err)
-				}
-				out[eb.EventID(i)] = j
-			}
-			rec.Release()
+	cfg := builder.Config{Groups: []schemas.SourceGroup{{Name: "rob", Sources: sources}}, Run: 431000, BatchEvents: 2}
+	led := buildtest.Run(t, cfg, buildtest.Fragments(t, wire), func(eb *schemas.EventBatch, i int) {
+		j, err := JoinFullEventBatch(nil, eb, i, o)
+		if err != nil || eb.Status(i) != 0 {
+			t.Errorf("event %d, status %b: %v", eb.EventID(i), eb.Status(i), err)
 		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, w := range wire {
-		f, _, err := schemas.DecodeFragment(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.AddFragment(ctx, f, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	return out, b.Ledger()
-}
-
-// buildBatch builds a one-row event batch with one group "rob" holding
-// payloads[k] for sources[k] (nil: the source sent nothing).
-func buildBatch(t *testing.T, mem memory.Allocator, event uint64, sources []uint32, payloads [][]byte) arrow.RecordBatch {
-	t.Helper()
-	schema, err := schemas.EventSchema(schemas.ModeEvent, []schemas.SourceGroup{{Name: "rob", Sources: sources}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb := array.NewRecordBuilder(mem, schema)
-	defer rb.Release()
-	rb.Field(0).(*array.Uint64Builder).Append(event)
-	rb.Field(1).(*array.Uint32Builder).Append(431000)
-	rb.Field(2).(*array.Uint64Builder).Append(0)
-	rb.Field(3).(*array.Uint32Builder).Append(0)
-	rb.Field(4).(*array.Uint32Builder).Append(uint32(len(sources)))
-	rb.Field(5).(*array.ListBuilder).Append(true)
-	rb.Field(6).(*array.ListBuilder).Append(true)
-	sizes := rb.Field(8).(*array.ListBuilder)
-	sizes.Append(true)
-	var all []byte
-	for _, p := range payloads {
-		all = append(all, p...)
-		sizes.ValueBuilder().(*array.Uint32Builder).Append(uint32(len(p)))
-	}
-	rb.Field(7).(*array.BinaryBuilder).Append(all)
-	return rb.NewRecordBatch()
+		out[eb.EventID(i)] = j
+	})
+	return out, led
 }
 
 func TestJoinFullEventBatchErrors(t *testing.T) {
@@ -158,7 +93,7 @@ func TestJoinFullEventBatchErrors(t *testing.T) {
 	r0, r1, hdr := frags[0].Payload, frags[1].Payload, frags[2].Payload
 	all := []uint32{0x110000, 0x420001, HeaderSource}
 	join := func(event uint64, payloads ...[]byte) ([]byte, error) {
-		rec := buildBatch(t, mem, event, all, payloads)
+		rec := buildtest.OneRow(t, mem, "rob", 431000, event, all, payloads)
 		defer rec.Release()
 		eb, err := schemas.NewEventBatch(rec)
 		if err != nil {

@@ -2,19 +2,15 @@ package cms
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/buildtest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -101,52 +97,19 @@ func TestSplitFRDFlagsAndErrors(t *testing.T) {
 // events by event number, with the builder's ledger.
 func buildAndJoin(t *testing.T, sources []uint32, run uint32, wire [][]byte) (map[uint64][]byte, builder.Ledger) {
 	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	b, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "fed", Sources: sources}}, Run: run,
-		Timeout: time.Minute, BatchEvents: 2, Allocator: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[uint64][]byte{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for rec := range b.Batches() {
-			eb, err := schemas.NewEventBatch(rec)
-			if err != nil {
-				t.Error(err)
-			}
-			for i := range eb.Len() {
-				if eb.Status(i) != 0 {
-					t.Errorf("event %d built with status %b", eb.EventID(i), eb.Status(i))
-				}
-				j, err := JoinFRDBatch(nil, eb, i)
-				if err != nil {
-					t.Error(err)
-				}
-				out[eb.EventID(i)] = j
-			}
-			rec.Release()
+	cfg := builder.Config{Groups: []schemas.SourceGroup{{Name: "fed", Sources: sources}}, Run: run, BatchEvents: 2}
+	led := buildtest.Run(t, cfg, buildtest.Fragments(t, wire), func(eb *schemas.EventBatch, i int) {
+		if eb.Status(i) != 0 {
+			t.Errorf("event %d built with status %b", eb.EventID(i), eb.Status(i))
 		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, w := range wire {
-		f, _, err := schemas.DecodeFragment(w)
+		j, err := JoinFRDBatch(nil, eb, i)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
-		if err := b.AddFragment(ctx, f, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	return out, b.Ledger()
+		out[eb.EventID(i)] = j
+	})
+	return out, led
 }
 
 // TestRoundTripBuilder: FRD file -> split -> native fragments in shuffled
@@ -230,34 +193,6 @@ func TestRoundTripBuilder(t *testing.T) {
 	}
 }
 
-// buildBatch builds a one-row event batch with one group "fed" holding
-// payloads[k] for sources[k], for the joiner's error cases.
-func buildBatch(t *testing.T, mem memory.Allocator, event uint64, sources []uint32, payloads [][]byte) arrow.RecordBatch {
-	t.Helper()
-	schema, err := schemas.EventSchema(schemas.ModeEvent, []schemas.SourceGroup{{Name: "fed", Sources: sources}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb := array.NewRecordBuilder(mem, schema)
-	defer rb.Release()
-	rb.Field(0).(*array.Uint64Builder).Append(event)
-	rb.Field(1).(*array.Uint32Builder).Append(362000)
-	rb.Field(2).(*array.Uint64Builder).Append(0)
-	rb.Field(3).(*array.Uint32Builder).Append(0)
-	rb.Field(4).(*array.Uint32Builder).Append(uint32(len(sources)))
-	rb.Field(5).(*array.ListBuilder).Append(true)
-	rb.Field(6).(*array.ListBuilder).Append(true)
-	sizes := rb.Field(8).(*array.ListBuilder)
-	sizes.Append(true)
-	var all []byte
-	for _, p := range payloads {
-		all = append(all, p...)
-		sizes.ValueBuilder().(*array.Uint32Builder).Append(uint32(len(p)))
-	}
-	rb.Field(7).(*array.BinaryBuilder).Append(all)
-	return rb.NewRecordBatch()
-}
-
 func TestJoinFRDBatchErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -267,7 +202,7 @@ func TestJoinFRDBatchErrors(t *testing.T) {
 	}
 	fed3, fed10, hdr := frags[0].Payload, frags[1].Payload, frags[2].Payload
 	join := func(event uint64, sources []uint32, payloads ...[]byte) error {
-		rec := buildBatch(t, mem, event, sources, payloads)
+		rec := buildtest.OneRow(t, mem, "fed", 362000, event, sources, payloads)
 		defer rec.Release()
 		eb, err := schemas.NewEventBatch(rec)
 		if err != nil {
@@ -285,7 +220,7 @@ func TestJoinFRDBatchErrors(t *testing.T) {
 	wantDecodeErr(t, join(9, all, fed3, fed10, hdr[:len(hdr)-2]), schemas.ErrInconsistent, 24)
 	wantDecodeErr(t, join(9, all, fed10, fed3, hdr), schemas.ErrInconsistent, 1)
 	// A FED that did not arrive is left out, as CMS does.
-	rec := buildBatch(t, mem, 9, all, [][]byte{nil, fed10, hdr})
+	rec := buildtest.OneRow(t, mem, "fed", 362000, 9, all, [][]byte{nil, fed10, hdr})
 	defer rec.Release()
 	eb, _ := schemas.NewEventBatch(rec)
 	b, err := JoinFRDBatch(nil, eb, 0)

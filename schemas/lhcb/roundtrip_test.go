@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/buildtest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -52,42 +50,14 @@ func groupsByType(sources []uint32) []schemas.SourceGroup {
 // into an MDF record.
 func buildAndJoin(t *testing.T, sources []uint32, feed func(ctx context.Context, b *builder.Builder)) ([]joined, builder.Ledger) {
 	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	b, err := builder.New(builder.Config{Groups: groupsByType(sources), Run: sampleRun, Timeout: time.Minute, BatchEvents: 3, Allocator: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		out []joined
-		wg  sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		j := NewJoiner()
-		for rec := range b.Batches() {
-			eb, err := schemas.NewEventBatch(rec)
-			if err != nil {
-				t.Error(err)
-				rec.Release()
-				continue
-			}
-			for i := range eb.Len() {
-				r, err := j.Join(nil, eb, i)
-				out = append(out, joined{id: eb.EventID(i), status: eb.Status(i), missing: append([]uint32(nil), eb.MissingSources(i)...), record: r, err: err})
-			}
-			rec.Release()
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	feed(ctx, b)
-	if err := b.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	return out, b.Ledger()
+	var out []joined
+	j := NewJoiner()
+	cfg := builder.Config{Groups: groupsByType(sources), Run: sampleRun, BatchEvents: 3}
+	led := buildtest.Run(t, cfg, feed, func(eb *schemas.EventBatch, i int) {
+		r, err := j.Join(nil, eb, i)
+		out = append(out, joined{id: eb.EventID(i), status: eb.Status(i), missing: append([]uint32(nil), eb.MissingSources(i)...), record: r, err: err})
+	})
+	return out, led
 }
 
 // originals returns the sample's records by ODIN event number, copied.

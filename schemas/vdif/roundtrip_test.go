@@ -8,11 +8,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/buildtest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -28,89 +26,59 @@ func TestBuilderRoundTrip(t *testing.T) {
 	}
 	for _, mode := range []string{"fragments", "packets"} {
 		t.Run(mode, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			defer mem.AssertSize(t, 0)
-			bld, err := builder.New(builder.Config{
-				Groups:    []schemas.SourceGroup{{Name: "vdif", Sources: slices.Sorted(slices.Values(order))}},
-				Run:       7,
-				Timeout:   time.Minute, // events complete by their sources, never by timeout
-				Allocator: mem,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			joined := map[uint64][]byte{} // event id -> the event's frames in recording order
 			var status []schemas.EventStatus
-			done := make(chan error, 1)
-			go func() {
-				j := Joiner{Order: order}
-				var jerr error
-				for rec := range bld.Batches() {
-					eb, err := schemas.NewEventBatch(rec)
-					for i := 0; err == nil && i < eb.Len(); i++ {
-						var out []byte
-						out, err = j.AppendEvent(nil, eb, i)
-						joined[eb.EventID(i)] = out
-						status = append(status, eb.Status(i))
-					}
-					if err != nil && jerr == nil {
-						jerr = err
-					}
-					rec.Release()
-				}
-				done <- jerr
-			}()
-
+			j := Joiner{Order: order}
 			var released atomic.Int64
 			release := func() { released.Add(1) }
 			rng := rand.New(rand.NewPCG(3, 5))
-			ctx := context.Background()
 			fs := frames(t, bytes.Clone(b))
 			units := 0
-			switch mode {
-			case "fragments":
-				rng.Shuffle(len(fs), func(i, k int) { fs[i], fs[k] = fs[k], fs[i] })
-				for i := range fs {
-					if err := bld.AddFragment(ctx, FrameFragment(&fs[i]), release); err != nil {
-						t.Fatal(err)
+			cfg := builder.Config{Groups: []schemas.SourceGroup{{Name: "vdif", Sources: slices.Sorted(slices.Values(order))}}, Run: 7}
+			l := buildtest.Run(t, cfg, func(ctx context.Context, bld *builder.Builder) {
+				switch mode {
+				case "fragments":
+					rng.Shuffle(len(fs), func(i, k int) { fs[i], fs[k] = fs[k], fs[i] })
+					for i := range fs {
+						if err := bld.AddFragment(ctx, FrameFragment(&fs[i]), release); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				units = len(fs)
-			case "packets":
-				p, _ := NewPacker(2)
-				var buf []byte
-				for i := range fs {
-					buf = p.Add(buf, &fs[i])
-				}
-				buf = p.Flush(buf)
-				var pkts []schemas.MFP
-				for len(buf) > 0 {
-					pk, n, err := schemas.DecodeMFP(buf)
-					if err != nil {
-						t.Fatal(err)
+					units = len(fs)
+				case "packets":
+					p, _ := NewPacker(2)
+					var buf []byte
+					for i := range fs {
+						buf = p.Add(buf, &fs[i])
 					}
-					pkts, buf = append(pkts, pk), buf[n:]
-				}
-				rng.Shuffle(len(pkts), func(i, k int) { pkts[i], pkts[k] = pkts[k], pkts[i] })
-				for _, pk := range pkts {
-					if err := bld.AddPacket(ctx, pk, release); err != nil {
-						t.Fatal(err)
+					buf = p.Flush(buf)
+					var pkts []schemas.MFP
+					for len(buf) > 0 {
+						pk, n, err := schemas.DecodeMFP(buf)
+						if err != nil {
+							t.Fatal(err)
+						}
+						pkts, buf = append(pkts, pk), buf[n:]
 					}
+					rng.Shuffle(len(pkts), func(i, k int) { pkts[i], pkts[k] = pkts[k], pkts[i] })
+					for _, pk := range pkts {
+						if err := bld.AddPacket(ctx, pk, release); err != nil {
+							t.Fatal(err)
+						}
+					}
+					units = len(pkts)
 				}
-				units = len(pkts)
-			}
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if err := bld.Close(cctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			}, func(eb *schemas.EventBatch, i int) {
+				out, err := j.AppendEvent(nil, eb, i)
+				if err != nil {
+					t.Error(err)
+				}
+				joined[eb.EventID(i)] = out
+				status = append(status, eb.Status(i))
+			})
 			if int(released.Load()) != units {
 				t.Fatalf("%d releases for %d %s", released.Load(), units, mode)
 			}
-			l := bld.Ledger()
 			if !l.Balanced() || l.FragmentsIn != 16 || l.FragmentsInEvents != 16 || l.EventsComplete != 2 || l.Discards() != 0 {
 				t.Fatalf("ledger %+v", l)
 			}
