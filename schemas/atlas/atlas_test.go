@@ -7,24 +7,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
 var orders = []ByteOrder{binary.LittleEndian, binary.BigEndian}
-
-func wantDecodeErr(t *testing.T, err error, sentinel error, off int64) {
-	t.Helper()
-	var de *schemas.DecodeError
-	if !errors.As(err, &de) {
-		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
-	}
-	if !errors.Is(err, sentinel) {
-		t.Fatalf("error %v does not wrap %v", err, sentinel)
-	}
-	if de.Offset != off {
-		t.Fatalf("error %v at offset %d, want %d", err, de.Offset, off)
-	}
-}
 
 func TestCRC16CCITTCheck(t *testing.T) {
 	if got := ccittUpdate(0xFFFF, []byte("123456789")...); got != 0x29B1 {
@@ -128,7 +115,7 @@ func TestDecodeRODErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := DecodeROD(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 }
@@ -192,7 +179,7 @@ func TestROBChecksumCoverage(t *testing.T) {
 			bad := append([]byte(nil), b...)
 			bad[4*w] ^= 1
 			r, _, _, err := DecodeROB(bad)
-			wantDecodeErr(t, err, schemas.ErrCRCMismatch, int64(len(b)-4))
+			decodetest.Want(t, err, schemas.ErrCRCMismatch, int64(len(b)-4))
 			if r.ChecksumOK || r.SourceID != 7 {
 				t.Fatalf("%v: mismatching ROB returned as %+v", ck, r)
 			}
@@ -236,7 +223,7 @@ func TestDecodeROBErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, _, err := DecodeROB(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 	// The ROD inside reports offsets in the ROB's buffer.
@@ -245,5 +232,5 @@ func TestDecodeROBErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.ROD()
-	wantDecodeErr(t, err, schemas.ErrBadHeader, 36)
+	decodetest.Want(t, err, schemas.ErrBadHeader, 36)
 }

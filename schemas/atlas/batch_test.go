@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/buildtest"
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -106,13 +107,13 @@ func TestJoinFullEventBatchErrors(t *testing.T) {
 		t.Fatalf("join: %v", err)
 	}
 	_, err = join(123456, r0, r1, nil)
-	wantDecodeErr(t, err, schemas.ErrTruncated, 0)
+	decodetest.Want(t, err, schemas.ErrTruncated, 0)
 	_, err = join(123455, r0, r1, hdr)
-	wantDecodeErr(t, err, schemas.ErrInconsistent, 4*(9+1))
+	decodetest.Want(t, err, schemas.ErrInconsistent, 4*(9+1))
 	_, err = join(123456, r0, r1, hdr[:len(hdr)-4])
-	wantDecodeErr(t, err, schemas.ErrInconsistent, int64(len(hdr)-12))
+	decodetest.Want(t, err, schemas.ErrInconsistent, int64(len(hdr)-12))
 	_, err = join(123456, r1, r0, hdr)
-	wantDecodeErr(t, err, schemas.ErrInconsistent, 16)
+	decodetest.Want(t, err, schemas.ErrInconsistent, 16)
 	if _, err := join(123456, r1, r0, hdr); err == nil || !strings.Contains(err.Error(), "holds ROB 0x420001") {
 		t.Fatalf("ROB 0x420001 under source 0x110000: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -102,7 +103,7 @@ func TestDecodeFullEventErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, _, err := DecodeFullEvent(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 	// A ROB checksum failure keeps the event, flags the ROB; the event's own
@@ -186,5 +187,5 @@ func TestSplitFullEventFlags(t *testing.T) {
 		t.Fatalf("duplicate ROB: %v", err)
 	}
 	_, err = JoinFullEvent(nil, &ev, slices.Values([][]byte{frags[0].Payload[:20]}), binary.LittleEndian)
-	wantDecodeErr(t, err, schemas.ErrTruncated, 4)
+	decodetest.Want(t, err, schemas.ErrTruncated, 4)
 }

@@ -5,16 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
-
-func checkErr(t *testing.T, err error) {
-	t.Helper()
-	var de *schemas.DecodeError
-	if err != nil && !errors.As(err, &de) {
-		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
-	}
-}
 
 func FuzzDecodeFullEvent(f *testing.F) {
 	for _, o := range orders {
@@ -26,14 +19,14 @@ func FuzzDecodeFullEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, n, o, err := DecodeFullEvent(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil || errors.Is(err, schemas.ErrCRCMismatch) {
 			if n > len(b) {
 				t.Fatalf("consumed %d of %d", n, len(b))
 			}
 			for i := range e.ROBs {
 				_, err := e.ROBs[i].ROD()
-				checkErr(t, err)
+				decodetest.Check(t, err, len(b))
 			}
 			frags, err := SplitFullEvent(nil, &e)
 			if err == nil && len(frags) != len(e.ROBs)+1 {
@@ -58,13 +51,13 @@ func FuzzDecodeROB(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, n, _, err := DecodeROB(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil {
 			if n > len(b) || n != 4*r.Words() {
 				t.Fatalf("consumed %d of %d, Words %d", n, len(b), r.Words())
 			}
 			_, err := r.ROD()
-			checkErr(t, err)
+			decodetest.Check(t, err, len(b))
 		}
 	})
 }
@@ -77,7 +70,7 @@ func FuzzDecodeROD(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, o, err := DecodeROD(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil {
 			if again := AppendROD(nil, &r, o); string(again) != string(b) {
 				t.Fatal("a valid ROD does not re-encode to its bytes")

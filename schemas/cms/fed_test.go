@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -26,22 +27,6 @@ func mustFED(t testing.TB, f *FED) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// wantDecodeErr checks that err is a *schemas.DecodeError wrapping sentinel
-// at byte offset off.
-func wantDecodeErr(t *testing.T, err error, sentinel error, off int64) {
-	t.Helper()
-	var de *schemas.DecodeError
-	if !errors.As(err, &de) {
-		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
-	}
-	if !errors.Is(err, sentinel) {
-		t.Fatalf("error %v does not wrap %v", err, sentinel)
-	}
-	if de.Offset != off {
-		t.Fatalf("error %v at offset %d, want %d", err, de.Offset, off)
-	}
 }
 
 func TestFEDRoundTrip(t *testing.T) {
@@ -115,7 +100,7 @@ func TestDecodeFEDErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeFED(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 	// A CRC mismatch still returns the decoded FED so that it can be flagged.
@@ -199,7 +184,7 @@ func TestWalkFEDsErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantDecodeErr(t, WalkFEDs(c.b, func(int, FED) bool { return true }), c.sentinel, c.off)
+			decodetest.Want(t, WalkFEDs(c.b, func(int, FED) bool { return true }), c.sentinel, c.off)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -117,7 +118,7 @@ func TestDecodeFRDErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := DecodeFRD(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 }
@@ -197,7 +198,7 @@ func TestFRDFileErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantDecodeErr(t, readAll(c.b), c.sentinel, c.off)
+			decodetest.Want(t, readAll(c.b), c.sentinel, c.off)
 		})
 	}
 	// A checksum mismatch returns the event and the reader goes on.
@@ -228,7 +229,7 @@ func TestDecodeFRDFileHeaderErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := DecodeFRDFileHeader(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 	if _, err := AppendFRDFileHeader(nil, &FRDFileHeader{Version: 1, EventCount: 1 << 16}); err == nil {

@@ -7,24 +7,16 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
-
-// checkErr fails unless err is nil or a *schemas.DecodeError.
-func checkErr(t *testing.T, err error) {
-	t.Helper()
-	var de *schemas.DecodeError
-	if err != nil && !errors.As(err, &de) {
-		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
-	}
-}
 
 func FuzzDecodeFED(f *testing.F) {
 	f.Add(mustFED(f, &FED{SourceID: 812, LV1ID: 1, Payload: payloadWords(812, 2)}))
 	f.Add(mustFED(f, &FED{SourceID: 1, SlinkError: true, CRCModified: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fed, err := DecodeFED(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil {
 			// A valid fragment re-encodes to the same fields (reserved
 			// bits are not kept).
@@ -53,7 +45,7 @@ func FuzzWalkFEDs(f *testing.F) {
 			end = off
 			return true
 		})
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil && end != 0 {
 			t.Fatalf("walk ended at %d without error", end)
 		}
@@ -67,13 +59,13 @@ func FuzzDecodeFRD(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, n, err := DecodeFRD(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil {
 			if n > len(b) || n != e.EncodedLen() {
 				t.Fatalf("consumed %d of %d, EncodedLen %d", n, len(b), e.EncodedLen())
 			}
 			frags, err := SplitFRD(nil, &e)
-			checkErr(t, err)
+			decodetest.Check(t, err, len(b))
 			for _, fr := range frags {
 				if fr.EventID != e.Event {
 					t.Fatalf("fragment of event %d in event %d", fr.EventID, e.Event)
@@ -91,7 +83,7 @@ func FuzzFRDFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := NewFileReader(bytes.NewReader(b))
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err != nil {
 			return
 		}
@@ -99,7 +91,7 @@ func FuzzFRDFile(f *testing.F) {
 			_, err := fr.Next()
 			if err != nil && !errors.Is(err, schemas.ErrCRCMismatch) {
 				if err != io.EOF {
-					checkErr(t, err)
+					decodetest.Check(t, err, len(b))
 				}
 				break
 			}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -84,7 +85,7 @@ func TestDecodeSlinkRocketErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeSlinkRocket(c.b)
-			wantDecodeErr(t, err, c.sentinel, c.off)
+			decodetest.Want(t, err, c.sentinel, c.off)
 		})
 	}
 }
@@ -130,7 +131,7 @@ func TestWalkSlinkRockets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantDecodeErr(t, WalkSlinkRockets(c.b, func(int, SlinkRocket) bool { return true }), c.sentinel, c.off)
+			decodetest.Want(t, WalkSlinkRockets(c.b, func(int, SlinkRocket) bool { return true }), c.sentinel, c.off)
 		})
 	}
 }
@@ -140,7 +141,7 @@ func FuzzDecodeSlinkRocket(f *testing.F) {
 	f.Add(mustSlinkRocket(f, testSlinkRocket(2, 3)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := DecodeSlinkRocket(b)
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 		if err == nil {
 			out, err := AppendSlinkRocket(nil, &s)
 			if err != nil {
@@ -165,6 +166,6 @@ func FuzzWalkSlinkRockets(f *testing.F) {
 			end = off
 			return true
 		})
-		checkErr(t, err)
+		decodetest.Check(t, err, len(b))
 	})
 }

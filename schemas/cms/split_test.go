@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/buildtest"
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -78,18 +79,18 @@ func TestSplitFRDFlagsAndErrors(t *testing.T) {
 	dup := fedBlock(t, 10, 700, 10)
 	prev := []schemas.Fragment{{SourceID: 1}}
 	got, err := SplitFRD(prev, &FRDEvent{Version: 5, Event: 7, Data: dup})
-	wantDecodeErr(t, err, schemas.ErrInconsistent, 1)
+	decodetest.Want(t, err, schemas.ErrInconsistent, 1)
 	if len(got) != 1 {
 		t.Fatalf("failed split left %d fragments in dst, want the 1 already there", len(got))
 	}
 	// A broken walk.
 	_, err = SplitFRD(nil, &FRDEvent{Version: 5, Data: data[:len(data)-8]})
-	wantDecodeErr(t, err, schemas.ErrBadMagic, int64(len(data)-9))
+	decodetest.Want(t, err, schemas.ErrBadMagic, int64(len(data)-9))
 	// Joining a malformed FED fails with its offset inside the fragment.
 	bad := slices.Clone(data[24:56])
 	bad[7] = 0
 	_, err = JoinFRD(nil, &FRDEvent{Version: 5}, slices.Values([][]byte{bad}))
-	wantDecodeErr(t, err, schemas.ErrBadMagic, 7)
+	decodetest.Want(t, err, schemas.ErrBadMagic, 7)
 }
 
 // buildAndJoin feeds the wire fragments to a real builder expecting
@@ -215,10 +216,10 @@ func TestJoinFRDBatchErrors(t *testing.T) {
 	if err := join(9, all, fed3, fed10, hdr); err != nil {
 		t.Fatal(err)
 	}
-	wantDecodeErr(t, join(9, all, fed3, fed10, nil), schemas.ErrTruncated, 0)
-	wantDecodeErr(t, join(8, all, fed3, fed10, hdr), schemas.ErrInconsistent, 12)
-	wantDecodeErr(t, join(9, all, fed3, fed10, hdr[:len(hdr)-2]), schemas.ErrInconsistent, 24)
-	wantDecodeErr(t, join(9, all, fed10, fed3, hdr), schemas.ErrInconsistent, 1)
+	decodetest.Want(t, join(9, all, fed3, fed10, nil), schemas.ErrTruncated, 0)
+	decodetest.Want(t, join(8, all, fed3, fed10, hdr), schemas.ErrInconsistent, 12)
+	decodetest.Want(t, join(9, all, fed3, fed10, hdr[:len(hdr)-2]), schemas.ErrInconsistent, 24)
+	decodetest.Want(t, join(9, all, fed10, fed3, hdr), schemas.ErrInconsistent, 1)
 	// A FED that did not arrive is left out, as CMS does.
 	rec := buildtest.OneRow(t, mem, "fed", 362000, 9, all, [][]byte{nil, fed10, hdr})
 	defer rec.Release()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -58,21 +59,21 @@ func TestBankErrors(t *testing.T) {
 		bad := bytes.Clone(body)
 		bad[76] = 0xCA // the second bank's magic
 		_, err := AppendBanks(nil, bad)
-		wantDecodeError(t, err, schemas.ErrBadMagic, 76)
+		decodetest.Want(t, err, schemas.ErrBadMagic, 76)
 	})
 	t.Run("length below header", func(t *testing.T) {
 		bad := bytes.Clone(body)
 		bad[76+2], bad[76+3] = 4, 0
 		_, err := AppendBanks(nil, bad)
-		wantDecodeError(t, err, schemas.ErrBadHeader, 78)
+		decodetest.Want(t, err, schemas.ErrBadHeader, 78)
 	})
 	t.Run("truncated payload", func(t *testing.T) {
 		_, err := AppendBanks(nil, body[:76+20])
-		wantDecodeError(t, err, schemas.ErrTruncated, 76+8)
+		decodetest.Want(t, err, schemas.ErrTruncated, 76+8)
 	})
 	t.Run("truncated header", func(t *testing.T) {
 		_, err := AppendBanks(nil, body[:76+5])
-		wantDecodeError(t, err, schemas.ErrTruncated, 76)
+		decodetest.Want(t, err, schemas.ErrTruncated, 76)
 	})
 	t.Run("payload too large to write", func(t *testing.T) {
 		if _, err := AppendBank(nil, Bank{Data: make([]byte, MaxBankPayload+1)}); err == nil {
@@ -136,7 +137,7 @@ func TestODINFields(t *testing.T) {
 		t.Fatalf("DecodeODIN = %+v, %v; want %+v", got, err, o)
 	}
 	_, err = DecodeODIN(5, p)
-	wantDecodeError(t, err, schemas.ErrBadVersion, 0)
+	decodetest.Want(t, err, schemas.ErrBadVersion, 0)
 	_, err = DecodeODIN(6, p[:36])
-	wantDecodeError(t, err, schemas.ErrTruncated, 0)
+	decodetest.Want(t, err, schemas.ErrTruncated, 0)
 }

@@ -1,12 +1,9 @@
 package lhcb
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/sluice-daq/sluice/schemas"
 )
 
 // The real samples (see testdata/third_party/lhcb/README.md).
@@ -34,21 +31,4 @@ func readFile(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// wantDecodeError fails unless err is a *schemas.DecodeError wrapping
-// sentinel at offset off.
-func wantDecodeError(t *testing.T, err error, sentinel error, off int64) *schemas.DecodeError {
-	t.Helper()
-	var de *schemas.DecodeError
-	if !errors.As(err, &de) {
-		t.Fatalf("error %v (%T), want *schemas.DecodeError", err, err)
-	}
-	if !errors.Is(err, sentinel) {
-		t.Fatalf("error %v, want %v", err, sentinel)
-	}
-	if de.Offset != off {
-		t.Fatalf("error %v at offset %d, want offset %d", err, de.Offset, off)
-	}
-	return de
 }

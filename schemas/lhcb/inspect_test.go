@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -72,7 +73,7 @@ func TestInspectBadChecksumAndTruncation(t *testing.T) {
 	data[sampleRecordOffsets[2]+48+10] ^= 1
 	binary.LittleEndian.PutUint32(data[sampleRecordOffsets[4]+12:], 0)
 	rep, err := Inspect(bytes.NewReader(data[:sampleRecordOffsets[9]+10]), 0)
-	wantDecodeError(t, err, schemas.ErrTruncated, sampleRecordOffsets[9])
+	decodetest.Want(t, err, schemas.ErrTruncated, sampleRecordOffsets[9])
 	if rep.Records != 9 || rep.Checksums != (ChecksumCounts{Valid: 7, Bad: 1, Absent: 1}) {
 		t.Fatalf("partial report: %d records, checksums %+v", rep.Records, rep.Checksums)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -159,7 +160,7 @@ func TestMEPErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeMEP(tc.edit(bytes.Clone(body)))
-			wantDecodeError(t, err, tc.sentinel, tc.off)
+			decodetest.Want(t, err, tc.sentinel, tc.off)
 		})
 	}
 	// In a stream, the offsets are from the start of the file.
@@ -168,7 +169,7 @@ func TestMEPErrors(t *testing.T) {
 	le.PutUint16(bad[48+block1+8:], 9)
 	le.PutUint32(bad[12:], Checksum(bad[16:]))
 	err := ForEachEvent(bytes.NewReader(bad), func(*Event) error { return nil })
-	wantDecodeError(t, err, schemas.ErrInconsistent, int64(48+block1+8))
+	decodetest.Want(t, err, schemas.ErrInconsistent, int64(48+block1+8))
 }
 
 func TestAppendMEPRejects(t *testing.T) {

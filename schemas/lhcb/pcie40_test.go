@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -76,7 +77,7 @@ func TestPCIe40MFPErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := DecodePCIe40MFP(tc.edit(bytes.Clone(good)))
-			wantDecodeError(t, err, tc.sentinel, tc.off)
+			decodetest.Want(t, err, tc.sentinel, tc.off)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -159,25 +160,25 @@ func TestReaderErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := r.Next()
-		wantDecodeError(t, err, schemas.ErrTruncated, second+48)
+		decodetest.Want(t, err, schemas.ErrTruncated, second+48)
 		if _, err2 := r.Next(); err2 != err {
 			t.Fatalf("reading on after truncation: %v", err2)
 		}
 	})
 	t.Run("truncated header", func(t *testing.T) {
 		_, err := NewReader(bytes.NewReader(data[:second+10])).skip(1)
-		wantDecodeError(t, err, schemas.ErrTruncated, second)
+		decodetest.Want(t, err, schemas.ErrTruncated, second)
 	})
 	t.Run("truncated subheader", func(t *testing.T) {
 		_, err := NewReader(bytes.NewReader(data[:second+30])).skip(1)
-		wantDecodeError(t, err, schemas.ErrTruncated, second+20)
+		decodetest.Want(t, err, schemas.ErrTruncated, second+20)
 	})
 	t.Run("bad checksum", func(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[second+5000] ^= 0x40
 		r := NewReader(bytes.NewReader(bad))
 		_, err := r.skip(1)
-		wantDecodeError(t, err, schemas.ErrCRCMismatch, second+12)
+		decodetest.Want(t, err, schemas.ErrCRCMismatch, second+12)
 		// The record was read whole: the reader goes on with the next one.
 		rec, err := r.Next()
 		if err != nil || rec.Offset != sampleRecordOffsets[2] {
@@ -194,7 +195,7 @@ func TestReaderErrors(t *testing.T) {
 		bad := bytes.Clone(data)
 		binary.LittleEndian.PutUint32(bad[second+8:], 1234)
 		_, err := NewReader(bytes.NewReader(bad)).skip(1)
-		wantDecodeError(t, err, schemas.ErrInconsistent, second+8)
+		decodetest.Want(t, err, schemas.ErrInconsistent, second+8)
 	})
 	t.Run("size overflow", func(t *testing.T) {
 		bad := bytes.Clone(data[:48])
@@ -202,7 +203,7 @@ func TestReaderErrors(t *testing.T) {
 			binary.LittleEndian.PutUint32(bad[i:], 0xFFFFFFF0)
 		}
 		_, err := NewReader(bytes.NewReader(bad)).Next()
-		wantDecodeError(t, err, schemas.ErrSizeOverflow, 0)
+		decodetest.Want(t, err, schemas.ErrSizeOverflow, 0)
 	})
 	t.Run("size below header", func(t *testing.T) {
 		bad := bytes.Clone(data[:48])
@@ -210,7 +211,7 @@ func TestReaderErrors(t *testing.T) {
 			binary.LittleEndian.PutUint32(bad[i:], 40)
 		}
 		_, err := NewReader(bytes.NewReader(bad)).Next()
-		wantDecodeError(t, err, schemas.ErrBadHeader, 0)
+		decodetest.Want(t, err, schemas.ErrBadHeader, 0)
 	})
 	t.Run("huge size on a short stream", func(t *testing.T) {
 		bad := bytes.Clone(data[:4096])
@@ -218,7 +219,7 @@ func TestReaderErrors(t *testing.T) {
 			binary.LittleEndian.PutUint32(bad[i:], MaxRecordSize)
 		}
 		_, err := NewReader(bytes.NewReader(bad)).Next()
-		de := wantDecodeError(t, err, schemas.ErrTruncated, 48)
+		de := decodetest.Want(t, err, schemas.ErrTruncated, 48)
 		if de.Field != "body" {
 			t.Fatalf("field %q", de.Field)
 		}
@@ -227,19 +228,19 @@ func TestReaderErrors(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[second+17] = 0x47
 		_, err := NewReader(bytes.NewReader(bad)).skip(1)
-		wantDecodeError(t, err, schemas.ErrBadVersion, second+17)
+		decodetest.Want(t, err, schemas.ErrBadVersion, second+17)
 	})
 	t.Run("subheader length disagrees with version", func(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[17] = 0x36
 		_, err := NewReader(bytes.NewReader(bad)).Next()
-		wantDecodeError(t, err, schemas.ErrInconsistent, 17)
+		decodetest.Want(t, err, schemas.ErrInconsistent, 17)
 	})
 	t.Run("unknown data type", func(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[18] = 7
 		_, err := NewReader(bytes.NewReader(bad)).Next()
-		wantDecodeError(t, err, schemas.ErrUnsupported, 18)
+		decodetest.Want(t, err, schemas.ErrUnsupported, 18)
 	})
 }
 
@@ -281,7 +282,7 @@ func TestCompressionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := rechecksum(tc.edit(bytes.Clone(good)))
 			_, _, err := DecodeRecord(b)
-			de := wantDecodeError(t, err, tc.sentinel, tc.off)
+			de := decodetest.Want(t, err, tc.sentinel, tc.off)
 			if tc.sentinel == schemas.ErrUnsupported && tc.name != "zlib method" && !bytes.Contains([]byte(de.Detail), b[48:50]) {
 				t.Fatalf("detail %q does not name the algorithm tag %q", de.Detail, b[48:50])
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -81,7 +82,7 @@ func TestSplitSynthetic(t *testing.T) {
 	bad := bytes.Clone(body)
 	bad[16] = 0
 	_, err = sp.Split(nil, &h, bad, 0)
-	wantDecodeError(t, err, schemas.ErrBadMagic, 16)
+	decodetest.Want(t, err, schemas.ErrBadMagic, 16)
 }
 
 // TestJoinSynthetic round-trips the scattered banks through the builder,
@@ -129,7 +130,7 @@ func TestJoinSynthetic(t *testing.T) {
 			if len(j.missing) != 1 || j.missing[0] != SourceID(5, 8) {
 				t.Fatalf("event 0 missing %v", j.missing)
 			}
-			de := wantDecodeError(t, j.err, schemas.ErrInconsistent, 0)
+			de := decodetest.Want(t, j.err, schemas.ErrInconsistent, 0)
 			if de.Field != "fragment of source 0x50008" {
 				t.Fatalf("field %q", de.Field)
 			}

@@ -7,21 +7,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/internal/decodetest"
 )
-
-// checkDecodeError fails unless err is a *schemas.DecodeError inside the
-// input (offset 0..n).
-func checkDecodeError(t *testing.T, err error, n int) {
-	t.Helper()
-	var de *schemas.DecodeError
-	if !errors.As(err, &de) {
-		t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
-	}
-	if de.Offset < 0 || de.Offset > int64(n) {
-		t.Fatalf("error offset %d outside the %d-byte input: %v", de.Offset, n, err)
-	}
-}
 
 // vdifSeeds are small streams made of the real sample headers: two whole
 // MWA frames, the first two VLBA headers with their payloads cut to 32 bytes
@@ -53,7 +40,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHeader(b)
 		if err != nil {
-			checkDecodeError(t, err, len(b))
+			decodetest.Check(t, err, len(b))
 			return
 		}
 		enc, err := AppendHeader(nil, &h)
@@ -91,7 +78,7 @@ func FuzzReader(f *testing.F) {
 				return
 			}
 			if err != nil {
-				checkDecodeError(t, err, len(b))
+				decodetest.Check(t, err, len(b))
 				return
 			}
 			if fr.Offset != off || !bytes.Equal(fr.Bytes, b[off:off+int64(len(fr.Bytes))]) {
@@ -99,7 +86,7 @@ func FuzzReader(f *testing.F) {
 			}
 			off += int64(len(fr.Bytes))
 			if err := check.Add(&fr); err != nil {
-				checkDecodeError(t, err, len(b))
+				decodetest.Check(t, err, len(b))
 			}
 			FrameFragment(&fr)
 		}
@@ -117,7 +104,7 @@ func FuzzDecodeVTP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, d []byte) {
 		seq, fr, err := DecodeVTP(d)
 		if err != nil {
-			checkDecodeError(t, err, len(d))
+			decodetest.Check(t, err, len(d))
 			return
 		}
 		if seq != binary.LittleEndian.Uint64(d) || len(fr.Bytes)+VTPHeaderSize != len(d) {
@@ -135,7 +122,7 @@ func FuzzMark5B(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeMark5BHeader(b)
 		if err != nil {
-			checkDecodeError(t, err, len(b))
+			decodetest.Check(t, err, len(b))
 		} else {
 			enc, err := AppendMark5BHeader(nil, h)
 			if err != nil || !bytes.Equal(enc, b[:Mark5BHeaderSize]) {
@@ -150,7 +137,7 @@ func FuzzMark5B(f *testing.F) {
 				break
 			}
 			if err != nil {
-				checkDecodeError(t, err, len(b))
+				decodetest.Check(t, err, len(b))
 				break
 			}
 		}
@@ -166,7 +153,7 @@ func FuzzInspect(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep, err := Inspect(bytes.NewReader(b), 4)
 		if err != nil {
-			checkDecodeError(t, err, len(b))
+			decodetest.Check(t, err, len(b))
 		}
 		if rep != nil && rep.Bytes > int64(len(b)) {
 			t.Fatalf("report counts %d bytes of %d", rep.Bytes, len(b))

@@ -1,12 +1,11 @@
 package vdif
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/internal/decodetest"
 )
 
 // sample returns a baseband sample file from testdata/third_party/baseband.
@@ -23,12 +22,8 @@ func sample(tb testing.TB, name string) []byte {
 // format wrapping sentinel at offset off.
 func wantDecodeError(t *testing.T, err error, format string, sentinel error, off int64) {
 	t.Helper()
-	var de *schemas.DecodeError
-	if !errors.As(err, &de) {
-		t.Fatalf("error %v (%T), want a *schemas.DecodeError wrapping %v", err, err, sentinel)
-	}
-	if !errors.Is(err, sentinel) || de.Offset != off || de.Format != format {
-		t.Fatalf("error %q: want format %q, %v at offset %d", err, format, sentinel, off)
+	if de := decodetest.Want(t, err, sentinel, off); de.Format != format {
+		t.Fatalf("error %q: want format %q", err, format)
 	}
 }
 
