@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build plugins test vet unit fuzz bench run generate clean
+.PHONY: all build plugins test vet unit fuzz bench run golden generate clean
 
 all: build plugins
 
@@ -43,3 +43,7 @@ generate:
 
 clean:
 	rm -rf $(BIN)
+
+# Re-run the fixed inputs of testdata/golden/ and compare their outputs.
+golden: build plugins
+	BIN=$(BIN) bash scripts/golden.sh
