@@ -3,30 +3,18 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sluice-daq/sluice/internal/conf"
 )
 
 // Problem is one mistake in a configuration: where (the field path, e.g.
 // "trigger.stages[1].plugin", and the YAML line when known), the value
 // found, and what was expected.
-type Problem struct {
-	Path     string
-	Line     int    // 0 when unknown
-	Value    string // the offending value as written, "" when absent
-	Expected string
-}
+type Problem = conf.Problem
 
-func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.Path)
-	if p.Line > 0 {
-		fmt.Fprintf(&b, " (line %d)", p.Line)
-	}
-	if p.Value != "" {
-		fmt.Fprintf(&b, ": %s", p.Value)
-	}
-	fmt.Fprintf(&b, ": %s", p.Expected)
-	return b.String()
-}
+// ByteSize is a number of bytes: a plain integer in YAML, or a string with
+// a decimal ("500MB") or binary ("256MiB") unit.
+type ByteSize = conf.ByteSize
 
 // Error lists every problem found in one configuration, so an operator can
 // fix them all at once instead of one per start attempt.
@@ -49,24 +37,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// problems accumulates Problems with short helpers; the zero value is ready.
-type problems struct{ list []Problem }
-
-func (ps *problems) add(path string, value any, expected string, args ...any) {
-	v := ""
-	switch x := value.(type) {
-	case nil:
-	case string:
-		v = fmt.Sprintf("%q", x)
-	default:
-		v = fmt.Sprintf("%v", x)
-	}
-	ps.list = append(ps.list, Problem{Path: path, Value: v, Expected: fmt.Sprintf(expected, args...)})
-}
-
-func (ps *problems) err(file string) error {
-	if len(ps.list) == 0 {
+// errOf is nil without problems, else an *Error listing them.
+func errOf(file string, ps conf.Problems) error {
+	if len(ps) == 0 {
 		return nil
 	}
-	return &Error{File: file, Problems: ps.list}
+	return &Error{File: file, Problems: ps}
 }

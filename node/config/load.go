@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-daq/sluice/internal/conf"
 )
 
 // Load reads, parses and validates the configuration file at path. The
@@ -41,7 +43,7 @@ func Parse(data []byte) (*Config, error) {
 	indexPaths(&root, "", paths)
 
 	c := base()
-	var ps problems
+	var ps conf.Problems
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -52,13 +54,13 @@ func Parse(data []byte) (*Config, error) {
 			}
 		} else {
 			for _, msg := range te.Errors {
-				ps.list = append(ps.list, decodeProblem(msg, paths))
+				ps = append(ps, decodeProblem(msg, paths))
 			}
 		}
 	}
 	c.fillDefaults()
 	c.validate(&ps)
-	return c, ps.err("")
+	return c, errOf("", ps)
 }
 
 var (

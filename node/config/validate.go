@@ -6,10 +6,10 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -17,20 +17,14 @@ import (
 // It looks only at the configuration itself; Preflight checks the files it
 // names.
 func (c *Config) Validate() error {
-	var ps problems
+	var ps conf.Problems
 	c.validate(&ps)
-	return ps.err("")
+	return errOf("", ps)
 }
 
-// identRe is what becomes part of a column or metric label: group and
-// stage names.
-var identRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-
-const identWant = "want a name of 1-32 lower-case letters, digits or _, starting with a letter"
-
-func (c *Config) validate(ps *problems) {
+func (c *Config) validate(ps *conf.Problems) {
 	if c.Node.ID == "" {
-		ps.add("node.id", nil, "want a node name (default: the host name, which could not be read)")
+		ps.Add("node.id", nil, "want a node name (default: the host name, which could not be read)")
 	}
 	c.validateInputs(ps)
 	c.validateSources(ps)
@@ -40,56 +34,56 @@ func (c *Config) validate(ps *problems) {
 	c.validateReplay(ps)
 	if a := c.HTTP.Address; a != "off" {
 		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port, true) {
-			ps.add("http.address", a, `want HOST:PORT (e.g. 127.0.0.1:9464) or "off"`)
+			ps.Add("http.address", a, `want HOST:PORT (e.g. 127.0.0.1:9464) or "off"`)
 		}
 	}
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
-		ps.add("log.level", c.Log.Level, "want one of debug, info, warn, error")
+		ps.Add("log.level", c.Log.Level, "want one of debug, info, warn, error")
 	}
 	if !oneOf(c.Log.Format, "auto", "text", "json") {
-		ps.add("log.format", c.Log.Format, "want one of auto, text, json")
+		ps.Add("log.format", c.Log.Format, "want one of auto, text, json")
 	}
 	if c.Log.RateLimit < 0 {
-		ps.add("log.rate_limit", c.Log.RateLimit, "want >= 0 records per interval (0 = no limit)")
+		ps.Add("log.rate_limit", c.Log.RateLimit, "want >= 0 records per interval (0 = no limit)")
 	}
 	if c.Log.RateInterval <= 0 {
-		ps.add("log.rate_interval", c.Log.RateInterval, "want a positive duration such as 10s")
+		ps.Add("log.rate_interval", c.Log.RateInterval, "want a positive duration such as 10s")
 	}
 }
 
-func (c *Config) validateInputs(ps *problems) {
+func (c *Config) validateInputs(ps *conf.Problems) {
 	if len(c.Inputs) == 0 {
-		ps.add("inputs", nil, "want at least one input (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
+		ps.Add("inputs", nil, "want at least one input (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
 	}
 	seen := map[string]int{}
 	for i, in := range c.Inputs {
 		p := fmt.Sprintf("inputs[%d]", i)
 		scheme, _, err := ParseURI(in.URI)
 		if err != nil {
-			ps.add(p+".uri", in.URI, "%v", err)
+			ps.Add(p+".uri", in.URI, "%v", err)
 		}
 		if j, dup := seen[in.URI]; dup && in.URI != "" {
-			ps.add(p+".uri", in.URI, "want each input once (also inputs[%d])", j)
+			ps.Add(p+".uri", in.URI, "want each input once (also inputs[%d])", j)
 		}
 		seen[in.URI] = i
 		if in.ReorderWindow < 1 || in.ReorderWindow > 1<<16 {
-			ps.add(p+".reorder_window", in.ReorderWindow, "want 1..65536 datagrams")
+			ps.Add(p+".reorder_window", in.ReorderWindow, "want 1..65536 datagrams")
 		}
 		if in.LatencyBudget <= 0 {
-			ps.add(p+".latency_budget", in.LatencyBudget, "want a positive duration such as 20ms")
+			ps.Add(p+".latency_budget", in.LatencyBudget, "want a positive duration such as 20ms")
 		}
 		if in.CreditWindow < 64<<10 || in.CreditWindow > 1<<30 {
-			ps.add(p+".credit_window", in.CreditWindow, "want 64KiB..1GiB")
+			ps.Add(p+".credit_window", in.CreditWindow, "want 64KiB..1GiB")
 		}
 		if in.SocketBuffer > 1<<30 {
-			ps.add(p+".socket_buffer", in.SocketBuffer, "want at most 1GiB")
+			ps.Add(p+".socket_buffer", in.SocketBuffer, "want at most 1GiB")
 		}
 		if in.ExpectStreams < 0 || (in.ExpectStreams > 0 && scheme != "tcp" && scheme != "udp") {
-			ps.add(p+".expect_streams", in.ExpectStreams, "want 0, or a number of senders on a tcp:// or udp:// input")
+			ps.Add(p+".expect_streams", in.ExpectStreams, "want 0, or a number of senders on a tcp:// or udp:// input")
 		}
 		if in.Emulator != nil {
 			if scheme == "file" {
-				ps.add(p+".emulator", nil, "an emulator writes to shm://, tcp:// or udp://, not to a file:// input")
+				ps.Add(p+".emulator", nil, "an emulator writes to shm://, tcp:// or udp://, not to a file:// input")
 			}
 			c.validateEmulator(ps, p+".emulator", in.Emulator)
 		}
@@ -131,24 +125,24 @@ func ParseURI(uri string) (scheme, addr string, err error) {
 	return "", "", fmt.Errorf("unknown scheme %q: want shm, tcp, udp or file", u.Scheme)
 }
 
-func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
+func (c *Config) validateEmulator(ps *conf.Problems, p string, e *Emulator) {
 	if e.Loop < 1 {
-		ps.add(p+".loop", e.Loop, "want >= 1 passes over the file")
+		ps.Add(p+".loop", e.Loop, "want >= 1 passes over the file")
 	}
 	if e.Rate < 0 || math.IsNaN(e.Rate) || math.IsInf(e.Rate, 0) {
-		ps.add(p+".rate", e.Rate, "want events per second >= 0 (0 = as fast as the node takes them)")
+		ps.Add(p+".rate", e.Rate, "want events per second >= 0 (0 = as fast as the node takes them)")
 	}
 	if e.Duration < 0 {
-		ps.add(p+".duration", e.Duration, "want a duration >= 0")
+		ps.Add(p+".duration", e.Duration, "want a duration >= 0")
 	}
 	if e.Packing < 1 || e.Packing > schemas.MaxPacking {
-		ps.add(p+".packing", e.Packing, "want 1..%d fragments per packet", schemas.MaxPacking)
+		ps.Add(p+".packing", e.Packing, "want 1..%d fragments per packet", schemas.MaxPacking)
 	}
 	if e.Sources != "" {
 		if ids, err := schemas.ParseSourceList(e.Sources); err != nil {
-			ps.add(p+".sources", e.Sources, "%v", err)
+			ps.Add(p+".sources", e.Sources, "%v", err)
 		} else if len(ids) == 0 {
-			ps.add(p+".sources", e.Sources, "want at least one source id")
+			ps.Add(p+".sources", e.Sources, "want at least one source id")
 		}
 	}
 	if e.From == "" {
@@ -158,20 +152,20 @@ func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
 		case "fixed":
 		case "uniform":
 			if sd.Max < sd.Min || sd.Max == 0 {
-				ps.add(sp+".max", sd.Max, "want a uniform upper bound > 0 and >= min (%s)", sd.Min)
+				ps.Add(sp+".max", sd.Max, "want a uniform upper bound > 0 and >= min (%s)", sd.Min)
 			}
 		case "lognormal":
 			if sd.Sigma <= 0 || sd.Sigma > 5 {
-				ps.add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
+				ps.Add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
 			}
 		default:
-			ps.add(sp+".dist", sd.Dist, "want one of fixed, uniform, lognormal")
+			ps.Add(sp+".dist", sd.Dist, "want one of fixed, uniform, lognormal")
 		}
 		if sd.Mean > 1<<20 || sd.Max > 1<<20 {
-			ps.add(sp, nil, "want sizes of at most 1MiB (the emulator's largest payload)")
+			ps.Add(sp, nil, "want sizes of at most 1MiB (the emulator's largest payload)")
 		}
 	} else if e.Events != 0 || e.Duration != 0 {
-		ps.add(p+".from", e.From, "file mode sends the file loop times: remove events/duration, or from for synthetic events")
+		ps.Add(p+".from", e.From, "file mode sends the file loop times: remove events/duration, or from for synthetic events")
 	}
 	f := e.Faults
 	for _, x := range []struct {
@@ -179,50 +173,50 @@ func (c *Config) validateEmulator(ps *problems, p string, e *Emulator) {
 		v    float64
 	}{{"drop", f.Drop}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt}, {"truncate", f.Truncate}, {"reorder", f.Reorder}, {"stall", f.Stall}} {
 		if !(x.v >= 0 && x.v <= 1) {
-			ps.add(p+".faults."+x.name, x.v, "want a probability in [0, 1]")
+			ps.Add(p+".faults."+x.name, x.v, "want a probability in [0, 1]")
 		}
 	}
 	if s := f.Drop + f.Duplicate + f.Corrupt + f.Truncate; s > 1 {
-		ps.add(p+".faults", nil, "want drop + duplicate + corrupt + truncate <= 1 (they exclude each other), got %v", s)
+		ps.Add(p+".faults", nil, "want drop + duplicate + corrupt + truncate <= 1 (they exclude each other), got %v", s)
 	}
 	if f.ReorderWindow < 1 || f.ReorderWindow > 1<<16 {
-		ps.add(p+".faults.reorder_window", f.ReorderWindow, "want 1..65536 packets")
+		ps.Add(p+".faults.reorder_window", f.ReorderWindow, "want 1..65536 packets")
 	}
 	if f.StallDuration < 0 {
-		ps.add(p+".faults.stall_duration", f.StallDuration, "want a duration >= 0")
+		ps.Add(p+".faults.stall_duration", f.StallDuration, "want a duration >= 0")
 	}
 	if e.Connections < 0 || e.Connections > 1024 {
-		ps.add(p+".connections", e.Connections, "want 0 (default) .. 1024 TCP connections")
+		ps.Add(p+".connections", e.Connections, "want 0 (default) .. 1024 TCP connections")
 	}
 	if e.RingSize < 1<<20 || e.RingSize > 1<<36 || e.RingSize&(e.RingSize-1) != 0 {
-		ps.add(p+".ring_size", e.RingSize, "want a power of two between 1MiB and 64GiB")
+		ps.Add(p+".ring_size", e.RingSize, "want a power of two between 1MiB and 64GiB")
 	}
 }
 
-func (c *Config) validateSources(ps *problems) {
+func (c *Config) validateSources(ps *conf.Problems) {
 	if len(c.Sources) == 0 {
-		ps.add("sources", nil, "want at least one source group (name + source list such as \"0-511,600\")")
+		ps.Add("sources", nil, "want at least one source group (name + source list such as \"0-511,600\")")
 	}
 	names := map[string]int{}
 	owner := map[uint32]int{}
 	for i, g := range c.Sources {
 		p := fmt.Sprintf("sources[%d]", i)
-		if !identRe.MatchString(g.Name) {
-			ps.add(p+".name", g.Name, identWant)
+		if !conf.ValidName(g.Name) {
+			ps.Add(p+".name", g.Name, conf.NameWant)
 		} else if j, dup := names[g.Name]; dup {
-			ps.add(p+".name", g.Name, "want a unique group name (also sources[%d])", j)
+			ps.Add(p+".name", g.Name, "want a unique group name (also sources[%d])", j)
 		}
 		names[g.Name] = i
 		ids, err := schemas.ParseSourceList(g.Sources)
 		switch {
 		case err != nil:
-			ps.add(p+".sources", g.Sources, "%v", err)
+			ps.Add(p+".sources", g.Sources, "%v", err)
 		case len(ids) == 0:
-			ps.add(p+".sources", g.Sources, "want at least one source id, e.g. \"0-511,600\"")
+			ps.Add(p+".sources", g.Sources, "want at least one source id, e.g. \"0-511,600\"")
 		}
 		for _, id := range ids {
 			if j, dup := owner[id]; dup {
-				ps.add(p+".sources", g.Sources, "want each source in one group only: source %d is also in sources[%d]", id, j)
+				ps.Add(p+".sources", g.Sources, "want each source in one group only: source %d is also in sources[%d]", id, j)
 				break
 			}
 			owner[id] = i
@@ -230,96 +224,96 @@ func (c *Config) validateSources(ps *problems) {
 	}
 }
 
-func (c *Config) validateBuilder(ps *problems) {
+func (c *Config) validateBuilder(ps *conf.Problems) {
 	b := c.Builder
 	switch schemas.Mode(b.Mode) {
 	case schemas.ModeEvent:
 	case schemas.ModeTimeslice:
 		if b.SliceDuration <= 0 {
-			ps.add("builder.slice_duration", b.SliceDuration, "want a positive slice length in timeslice mode, e.g. 10ms")
+			ps.Add("builder.slice_duration", b.SliceDuration, "want a positive slice length in timeslice mode, e.g. 10ms")
 		}
 		if b.Overlap < 0 || (b.Overlap > 0 && b.Overlap >= b.SliceDuration) {
-			ps.add("builder.overlap", b.Overlap, "want 0 <= overlap < slice_duration (%s)", b.SliceDuration)
+			ps.Add("builder.overlap", b.Overlap, "want 0 <= overlap < slice_duration (%s)", b.SliceDuration)
 		}
 	default:
-		ps.add("builder.mode", b.Mode, "want event or timeslice")
+		ps.Add("builder.mode", b.Mode, "want event or timeslice")
 	}
 	if b.Timeout <= 0 {
-		ps.add("builder.timeout", b.Timeout, "want a positive duration such as 1s")
+		ps.Add("builder.timeout", b.Timeout, "want a positive duration such as 1s")
 	}
 	if b.MaxOpenEvents < 1 {
-		ps.add("builder.max_open_events", b.MaxOpenEvents, "want >= 1")
+		ps.Add("builder.max_open_events", b.MaxOpenEvents, "want >= 1")
 	}
 	if b.BatchEvents < 1 || b.BatchEvents > 1<<20 {
-		ps.add("builder.batch_events", b.BatchEvents, "want 1..1048576 events per batch")
+		ps.Add("builder.batch_events", b.BatchEvents, "want 1..1048576 events per batch")
 	}
 	if b.BatchLatency <= 0 {
-		ps.add("builder.batch_latency", b.BatchLatency, "want a positive duration such as 50ms")
+		ps.Add("builder.batch_latency", b.BatchLatency, "want a positive duration such as 50ms")
 	}
 	if b.MemoryBudget < 4<<20 {
-		ps.add("builder.memory_budget", b.MemoryBudget, "want at least 4MiB")
+		ps.Add("builder.memory_budget", b.MemoryBudget, "want at least 4MiB")
 	}
 	if b.QueueBatches < 1 || b.QueueBatches > 1024 {
-		ps.add("builder.queue_batches", b.QueueBatches, "want 1..1024 batches")
+		ps.Add("builder.queue_batches", b.QueueBatches, "want 1..1024 batches")
 	}
 }
 
-func (c *Config) validateTrigger(ps *problems) {
+func (c *Config) validateTrigger(ps *conf.Problems) {
 	names := map[string]int{}
 	for i, s := range c.Trigger.Stages {
 		p := fmt.Sprintf("trigger.stages[%d]", i)
-		if !identRe.MatchString(s.Name) {
-			ps.add(p+".name", s.Name, identWant)
+		if !conf.ValidName(s.Name) {
+			ps.Add(p+".name", s.Name, conf.NameWant)
 		} else if j, dup := names[s.Name]; dup {
-			ps.add(p+".name", s.Name, "want a unique stage name (also trigger.stages[%d])", j)
+			ps.Add(p+".name", s.Name, "want a unique stage name (also trigger.stages[%d])", j)
 		}
 		names[s.Name] = i
 		if s.Plugin == "" {
-			ps.add(p+".plugin", nil, "want the path of the plugin binary, e.g. bin/plugins/passthrough")
+			ps.Add(p+".plugin", nil, "want the path of the plugin binary, e.g. bin/plugins/passthrough")
 		}
 		if s.Instances < 1 || s.Instances > 64 {
-			ps.add(p+".instances", s.Instances, "want 1..64 plugin processes")
+			ps.Add(p+".instances", s.Instances, "want 1..64 plugin processes")
 		}
 		for line, n := range s.Prescales {
 			if n < 1 {
-				ps.add(p+".prescales."+line, n, "want N >= 1 (keep 1 in N)")
+				ps.Add(p+".prescales."+line, n, "want N >= 1 (keep 1 in N)")
 			}
 		}
 		if d := s.Deferral.Fraction; !(d >= 0 && d <= 1) {
-			ps.add(p+".deferral.fraction", d, "want a fraction in [0, 1]")
+			ps.Add(p+".deferral.fraction", d, "want a fraction in [0, 1]")
 		}
 		if s.Deferral.Backlog < 0 {
-			ps.add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 events (0 = off)")
+			ps.Add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 events (0 = off)")
 		}
 		if s.Deadline <= 0 {
-			ps.add(p+".deadline", s.Deadline, "want a positive duration such as 10s")
+			ps.Add(p+".deadline", s.Deadline, "want a positive duration such as 10s")
 		}
 		if !oneOf(s.When, WhenOnline, WhenReplay, WhenBoth) {
-			ps.add(p+".when", s.When, "want online, replay or both")
+			ps.Add(p+".when", s.When, "want online, replay or both")
 		}
 	}
 }
 
-func (c *Config) validateStore(ps *problems) {
+func (c *Config) validateStore(ps *conf.Problems) {
 	s := c.Store
 	if s.Path == "" {
-		ps.add("store.path", nil, "want a directory for the event store, e.g. ./data")
+		ps.Add("store.path", nil, "want a directory for the event store, e.g. ./data")
 	}
 	if !oneOf(s.Sync, SyncEveryBatch, SyncInterval, SyncNever) {
-		ps.add("store.sync", s.Sync, "want every-batch, interval or never")
+		ps.Add("store.sync", s.Sync, "want every-batch, interval or never")
 	}
 	if s.Sync == SyncInterval && s.SyncInterval <= 0 {
-		ps.add("store.sync_interval", s.SyncInterval, "want a positive duration with sync: interval")
+		ps.Add("store.sync_interval", s.SyncInterval, "want a positive duration with sync: interval")
 	}
 	if s.GCInterval <= 0 {
-		ps.add("store.gc_interval", s.GCInterval, "want a positive duration such as 5m")
+		ps.Add("store.gc_interval", s.GCInterval, "want a positive duration such as 5m")
 	}
 	if s.MaxStoreBytes != 0 && s.MaxStoreBytes < 64<<20 {
-		ps.add("store.max_bytes", s.MaxStoreBytes, "want 0 (no limit) or at least 64MiB")
+		ps.Add("store.max_bytes", s.MaxStoreBytes, "want 0 (no limit) or at least 64MiB")
 	}
 }
 
-func (c *Config) validateReplay(ps *problems) {
+func (c *Config) validateReplay(ps *conf.Problems) {
 	r := c.Replay
 	stages := map[string]bool{}
 	for _, s := range c.Trigger.Stages {
@@ -327,17 +321,17 @@ func (c *Config) validateReplay(ps *problems) {
 	}
 	for i, n := range r.Stages {
 		if !stages[n] {
-			ps.add(fmt.Sprintf("replay.stages[%d]", i), n, "want the name of a stage in trigger.stages")
+			ps.Add(fmt.Sprintf("replay.stages[%d]", i), n, "want the name of a stage in trigger.stages")
 		}
 	}
 	if r.Rate < 0 || math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) {
-		ps.add("replay.rate", r.Rate, "want events per second >= 0 (0 = unlimited)")
+		ps.Add("replay.rate", r.Rate, "want events per second >= 0 (0 = unlimited)")
 	}
 	if r.InterFill < 0 {
-		ps.add("replay.inter_fill", r.InterFill, "want an idle time >= 0 (0 = no inter-fill replay)")
+		ps.Add("replay.inter_fill", r.InterFill, "want an idle time >= 0 (0 = no inter-fill replay)")
 	}
 	if r.BatchEvents < 1 || r.BatchEvents > 1<<20 {
-		ps.add("replay.batch_events", r.BatchEvents, "want 1..1048576 events per batch")
+		ps.Add("replay.batch_events", r.BatchEvents, "want 1..1048576 events per batch")
 	}
 }
 
@@ -346,7 +340,7 @@ func (c *Config) validateReplay(ps *problems) {
 // store directory can be created. It returns an *Error listing every
 // problem. `sluice run` calls it after Validate, before opening any input.
 func (c *Config) Preflight() error {
-	var ps problems
+	var ps conf.Problems
 	for i, s := range c.Trigger.Stages {
 		p := fmt.Sprintf("trigger.stages[%d].plugin", i)
 		if s.Plugin == "" {
@@ -355,29 +349,29 @@ func (c *Config) Preflight() error {
 		st, err := os.Stat(s.Plugin)
 		switch {
 		case err != nil:
-			ps.add(p, s.Plugin, "want an existing plugin binary (%v; build the examples with `make plugins`)", unwrapPath(err))
+			ps.Add(p, s.Plugin, "want an existing plugin binary (%v; build the examples with `make plugins`)", unwrapPath(err))
 		case st.IsDir() || st.Mode().Perm()&0o111 == 0:
-			ps.add(p, s.Plugin, "want an executable file")
+			ps.Add(p, s.Plugin, "want an executable file")
 		}
 	}
 	for i, in := range c.Inputs {
 		if in.Emulator != nil && in.Emulator.From != "" {
 			if _, err := os.Stat(in.Emulator.From); err != nil {
-				ps.add(fmt.Sprintf("inputs[%d].emulator.from", i), in.Emulator.From, "want an existing file (%v)", unwrapPath(err))
+				ps.Add(fmt.Sprintf("inputs[%d].emulator.from", i), in.Emulator.From, "want an existing file (%v)", unwrapPath(err))
 			}
 		}
 		if scheme, addr, err := ParseURI(in.URI); err == nil && scheme == "file" {
 			if _, err := os.Stat(addr); err != nil {
-				ps.add(fmt.Sprintf("inputs[%d].uri", i), in.URI, "want an existing file (%v)", unwrapPath(err))
+				ps.Add(fmt.Sprintf("inputs[%d].uri", i), in.URI, "want an existing file (%v)", unwrapPath(err))
 			}
 		}
 	}
 	if c.Store.Path != "" {
 		if st, err := os.Stat(c.Store.Path); err == nil && !st.IsDir() {
-			ps.add("store.path", c.Store.Path, "want a directory, found a file")
+			ps.Add("store.path", c.Store.Path, "want a directory, found a file")
 		}
 	}
-	return ps.err("")
+	return errOf("", ps)
 }
 
 func unwrapPath(err error) error {
