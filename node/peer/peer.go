@@ -133,7 +133,7 @@ type Message struct {
 	Header []byte
 	// Data is a data message's payload in a receive-pool slot: the
 	// receiver must call Data.Release exactly once.
-	Data *Buffer
+	Data Buffer
 }
 
 // Region is registered memory data can be sent from (Transport.Register,

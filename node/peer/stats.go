@@ -32,6 +32,9 @@ type Stats struct {
 	DataSent, DataReceived       uint64 // data messages
 	DataBytesSent, DataBytesRecv uint64 // their payload bytes
 	SendErrors                   uint64 // data sends completed with an error
+	// DataTruncated counts data messages cut off by a Conn's end (partly
+	// received; their pool slots were freed, nothing handed on).
+	DataTruncated uint64
 
 	// PoolBytes is the receive pool's size; PoolHeld the bytes of its
 	// slots now taken (being received into, or held by the receiver until
