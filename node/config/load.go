@@ -66,7 +66,6 @@ func Parse(data []byte) (*Config, error) {
 var (
 	lineRe    = regexp.MustCompile(`^line (\d+): (.*)$`)
 	unknownRe = regexp.MustCompile(`^field (\S+) not found in type`)
-	valueRe   = regexp.MustCompile("^cannot unmarshal (?:!!\\w+ )?`(.*)` into (.*)$")
 )
 
 // linePath is one field on a line: its path and, for a scalar, its value.
@@ -97,43 +96,16 @@ func decodeProblem(msg string, paths map[int][]linePath) Problem {
 			parent = p.Path[:i]
 		}
 		p.Expected = fmt.Sprintf("unknown key %q (valid keys here: %s)", u[1], strings.Join(keysAt(parent), ", "))
-	} else if v := valueRe.FindStringSubmatch(m[2]); v != nil {
+	} else if vp, ok := conf.ValueProblem(msg); ok {
 		for _, lp := range paths[line] {
-			if lp.value == v[1] {
+			if strconv.Quote(lp.value) == vp.Value {
 				p.Path = lp.path
 				break
 			}
 		}
-		p.Value = strconv.Quote(v[1])
-		p.Expected = "want " + plainType(strings.TrimPrefix(v[2], "a "))
+		p.Value, p.Expected = vp.Value, vp.Expected
 	}
 	return p
-}
-
-// plainType says a Go type from a yaml.v3 message in an operator's words
-// ("time.Duration" is "a duration such as 500ms or 10s").
-func plainType(t string) string {
-	switch t {
-	case "time.Duration":
-		return "a duration such as 500ms, 10s or 5m"
-	case "int", "int64", "int32":
-		return "a whole number"
-	case "uint", "uint64", "uint32", "uint16", "uint8":
-		return "a whole number >= 0 (" + t + ")"
-	case "float64", "float32":
-		return "a number"
-	case "bool":
-		return "true or false"
-	case "string":
-		return "a string"
-	}
-	if strings.HasPrefix(t, "map[") {
-		return "a mapping (key: value)"
-	}
-	if strings.HasPrefix(t, "[]") {
-		return "a list"
-	}
-	return t
 }
 
 // indexPaths records, for each line, the mapping keys and scalars on it with
