@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build plugins test vet unit fuzz bench run golden generate clean
+.PHONY: all build plugins test vet unit invariants fuzz bench run golden generate clean
 
 all: build plugins
 
@@ -24,11 +24,17 @@ vet:
 unit:
 	$(GO) test -race -timeout 20m ./...
 
+# The packages with invariant checks (internal/invariants), their property
+# and rule tests run again with every check on.
+INVARIANT_PKGS ?= ./builder/ ./storage/
+invariants:
+	$(GO) test -race -tags invariants -timeout 20m $(INVARIANT_PKGS)
+
 # A short run of every fuzz target over its seed corpus and beyond.
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
-test: vet unit fuzz
+test: vet unit invariants fuzz
 
 # Every benchmark of the project, one line each with its figure and its
 # ratio to the baseline measured in the same run.

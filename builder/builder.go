@@ -168,6 +168,7 @@ func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release f
 		var now time.Time
 		err = b.placeLocked(ctx, src, f.EventID, f.Flags, f.Payload, crcOK, ref, &now)
 	}
+	b.checkLocked("AddFragment")
 	b.mu.Unlock()
 	ref.drop() // the guard
 	return err
@@ -196,6 +197,7 @@ func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) 
 	if !known {
 		b.mu.Lock()
 		b.countRestLocked(&p, 0, rUnknownSource, ref)
+		b.checkLocked("AddPacket of an unknown source")
 		b.mu.Unlock()
 		ref.drop()
 		return nil
@@ -220,6 +222,7 @@ func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) 
 	if err != nil && offered < p.N {
 		b.mu.Lock()
 		b.countRestLocked(&p, offered, reasonOf(err), ref)
+		b.checkLocked("AddPacket's discard of the rest")
 		b.mu.Unlock()
 	}
 	ref.drop() // the guard
@@ -240,6 +243,7 @@ func (b *Builder) countRestLocked(p *schemas.MFP, from int, r reason, ref *pktRe
 func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags schemas.FragmentFlag, pay [][]byte, bad uint64, ref *pktRef) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.checkLocked("addChunk")
 	var now time.Time
 	for i, payload := range pay {
 		b.led.FragmentsIn++
@@ -487,6 +491,7 @@ func (b *Builder) flushLocked() uint64 {
 	}
 	b.flushTo = b.moved
 	b.signal()
+	b.checkLocked("flush")
 	return b.moved
 }
 

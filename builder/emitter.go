@@ -21,6 +21,7 @@ func (b *Builder) run() {
 		now := time.Now()
 		b.expireLocked(now)
 		batch = b.takeLocked(now, batch[:0])
+		b.checkLocked("expire and take")
 		if len(batch) == 0 {
 			if b.closed && b.head == nil && len(b.ready) == 0 {
 				b.mu.Unlock()
@@ -43,6 +44,7 @@ func (b *Builder) run() {
 
 		b.mu.Lock()
 		b.accountLocked(batch)
+		b.checkLocked("batch assembly")
 		b.mu.Unlock()
 		b.out <- rec
 		b.mu.Lock()

@@ -193,6 +193,7 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 	}
 	// A concurrent Put of the same deferred event conflicts with the
 	// transaction's reads; the transaction is then simply run again.
+	before := s.ledgerBefore()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = s.db.Update(apply); !errors.Is(err, badger.ErrConflict) {
@@ -202,6 +203,7 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 	if err != nil {
 		return CommitAck{}, fmt.Errorf("store commit: %w", err)
 	}
+	s.checkCommit(before, b, outcomes, ca)
 	ack, err := s.written(ev.Len(), acceptedBytes)
 	ca.Ack = ack
 	if err != nil {

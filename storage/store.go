@@ -367,6 +367,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 	if err := wb.Flush(); err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
+	s.checkPut(stream, batch)
 	if newSchema != nil {
 		ss, _ := parseStoreSchema(s.opts.Dir, newSchema)
 		s.schema.Store(ss)
