@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/adler32"
+
+	"github.com/sluice-daq/sluice/schemas/internal/crc16"
 )
 
 // ChecksumType says which checksum follows a fragment's payload
@@ -29,20 +31,7 @@ func (c ChecksumType) String() string {
 }
 
 // ccittTable is the MSB-first table of the CCITT polynomial 0x1021.
-var ccittTable = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ 0x1021
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
+var ccittTable = crc16.MakeTable(0x1021)
 
 // CRC16CCITT returns the CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, not
 // reflected, no final xor; check("123456789") = 0x29B1) of words, each fed
@@ -55,12 +44,7 @@ func CRC16CCITT(words []uint32) uint32 {
 	return uint32(crc)
 }
 
-func ccittUpdate(crc uint16, b ...byte) uint16 {
-	for _, c := range b {
-		crc = crc<<8 ^ ccittTable[byte(crc>>8)^c]
-	}
-	return crc
-}
+func ccittUpdate(crc uint16, b ...byte) uint16 { return crc16.Update(crc, ccittTable, b) }
 
 // Adler32 returns zlib's Adler-32 of words laid out little-endian, as eformat
 // computes it over its in-memory word buffer on x86.

@@ -1,52 +1,27 @@
 package cms
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/sluice-daq/sluice/schemas/internal/crc16"
+)
 
 // crc16Poly is the CRC-16/CMS generator polynomial x^16+x^15+x^2+1 (0x8005).
 const crc16Poly = 0x8005
 
-// crc16Table[i] is the CRC register after shifting byte i through an empty
-// (zero) register, most significant bit first.
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ crc16Poly
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
-
-// crc16Slice[k][i] is the CRC register after shifting byte i followed by k
-// zero bytes through an empty register: it lets FEDCRC take a 64-bit word
-// in one step (slicing-by-8) instead of eight.
-var crc16Slice = func() (t [8][256]uint16) {
-	t[0] = crc16Table
-	for k := 1; k < 8; k++ {
-		for i := range 256 {
-			c := t[k-1][i]
-			t[k][i] = c<<8 ^ crc16Table[c>>8]
-		}
-	}
-	return t
-}()
+// crc16Table is the MSB-first table of crc16Poly; crc16Slice lets FEDCRC
+// take a 64-bit word in one step (slicing-by-8) instead of eight.
+var (
+	crc16Table = crc16.MakeTable(crc16Poly)
+	crc16Slice = crc16.MakeSlice8(crc16Table)
+)
 
 // CRC16 returns the CRC-16/CMS of b: poly 0x8005, init 0xFFFF, bytes fed
 // most significant bit first (not reflected), no final xor. The check value
 // of "123456789" is 0xAEE7 (FWCore/Utilities/interface/CRC16.h parameters).
 func CRC16(b []byte) uint16 { return crc16Update(0xFFFF, b) }
 
-func crc16Update(crc uint16, b []byte) uint16 {
-	for _, c := range b {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
-	}
-	return crc
-}
+func crc16Update(crc uint16, b []byte) uint16 { return crc16.Update(crc, crc16Table, b) }
 
 // crcZeroMask clears, in the trailer's low 32-bit "conscheck" word, the CRC
 // field (bits 31:16) and the R (15), F (14) and C (2) bits, which the FRL may
@@ -63,7 +38,7 @@ const crcZeroMask = ^uint64(0xFFFF0000 | 0xC004)
 func FEDCRC(frag []byte) uint16 {
 	crc := uint16(0xFFFF)
 	n := len(frag) / 8
-	t := &crc16Slice
+	t := crc16Slice
 	for i := 0; i < n; i++ {
 		w := binary.LittleEndian.Uint64(frag[8*i:])
 		if i == n-1 {

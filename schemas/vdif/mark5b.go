@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/internal/crc16"
 )
 
 // Mark 5B frame layout (mhvk/baseband baseband/mark5b/header.py; Mark 5B
@@ -44,28 +45,12 @@ type Mark5BHeader struct {
 // (BCD JDay, seconds, fraction) taken most significant bit first — the bit
 // order baseband's crc16 uses; verified against every frame of sample.m5b.
 func mark5bCRC(w2 uint32, frac uint16) uint16 {
-	var crc uint16
 	b := [6]byte{byte(w2 >> 24), byte(w2 >> 16), byte(w2 >> 8), byte(w2), byte(frac >> 8), byte(frac)}
-	for _, x := range b {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^x]
-	}
-	return crc
+	return crc16.Update(0, crc16Table, b[:])
 }
 
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ 0x8005
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
+// crc16Table is the MSB-first table of the polynomial 0x8005.
+var crc16Table = crc16.MakeTable(0x8005)
 
 // bcdDecode returns the value of the n low BCD digits of v, or ok=false if
 // a digit is above 9.
