@@ -12,13 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
-	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
 // buildAndDecide feeds fragments to the event builder, whose batches (built
@@ -90,7 +89,7 @@ func TestBuilderToL0calo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	groups := synthbatch.DefaultGroups()
+	groups := synth.DefaultGroups()
 	const events = 2000
 	tr := l0.New()
 	// The builder writes every byte it allocates: no need to clear memory.

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -20,10 +19,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/plugins/sdk/triggertest"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
 func init() { register(newPluginCmd) }
@@ -371,53 +370,42 @@ func statusText(s schemas.EventStatus) string {
 	return strings.Join(names, ",")
 }
 
-// checkGroups are the sources of the synthetic events: four ECAL, two HCAL
-// and four muon sources, as the emulator sends.
-var checkGroups = []schemas.SourceGroup{
-	{Name: "ecal", Sources: []uint32{0x100, 0x101, 0x102, 0x103}},
-	{Name: "hcal", Sources: []uint32{0x200, 0x201}},
-	{Name: "muon", Sources: []uint32{0x300, 0x301, 0x302, 0x303}},
-}
-
 // Fragment sizes of the synthetic events: an event's mean payload bytes per
-// source is log-uniform over [checkMinFragment, checkMaxFragment] (event
-// sizes spread over a decade, as multiplicities do), each source's size
-// within ±50 % of it. The emulator's payloads are whole 8-byte records.
+// source is log-uniform over [checkMinFragment, checkMaxFragment], each
+// source's size within ±50 % of it (synth.Spec.SpreadSizes). The emulator's
+// payloads are whole 8-byte records.
 const (
 	checkMinFragment = 16
 	checkMaxFragment = 256
 )
 
 // checkEvents returns n synthetic events, ids 1…n, in one batch: the
-// emulator's payloads (schemas/synth) with sizes drawn from seed, every 8th
-// event from the 4th with its first fragment failing its CRC (corrupt) and
-// every 8th from the 7th without its first muon source (incomplete). They
-// go through the native fragment stream (triggertest.Native), as a node
-// would build them. The caller releases the batches.
+// emulator's sources and payloads (synth.Events) with sizes drawn from
+// seed, every 8th event from the 4th with its first fragment failing its
+// CRC (corrupt) and every 8th from the 7th without its first muon source
+// (incomplete). They go through the native fragment stream
+// (triggertest.Native), as a node would build them. The caller releases
+// the batches.
 func checkEvents(mem memory.Allocator, n int, seed uint64) ([]arrow.RecordBatch, error) {
-	rng := rand.New(rand.NewPCG(seed, 0x51c3))
+	groups := synth.DefaultGroups()
 	var stream []byte
-	for k := range n {
-		id := uint64(k + 1)
-		mean := checkMinFragment * math.Pow(checkMaxFragment/checkMinFragment, rng.Float64())
-		corrupt, incomplete := k%8 == 3, k%8 == 6
-		for gi, g := range checkGroups {
-			kind := synth.KindOf(g.Name)
+	for _, ev := range synth.Events(synth.Spec{FirstEventID: 1, Events: n, Groups: groups, Seed: seed,
+		SpreadSizes: [2]int{checkMinFragment, checkMaxFragment}, Faults: true}) {
+		for gi, g := range groups {
 			for si, src := range g.Sources {
-				size := int(mean * (0.5 + rng.Float64()))
-				if incomplete && gi == len(checkGroups)-1 && si == 0 {
+				p := ev.Fragments[gi][si]
+				if p == nil {
 					continue
 				}
-				f := schemas.Fragment{SourceID: src, EventID: id, Payload: synth.Append(nil, kind, seed, id, src, size)}
-				f.CRC = schemas.Checksum(f.Payload)
-				if corrupt && gi == 0 && si == 0 {
+				f := schemas.Fragment{SourceID: src, EventID: ev.ID, Payload: p, CRC: schemas.Checksum(p)}
+				if slices.Contains(ev.Corrupt, src) {
 					f.CRC ^= 1
 				}
 				stream = schemas.AppendFragment(stream, &f, false)
 			}
 		}
 	}
-	return triggertest.Native(mem, stream, checkGroups, n)
+	return triggertest.Native(mem, stream, groups, n)
 }
 
 // pluginTemplates are the files of a new plugin project (text/template).

@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
-	"github.com/sluice-daq/sluice/schemas/synth"
 	"github.com/sluice-daq/sluice/schemas/vdif"
 )
 

@@ -1,7 +1,6 @@
 // Package synthbatch builds event batches (schemas.EventSchema) outside the
-// builder: from given fragments, or filled with the emulator's synthetic
-// detector payloads (schemas/synth). Tests, benchmarks, `sluice plugin
-// check` and triggertest use it to feed plugins.
+// builder: from given fragments, or of the synthetic events of
+// internal/synth. Tests, benchmarks and triggertest use it to feed plugins.
 package synthbatch
 
 import (
@@ -11,20 +10,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
-// Event is one event's content: Fragments[g][k] is the payload of source k
-// of group g (nil for a missing source, which sets StatusIncomplete).
-type Event struct {
-	ID        uint64
-	Run       uint32
-	Timestamp uint64
-	Status    schemas.EventStatus
-	Fragments [][][]byte
-	Corrupt   []uint32 // sources whose fragment failed its CRC (sets StatusCorrupt)
-}
+// Event is one event's content (see synth.Event).
+type Event = synth.Event
 
 // Build assembles events into one event batch of the given groups, as the
 // builder would: per group one LargeBinary payload column (the sources'
@@ -98,48 +89,18 @@ func Build(mem memory.Allocator, groups []schemas.SourceGroup, events []Event) (
 	return b.NewRecordBatch(), nil
 }
 
-// DefaultGroups are the emulator-like sub-detectors of Synthetic batches:
-// four ECAL, two HCAL and four muon sources.
-func DefaultGroups() []schemas.SourceGroup {
-	return []schemas.SourceGroup{
-		{Name: "ecal", Sources: []uint32{0x100, 0x101, 0x102, 0x103}},
-		{Name: "hcal", Sources: []uint32{0x200, 0x201}},
-		{Name: "muon", Sources: []uint32{0x300, 0x301, 0x302, 0x303}},
-	}
-}
+// Spec describes a batch of synthetic events (see synth.Spec).
+type Spec = synth.Spec
 
-// Spec describes a batch of synthetic events.
-type Spec struct {
-	Run          uint32
-	FirstEventID uint64
-	Events       int
-	Groups       []schemas.SourceGroup // default DefaultGroups()
-	FragmentSize int                   // payload bytes per source (>= synth.HeaderSize); default 64
-	Seed         uint64
-}
-
-// Synthetic makes a batch of Events events with ids FirstEventID, +1, …
-// whose payloads are the emulator's (synth.Append with the kind of each
-// group's name), so a trigger's decisions on it are reproducible.
+// Synthetic makes one batch of the synthetic events of s (synth.Events),
+// with timestamps 25 ns apart (the LHC bunch spacing) unless s sets
+// another spacing. The caller releases the batch.
 func Synthetic(mem memory.Allocator, s Spec) (arrow.RecordBatch, error) {
 	if s.Groups == nil {
-		s.Groups = DefaultGroups()
+		s.Groups = synth.DefaultGroups()
 	}
-	if s.FragmentSize == 0 {
-		s.FragmentSize = 64
+	if s.BunchSpacing == 0 {
+		s.BunchSpacing = 25
 	}
-	events := make([]Event, s.Events)
-	for i := range events {
-		id := s.FirstEventID + uint64(i)
-		ev := Event{ID: id, Run: s.Run, Timestamp: id * 25, Fragments: make([][][]byte, len(s.Groups))}
-		for gi, g := range s.Groups {
-			kind := synth.KindOf(g.Name)
-			ev.Fragments[gi] = make([][]byte, len(g.Sources))
-			for k, src := range g.Sources {
-				ev.Fragments[gi][k] = synth.Append(nil, kind, s.Seed, id, src, s.FragmentSize)
-			}
-		}
-		events[i] = ev
-	}
-	return Build(mem, s.Groups, events)
+	return Build(mem, s.Groups, synth.Events(s))
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Synthetic returns batches of the emulator's synthetic events (ECAL, HCAL
-// and muon groups of schemas/synth payloads, fragmentSize bytes per source)
+// and muon groups of internal/synth payloads, fragmentSize bytes per source)
 // with event ids first, first+1, …, batchEvents per batch. The caller
 // releases the batches.
 func Synthetic(mem memory.Allocator, first uint64, events, batchEvents, fragmentSize int, seed uint64) ([]arrow.RecordBatch, error) {

@@ -8,10 +8,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins/examples/passthrough/passthrough"
-	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
 // TestShadow compares passthrough prescaled by 2 with prescaled by 3: they
@@ -61,7 +60,7 @@ func TestShadow(t *testing.T) {
 func TestNative(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	groups := synthbatch.DefaultGroups()
+	groups := synth.DefaultGroups()
 	var stream []byte
 	for _, g := range groups {
 		for _, src := range g.Sources {

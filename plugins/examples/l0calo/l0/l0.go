@@ -1,6 +1,6 @@
 // Package l0 is the decision logic of the l0calo example plugin: the LHCb
 // level-0 hardware trigger's selections, applied to the emulator's
-// detector-like payloads (schemas/synth). An event is accepted when any of
+// detector-like payloads (internal/synth). An event is accepted when any of
 // its four lines fires:
 //
 //	line 0 "muon":     a muon candidate with pT above muon_pt_mev (1400 MeV)
@@ -18,9 +18,9 @@ package l0
 import (
 	"fmt"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
 // Trigger lines (bit numbers of the lines mask).

@@ -6,13 +6,13 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/synth"
 )
 
-// payload writes a synthetic payload (schemas/synth layout) holding the
+// payload writes a synthetic payload (internal/synth layout) holding the
 // given records: (tower id, ET) for calorimeters, (pT, charge) for muons.
 func payload(kind synth.Kind, src uint32, recs ...[2]uint32) []byte {
 	p := make([]byte, synth.HeaderSize+synth.RecordSize*len(recs))
@@ -35,7 +35,7 @@ func payload(kind synth.Kind, src uint32, recs ...[2]uint32) []byte {
 // event makes an event of the default groups (4 ECAL, 2 HCAL, 4 muon
 // sources) whose sources hold nothing except the payloads given by source.
 func event(id uint64, set map[uint32][]byte) synthbatch.Event {
-	groups := synthbatch.DefaultGroups()
+	groups := synth.DefaultGroups()
 	ev := synthbatch.Event{ID: id, Fragments: make([][][]byte, len(groups))}
 	for gi, g := range groups {
 		ev.Fragments[gi] = make([][]byte, len(g.Sources))
@@ -54,7 +54,7 @@ func decide(t *testing.T, tr *Trigger, events []synthbatch.Event) []sdk.Result {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	rec, err := synthbatch.Build(mem, synthbatch.DefaultGroups(), events)
+	rec, err := synthbatch.Build(mem, synth.DefaultGroups(), events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestEmulatedRates(t *testing.T) {
 		// Independent scan: regenerate each source's payload.
 		var maxE, maxH uint32
 		var pts []uint32
-		for _, g := range synthbatch.DefaultGroups() {
+		for _, g := range synth.DefaultGroups() {
 			for _, src := range g.Sources {
 				p, err := synth.Decode(synth.Append(nil, synth.KindOf(g.Name), 7, uint64(i), src, 64))
 				if err != nil {
