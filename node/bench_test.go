@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/readout"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // loopInput sends events 0..events-1 from prebuilt packets (one per
@@ -74,8 +75,8 @@ func BenchmarkNodePipeline(b *testing.B) {
 		cfg.Inputs = []config.Input{{URI: "shm://bench"}}
 		cfg.Sources = []config.SourceGroup{{Name: "tracker", Sources: "0-99"}}
 		cfg.Builder.BatchEvents = 64
-		cfg.Store.Path = filepath.Join(b.TempDir(), "store")
-		cfg.Store.Sync = config.SyncNever
+		cfg.Store.Dir = filepath.Join(b.TempDir(), "store")
+		cfg.Store.Sync = storage.SyncNever
 		cfg.Store.MinFreeBytes = 64 << 20
 		cfg.HTTP.Address = "off"
 		parts := &Parts{Inputs: []readout.Input{newLoopInput(sources, packing, size, events)}, Finite: []bool{true}, Chain: &fakeChain{}}

@@ -169,7 +169,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	}
 	if k := parts.RunEventsAtStart; k > 0 {
 		// Not refused: a restart after a crash legitimately reuses the run.
-		n.log.Warn(reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Path), "stored_events", k)
+		n.log.Warn(reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir), "stored_events", k)
 	}
 	n.mu.Lock()
 	n.parts, n.builder = parts, b
@@ -386,7 +386,7 @@ func (n *Node) status(withPlugins bool) Status {
 			QueueBatches: len(n.queue), QueueCapacity: cap(n.queue), QueueBytes: n.gate.held(),
 			MemoryBudgetBytes: uint64(n.cfg.Builder.MemoryBudget),
 		},
-		Store: StoreStatus{Path: n.cfg.Store.Path},
+		Store: StoreStatus{Path: n.cfg.Store.Dir},
 	}
 	if !started.IsZero() {
 		s.UptimeSeconds = time.Since(started).Seconds()
@@ -407,7 +407,7 @@ func (n *Node) status(withPlugins bool) Status {
 			s.Plugins = parts.Chain.Plugins()
 		}
 		if k := parts.RunEventsAtStart; k > 0 {
-			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Path)
+			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir)
 		}
 		if parts.Store != nil {
 			s.Store.HeadroomBytes = parts.Store.Headroom()

@@ -185,18 +185,9 @@ func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup
 
 // OpenStore opens the event store with cfg's policy; its metrics go to reg.
 func OpenStore(cfg *config.Config, reg prometheus.Registerer) (*storage.Store, error) {
-	policy := map[string]storage.SyncPolicy{
-		config.SyncEveryBatch: storage.SyncEveryBatch, config.SyncInterval: storage.SyncInterval, config.SyncNever: storage.SyncNever,
-	}[cfg.Store.Sync]
-	return storage.Open(storage.Options{
-		Dir:           cfg.Store.Path,
-		Sync:          policy,
-		SyncInterval:  cfg.Store.SyncInterval,
-		MinFreeBytes:  uint64(cfg.Store.MinFreeBytes),
-		MaxStoreBytes: uint64(cfg.Store.MaxStoreBytes),
-		GCInterval:    cfg.Store.GCInterval,
-		Registerer:    reg,
-	})
+	o := cfg.Store
+	o.Registerer = reg
+	return storage.Open(o)
 }
 
 // countRun counts the events of run already in st, in both streams: a run

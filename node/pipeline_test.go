@@ -149,7 +149,7 @@ func testConfig(t *testing.T, inputs int) *config.Config {
 	c.Builder.BatchLatency = 5 * time.Millisecond
 	c.Builder.Timeout = 200 * time.Millisecond
 	c.Builder.MemoryBudget = 8 << 20
-	c.Store.Path = filepath.Join(t.TempDir(), "store")
+	c.Store.Dir = filepath.Join(t.TempDir(), "store")
 	c.Store.MinFreeBytes = 1 << 20
 	c.HTTP.Address = "127.0.0.1:0"
 	return c
@@ -232,8 +232,8 @@ func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
 	if !chain.closed {
 		t.Fatal("chain not closed")
 	}
-	acc := streamCount(t, cfg.Store.Path, storage.Accepted)
-	def := streamCount(t, cfg.Store.Path, storage.Deferred)
+	acc := streamCount(t, cfg.Store.Dir, storage.Accepted)
+	def := streamCount(t, cfg.Store.Dir, storage.Deferred)
 	if len(acc) != 100 || len(def) != 300 {
 		t.Fatalf("store holds %d accepted, %d deferred", len(acc), len(def))
 	}
@@ -278,7 +278,7 @@ func TestPipelineStopDrains(t *testing.T) {
 func TestPipelineNoOnlineStageDefersAll(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
-	cfg.Store.Sync = config.SyncInterval
+	cfg.Store.Sync = storage.SyncInterval
 	cfg.Store.SyncInterval = 20 * time.Millisecond
 	in := &fakeInput{sources: []uint32{0, 1}, events: 300, packing: 3}
 	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil)
@@ -420,7 +420,7 @@ func TestInterFillReplay(t *testing.T) {
 	}
 	// Events replayed moved to the accepted stream: online accepted ones
 	// plus the replayed deferred ones.
-	acc := streamCount(t, cfg.Store.Path, storage.Accepted)
+	acc := streamCount(t, cfg.Store.Dir, storage.Accepted)
 	if uint64(len(acc)) != l.EventsStoredAccepted+during.Accepted && uint64(len(acc)) < l.EventsStoredAccepted+during.Accepted {
 		t.Fatalf("accepted stream %d, online %d + replayed %d", len(acc), l.EventsStoredAccepted, during.Accepted)
 	}
@@ -465,7 +465,7 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 		l.EventsStoredDeferred != l.EventsBuilt {
 		t.Fatalf("ledger %+v", l)
 	}
-	def := streamCount(t, cfg.Store.Path, storage.Deferred)
+	def := streamCount(t, cfg.Store.Dir, storage.Deferred)
 	for _, e := range def {
 		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Meta.Reason, "trigger chain failed") {
 			t.Fatalf("deferred event %+v", e)

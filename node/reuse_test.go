@@ -56,7 +56,7 @@ func TestReusedRunNumber(t *testing.T) {
 		t.Fatalf("second run: %v %s, replaced %d", err, l.String(), l.EventsReplaced)
 	}
 	st := n.Status()
-	want := "run 5 already has 40 stored events in store " + cfg.Store.Path + "; events with the same ids will replace them"
+	want := "run 5 already has 40 stored events in store " + cfg.Store.Dir + "; events with the same ids will replace them"
 	if st.Store.RunEventsAtStart != 40 || !strings.HasPrefix(st.Store.Warning, want) {
 		t.Fatalf("/status store %+v", st.Store)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-daq/sluice/internal/conf"
 )
 
 // TestDiskBudgetInjected drives the guard with a simulated file system:
@@ -89,7 +91,7 @@ func TestMaxStoreBytes(t *testing.T) {
 	s := openTest(t, func(o *Options) {
 		o.Dir = dir
 		o.MinFreeBytes = 1
-		o.MaxStoreBytes = size + 40<<20 // badger's own files come first
+		o.MaxStoreBytes = conf.ByteSize(size + 40<<20) // badger's own files come first
 	})
 	var err2 error
 	for i := 0; i < 100 && err2 == nil; i++ {

@@ -14,106 +14,10 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage/internal/pool"
 )
-
-// SyncPolicy says when written events are made durable (fsync'ed).
-type SyncPolicy int
-
-const (
-	// SyncEveryBatch: Put and Commit flush and fsync before returning, so
-	// their Ack is durable against power loss as well as process death.
-	SyncEveryBatch SyncPolicy = iota
-	// SyncInterval: a background loop fsyncs every Options.SyncInterval;
-	// WaitDurable blocks until an Ack's sequence number has been covered.
-	SyncInterval
-	// SyncNever: writes are flushed into badger's memory-mapped logs before
-	// Put returns (they survive the death of the process, not of the
-	// machine); the operating system writes them back when it likes.
-	SyncNever
-)
-
-func (p SyncPolicy) String() string {
-	switch p {
-	case SyncEveryBatch:
-		return "batch"
-	case SyncInterval:
-		return "interval"
-	case SyncNever:
-		return "never"
-	}
-	return fmt.Sprintf("SyncPolicy(%d)", int(p))
-}
-
-// ParseSyncPolicy parses "batch", "interval" or "never".
-func ParseSyncPolicy(s string) (SyncPolicy, error) {
-	for _, p := range []SyncPolicy{SyncEveryBatch, SyncInterval, SyncNever} {
-		if p.String() == s {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown sync policy %q (want batch, interval or never)", s)
-}
-
-// Options configure a Store. Zero fields take the documented defaults.
-type Options struct {
-	Dir          string        // store directory; created if missing
-	ReadOnly     bool          // open for stat/ls/export only (no writes, no GC)
-	Sync         SyncPolicy    // default SyncEveryBatch
-	SyncInterval time.Duration // for SyncInterval; default 100 ms
-
-	// Disk budget, checked before every write batch (see budget.go).
-	MinFreeBytes  uint64        // free bytes to leave on the file system; default 1 GiB
-	MaxStoreBytes uint64        // bytes the store's files may occupy; 0 = no limit
-	GuardInterval time.Duration // re-check period while writes are refused; default 1 s
-
-	// Value-log GC (see gc.go): every GCInterval, RunValueLogGC(GCDiscardRatio)
-	// until nothing is left to rewrite. 0 disables the background loop.
-	GCInterval     time.Duration
-	GCDiscardRatio float64 // default 0.5
-
-	// Badger sizing; defaults suit a 2-core node with 100 kB events.
-	MemTableSize     int64 // default 16 MiB
-	ValueLogFileSize int64 // default 256 MiB; badger accepts 1 MiB … 2 GiB
-	ValueThreshold   int64 // values of at least this size go to the value log; default 1 KiB
-
-	// Registerer receives the store's metrics; nil: no metrics.
-	Registerer prometheus.Registerer
-
-	// statfs is unix.Statfs, replaced in tests to simulate a full disk.
-	statfs func(path string, st *unix.Statfs_t) error
-}
-
-func (o *Options) defaults() {
-	if o.SyncInterval <= 0 {
-		o.SyncInterval = 100 * time.Millisecond
-	}
-	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = 1 << 30
-	}
-	if o.GuardInterval <= 0 {
-		o.GuardInterval = time.Second
-	}
-	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
-		o.GCDiscardRatio = 0.5
-	}
-	if o.MemTableSize <= 0 {
-		o.MemTableSize = 16 << 20
-	}
-	if o.ValueLogFileSize <= 0 {
-		o.ValueLogFileSize = 256 << 20
-	}
-	if o.ValueThreshold <= 0 {
-		o.ValueThreshold = 1 << 10
-	}
-	if o.statfs == nil {
-		o.statfs = unix.Statfs
-	}
-}
 
 // badgerOptions maps Options onto badger's. Events belong in the value log
 // (ValueThreshold 1 KiB): kept in the LSM tree, 100 kB values cost a WAL
@@ -189,6 +93,9 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.New("store: no directory")
 	}
 	opts.defaults()
+	if !opts.Sync.valid() {
+		return nil, fmt.Errorf("store %s: sync policy %q: %s", opts.Dir, opts.Sync, syncWant)
+	}
 	empty, err := emptyLogs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
@@ -217,7 +124,7 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.guard = newGuard(opts.Dir, opts.MinFreeBytes, opts.MaxStoreBytes, opts.statfs)
+	s.guard = newGuard(opts.Dir, uint64(opts.MinFreeBytes), uint64(opts.MaxStoreBytes), opts.statfs)
 	if s.m, err = newMetrics(opts.Registerer); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: metrics: %w", opts.Dir, err)

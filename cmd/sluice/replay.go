@@ -51,15 +51,15 @@ otherwise. A summary that does not balance exits with status 2.`,
 					cfg.Replay.Stages = stages
 				}
 				if store != "" {
-					cfg.Store.Path = store
+					cfg.Store.Dir = store
 				}
 				if cmd.Flags().Changed("rate") {
 					cfg.Replay.Rate = rate
 				}
 				// Replay works on an existing store; opening a missing one
 				// would create it empty and replay nothing.
-				if _, err := os.Stat(cfg.Store.Path); err != nil {
-					return fmt.Errorf("store %s: %w (run `sluice run` first, or give --store)", cfg.Store.Path, err)
+				if _, err := os.Stat(cfg.Store.Dir); err != nil {
+					return fmt.Errorf("store %s: %w (run `sluice run` first, or give --store)", cfg.Store.Dir, err)
 				}
 				return nil
 			})

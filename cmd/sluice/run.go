@@ -55,7 +55,7 @@ configuration with problems with status 3.`,
 					cfg.HTTP.Address = httpAddr
 				}
 				if store != "" {
-					cfg.Store.Path = store
+					cfg.Store.Dir = store
 				}
 				return nil
 			})

@@ -13,21 +13,22 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // Config is one node's configuration. Field comments give the YAML key; the
 // commented default file (DefaultYAML) documents every key for operators.
 type Config struct {
-	Node    Node          `yaml:"node"`
-	Run     uint32        `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
-	Inputs  []Input       `yaml:"inputs"`  // at least one
-	Sources []SourceGroup `yaml:"sources"` // expected sources, grouped (one payload column per group)
-	Builder Builder       `yaml:"builder"`
-	Trigger Trigger       `yaml:"trigger"`
-	Store   Store         `yaml:"store"`
-	Replay  Replay        `yaml:"replay"`
-	HTTP    HTTP          `yaml:"http"`
-	Log     Log           `yaml:"log"`
+	Node    Node            `yaml:"node"`
+	Run     uint32          `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
+	Inputs  []Input         `yaml:"inputs"`  // at least one
+	Sources []SourceGroup   `yaml:"sources"` // expected sources, grouped (one payload column per group)
+	Builder Builder         `yaml:"builder"`
+	Trigger Trigger         `yaml:"trigger"`
+	Store   storage.Options `yaml:"store"`
+	Replay  Replay          `yaml:"replay"`
+	HTTP    HTTP            `yaml:"http"`
+	Log     Log             `yaml:"log"`
 }
 
 // Node identifies this node in logs, metrics and summaries.
@@ -157,16 +158,6 @@ type Stage struct {
 type Deferral struct {
 	Fraction float64 `yaml:"fraction"` // in [0, 1]
 	Backlog  int     `yaml:"backlog"`  // events; 0 = no backlog deferral
-}
-
-// Store configures the local event store.
-type Store struct {
-	Path          string        `yaml:"path"`           // directory (default "./data")
-	Sync          string        `yaml:"sync"`           // "every-batch" (default), "interval" or "never"
-	SyncInterval  time.Duration `yaml:"sync_interval"`  // with sync: interval (default 1s)
-	MinFreeBytes  ByteSize      `yaml:"min_free_bytes"` // refuse writes below this much free disk (default 1GiB)
-	MaxStoreBytes ByteSize      `yaml:"max_bytes"`      // refuse writes above this store size (0 = no limit)
-	GCInterval    time.Duration `yaml:"gc_interval"`    // value-log GC period (default 5m)
 }
 
 // Replay configures deferred replay, by `sluice replay` and inter-fill.

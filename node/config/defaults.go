@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"os"
 	"time"
+
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // DefaultYAML is the commented default configuration printed by `sluice
@@ -34,25 +36,12 @@ func base() *Config {
 			MemoryBudget:  DefaultMemoryBudget,
 			QueueBatches:  4,
 		},
-		Store: Store{
-			Path:         "./data",
-			Sync:         SyncEveryBatch,
-			SyncInterval: time.Second,
-			MinFreeBytes: 1 << 30,
-			GCInterval:   5 * time.Minute,
-		},
+		Store:  storage.DefaultOptions(),
 		Replay: Replay{BatchEvents: 256},
 		HTTP:   HTTP{Address: DefaultHTTPAddress},
 		Log:    Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
 	}
 }
-
-// Store.Sync values.
-const (
-	SyncEveryBatch = "every-batch"
-	SyncInterval   = "interval"
-	SyncNever      = "never"
-)
 
 // fillDefaults sets the defaults of list elements (which a file writes
 // whole) and of values that depend on other fields.

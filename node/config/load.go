@@ -158,7 +158,7 @@ func keysAt(path string) []string {
 	}
 	var keys []string
 	for i := 0; i < t.NumField(); i++ {
-		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" {
+		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
 			keys = append(keys, tag)
 		}
 	}

@@ -30,7 +30,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	c.validateSources(ps)
 	c.validateBuilder(ps)
 	c.validateTrigger(ps)
-	c.validateStore(ps)
+	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
 	if a := c.HTTP.Address; a != "off" {
 		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port, true) {
@@ -294,25 +294,6 @@ func (c *Config) validateTrigger(ps *conf.Problems) {
 	}
 }
 
-func (c *Config) validateStore(ps *conf.Problems) {
-	s := c.Store
-	if s.Path == "" {
-		ps.Add("store.path", nil, "want a directory for the event store, e.g. ./data")
-	}
-	if !oneOf(s.Sync, SyncEveryBatch, SyncInterval, SyncNever) {
-		ps.Add("store.sync", s.Sync, "want every-batch, interval or never")
-	}
-	if s.Sync == SyncInterval && s.SyncInterval <= 0 {
-		ps.Add("store.sync_interval", s.SyncInterval, "want a positive duration with sync: interval")
-	}
-	if s.GCInterval <= 0 {
-		ps.Add("store.gc_interval", s.GCInterval, "want a positive duration such as 5m")
-	}
-	if s.MaxStoreBytes != 0 && s.MaxStoreBytes < 64<<20 {
-		ps.Add("store.max_bytes", s.MaxStoreBytes, "want 0 (no limit) or at least 64MiB")
-	}
-}
-
 func (c *Config) validateReplay(ps *conf.Problems) {
 	r := c.Replay
 	stages := map[string]bool{}
@@ -366,11 +347,7 @@ func (c *Config) Preflight() error {
 			}
 		}
 	}
-	if c.Store.Path != "" {
-		if st, err := os.Stat(c.Store.Path); err == nil && !st.IsDir() {
-			ps.Add("store.path", c.Store.Path, "want a directory, found a file")
-		}
-	}
+	ps = append(ps, c.Store.Preflight().In("store")...)
 	return errOf("", ps)
 }
 
