@@ -31,7 +31,9 @@ func newRootCmd() *cobra.Command {
 		Short:         "Node program of a trigger/filter farm: readout, event building, triggers, store",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	for _, c := range subcommands {
 		root.AddCommand(c())
 	}

@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // run executes the CLI in-process with args and returns stdout.
@@ -26,6 +29,40 @@ func TestVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("version output %q lacks the version or Go version", out)
+	}
+}
+
+// `sluice --version` is a flag too, printing the same line as `sluice version`.
+func TestVersionFlag(t *testing.T) {
+	flag, err := run(t, "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := run(t, "version")
+	if flag != cmd {
+		t.Fatalf("--version printed %q, version printed %q", flag, cmd)
+	}
+}
+
+// Every flag's help shows a plain placeholder: pflag takes text in
+// backquotes as the value's name, which once made `sluice run --help` show
+// "--config sluice config default".
+func TestFlagHelpPlaceholders(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("sluice %s --%s: usage %q has backquotes; pflag shows their text as the value name", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	out, _ := run(t, "run", "--help")
+	if !strings.Contains(out, "--config string") {
+		t.Fatalf("sluice run --help does not show '--config string':\n%s", out)
 	}
 }
 

@@ -91,7 +91,7 @@ configuration with problems with status 3.`,
 			return finishLedger(cmd, &l, summary, runErr)
 		},
 	}
-	cmd.Flags().StringVar(&file, "config", "", "node configuration (YAML; see `sluice config default`)")
+	cmd.Flags().StringVar(&file, "config", "", "node configuration (YAML; see: sluice config default)")
 	cmd.Flags().Int64Var(&runNumber, "run", 0, "run number (overrides the config's run)")
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
