@@ -97,6 +97,20 @@ func (k UnitKind) String() string {
 	return fmt.Sprintf("unit(%d)", uint8(k))
 }
 
+// MarshalText names the kind (events, packets) in JSON.
+func (k UnitKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's name.
+func (k *UnitKind) UnmarshalText(b []byte) error {
+	for _, c := range []UnitKind{UnitEvents, UnitPackets} {
+		if string(b) == c.String() {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unit kind %q: want events or packets", b)
+}
+
 // Range is N consecutive numbers (event ids or packet sequence numbers)
 // from First.
 type Range struct {

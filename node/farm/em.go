@@ -1,0 +1,569 @@
+package farm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Clock is the time the EM and the trackers see; tests drive a fake one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now is time.Now.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Protocol is how work reaches BUs (see the package doc).
+type Protocol uint8
+
+// Protocols.
+const (
+	// Push: BUs give credits, the EM assigns and announces each assignment
+	// to every RU, RUs send (LHCb, CBM).
+	Push Protocol = 1
+	// Pull: a BU's credit asks for work; the EM answers the BU only; the BU
+	// requests the data from every RU (ATLAS, CMS).
+	Pull Protocol = 2
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case Push:
+		return "push"
+	case Pull:
+		return "pull"
+	}
+	return fmt.Sprintf("protocol(%d)", uint8(p))
+}
+
+// ParseProtocol parses "push" or "pull".
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "push":
+		return Push, nil
+	case "pull":
+		return Pull, nil
+	}
+	return 0, fmt.Errorf("protocol %q: want push or pull", s)
+}
+
+// EMConfig is what an EM needs to know of the run.
+type EMConfig struct {
+	Protocol Protocol
+	// AssignmentSize is the elements (event ids or packets) of one
+	// assignment; a BU needs that much event credit to get one.
+	AssignmentSize int
+	// Linger is how long a partly filled assignment waits for more
+	// announced elements before it goes out anyway (0: at once).
+	Linger time.Duration
+	// MaxOutstanding (pull) bounds a BU's unreleased assignments: the
+	// traffic shaping of the pull protocol.
+	MaxOutstanding int
+	// Release is the run's release policy: RUs free an assignment's bytes
+	// when its BU reports this outcome, so a BU that dies before it is
+	// reassigned, and one that dies after loses what it had not decided.
+	Release Outcome
+	// BlockSize is how many assignment ids the EM reserves at a time.
+	BlockSize uint64
+}
+
+// Validate checks the configuration.
+func (c EMConfig) Validate() error {
+	switch {
+	case c.Protocol != Push && c.Protocol != Pull:
+		return fmt.Errorf("em: protocol %d: want push or pull", c.Protocol)
+	case c.AssignmentSize < 1 || c.AssignmentSize > 1<<24:
+		return fmt.Errorf("em: assignment size %d: want 1..%d", c.AssignmentSize, 1<<24)
+	case c.Protocol == Pull && c.MaxOutstanding < 1:
+		return fmt.Errorf("em: pull max_outstanding %d: want at least 1", c.MaxOutstanding)
+	case c.Release < OutcomeReceived || c.Release > OutcomeDurable:
+		return fmt.Errorf("em: release policy %v: want received, decided or durable", c.Release)
+	case c.BlockSize < 1:
+		return fmt.Errorf("em: id block size %d: want at least 1", c.BlockSize)
+	case c.Linger < 0:
+		return fmt.Errorf("em: linger %v: want >= 0", c.Linger)
+	}
+	return nil
+}
+
+// Block is a range [First, End) of assignment ids the EM reserved.
+type Block struct{ First, End uint64 }
+
+// OutputKind says what an Output asks the EM's driver to do.
+type OutputKind uint8
+
+// Output kinds.
+const (
+	// OutAssign: send Assign to Assign.BU and, when ToRUs, to every RU.
+	OutAssign OutputKind = 1 + iota
+	// OutReserve: reserve the next block of assignment ids in etcd and
+	// hand it to Reserved.
+	OutReserve
+)
+
+// Output is one thing the EM wants done.
+type Output struct {
+	Kind   OutputKind
+	Assign Assign
+	ToRUs  bool
+}
+
+// EMStats counts what the EM did and what it ignored.
+type EMStats struct {
+	Epoch      uint64 `json:"epoch"`
+	Assigned   uint64 `json:"assigned"`   // assignments made, reassignments included
+	Reassigned uint64 `json:"reassigned"` // of which reassignments
+	Settled    uint64 `json:"settled"`    // assignments built (decided or durable)
+	Returned   uint64 `json:"returned"`   // given back by BUs
+	// Ignored messages, by why.
+	StaleEpoch       uint64 `json:"stale_epoch"`       // credits for an older EM
+	NewerEpoch       uint64 `json:"newer_epoch"`       // credits for a newer EM: this one is superseded
+	StaleIncarnation uint64 `json:"stale_incarnation"` // from a BU incarnation that is not its live one
+	UnknownBU        uint64 `json:"unknown_bu"`        // from a BU that never joined
+	StaleAssignment  uint64 `json:"stale_assignment"`  // releases of assignments settled or superseded
+	NotYours         uint64 `json:"not_yours"`         // releases of another BU's assignment
+	// State.
+	Queued       int  `json:"queued"`        // elements announced and not assigned
+	Open         int  `json:"open"`          // assignments below the release policy
+	Undecided    int  `json:"undecided"`     // released (policy received) but not decided
+	BUs          int  `json:"bus"`           // live BUs
+	NeedIDs      bool `json:"need_ids"`      // work waits for a block of ids
+	Superseded   bool `json:"superseded"`    // a newer EM exists
+	IDsAvailable int  `json:"ids_available"` // reserved and unused
+}
+
+// assignment is the EM's record of one live assignment.
+type assignment struct {
+	a       Assign
+	bu      *buState
+	reached Outcome // highest outcome reported (0: none)
+	at      time.Time
+}
+
+// buState is the EM's view of one BU incarnation.
+type buState struct {
+	id       string
+	inc      uint64
+	draining bool
+	events   int64 // event credit left
+	bytes    int64 // byte credit left
+	weight   int64 // smooth weighted round-robin state
+	open     map[uint64]*assignment
+	// undecided: released at policy "received", not decided yet.
+	undecided map[uint64]*assignment
+}
+
+// EM is the event manager of one epoch, a pure state machine: inputs are
+// its methods (announcements, membership, credits, releases, ticks), its
+// outputs (assignments to send, id blocks to reserve) are collected for
+// the driver by Outputs. It never does I/O and is not safe for concurrent
+// use; the driver serialises calls. Every announced element ends in the
+// EM's Ledger as built by exactly one BU or lost with a reason.
+type EM struct {
+	cfg    EMConfig
+	epoch  uint64
+	clock  Clock
+	ledger *Ledger
+
+	queue  workQueue
+	bus    map[string]*buState
+	gone   map[string]bool // BUs that had an incarnation declared dead
+	order  []*buState      // live BUs in join order, for round-robin
+	live   map[uint64]*assignment
+	blocks []Block
+	// reservedEnd is the end of the last block reserved: ids below it
+	// may have been used.
+	reservedEnd uint64
+	// nextID is the next unused id of blocks[0].
+	nextID    uint64
+	reserving bool
+	flush     bool
+	stats     EMStats
+	out       []Output
+	// bytesPer estimates an element's payload bytes from releases, to
+	// charge byte credit before the bytes are known.
+	bytesSeen, elementsSeen uint64
+}
+
+// ErrBadUnit: an announced unit is malformed (no range, ranges out of
+// order, unknown kind).
+var ErrBadUnit = errors.New("farm: bad unit")
+
+// NewEM returns the EM of epoch (its election revision), with an empty
+// ledger. It has no assignment ids yet: its first Outputs ask for a block.
+func NewEM(cfg EMConfig, epoch uint64, clock Clock) (*EM, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &EM{cfg: cfg, epoch: epoch, clock: clock, ledger: NewLedger(),
+		bus: map[string]*buState{}, gone: map[string]bool{}, live: map[uint64]*assignment{}}
+	m.stats.Epoch = epoch
+	m.wantIDs()
+	return m, nil
+}
+
+// Ledger is the farm ledger the EM keeps.
+func (m *EM) Ledger() *Ledger { return m.ledger }
+
+// Epoch is the EM's epoch.
+func (m *EM) Epoch() uint64 { return m.epoch }
+
+// Outputs returns what the EM wants done since the last call, in order.
+// The slice is reused by the next input: copy what must outlive it.
+func (m *EM) Outputs() []Output {
+	o := m.out
+	m.out = m.out[:0]
+	return o
+}
+
+// Stats returns the EM's counters and state.
+func (m *EM) Stats() EMStats {
+	s := m.stats
+	s.Queued = m.queue.elements
+	s.BUs = len(m.order)
+	s.NeedIDs = m.idsLeft() == 0
+	s.IDsAvailable = int(min(m.idsLeft(), 1<<31))
+	s.Open, s.Undecided = 0, 0
+	for _, b := range m.order {
+		s.Open += len(b.open)
+		s.Undecided += len(b.undecided)
+	}
+	return s
+}
+
+func (m *EM) idsLeft() uint64 {
+	var n uint64
+	for i, b := range m.blocks {
+		if i == 0 {
+			n += b.End - m.nextID
+		} else {
+			n += b.End - b.First
+		}
+	}
+	return n
+}
+
+// wantIDs asks for another block when less than half a block is left.
+func (m *EM) wantIDs() {
+	if !m.reserving && m.idsLeft() < (m.cfg.BlockSize+1)/2 {
+		m.reserving = true
+		m.out = append(m.out, Output{Kind: OutReserve})
+	}
+}
+
+// Reserved hands the EM the block of ids the driver reserved. Blocks must
+// come in increasing order, above every id used.
+func (m *EM) Reserved(b Block) error {
+	m.reserving = false
+	if b.End <= b.First || b.First == 0 {
+		return fmt.Errorf("em: reserved block [%d, %d) is empty or starts at 0", b.First, b.End)
+	}
+	if b.First < m.reservedEnd {
+		return fmt.Errorf("em: reserved block [%d, %d) starts below the last one's end %d", b.First, b.End, m.reservedEnd)
+	}
+	m.reservedEnd = b.End
+	if len(m.blocks) == 0 {
+		m.nextID = b.First
+	}
+	m.blocks = append(m.blocks, b)
+	m.pump()
+	return nil
+}
+
+func (m *EM) allocID() uint64 {
+	id := m.nextID
+	m.nextID++
+	if m.nextID == m.blocks[0].End {
+		m.blocks = m.blocks[1:]
+		if len(m.blocks) > 0 {
+			m.nextID = m.blocks[0].First
+		}
+	}
+	m.wantIDs()
+	return id
+}
+
+// checkUnit validates an announced unit (the encoder's rules).
+func checkAnnounced(u Unit) error {
+	if err := checkUnit(KindAssign, u); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadUnit, err)
+	}
+	return nil
+}
+
+// Announce queues u's elements for assignment and records them in the
+// ledger. Errors: ErrBadUnit.
+func (m *EM) Announce(u Unit) error {
+	if err := checkAnnounced(u); err != nil {
+		return err
+	}
+	m.ledger.Announce(u)
+	m.queue.pushBack(u, m.clock.Now())
+	m.pump()
+	return nil
+}
+
+// Join registers BU bu's incarnation inc (its etcd membership record). An
+// earlier incarnation of the same BU is dead: its work is reassigned.
+func (m *EM) Join(bu string, inc uint64) {
+	if b := m.bus[bu]; b != nil {
+		if b.inc == inc {
+			return
+		}
+		m.dead(b)
+	}
+	b := &buState{id: bu, inc: inc, open: map[uint64]*assignment{}, undecided: map[uint64]*assignment{}}
+	m.bus[bu] = b
+	m.order = append(m.order, b)
+}
+
+// Drain stops giving bu (incarnation inc) work; it finishes what it has.
+func (m *EM) Drain(bu string, inc uint64) {
+	if b := m.current(bu, inc); b != nil {
+		b.draining = true
+		b.events, b.bytes = 0, 0
+	}
+}
+
+// Dead declares BU bu's incarnation inc gone (transport error, lost
+// heartbeats, fenced, lease expired, or left after draining). Its
+// unreleased assignments go to other BUs under new ids; what it had
+// released but not decided (policy received) is lost. Later messages of
+// that incarnation are ignored and counted.
+func (m *EM) Dead(bu string, inc uint64) {
+	if b := m.current(bu, inc); b != nil {
+		m.dead(b)
+		m.pump()
+	}
+}
+
+func (m *EM) dead(b *buState) {
+	delete(m.bus, b.id)
+	m.gone[b.id] = true
+	for i, x := range m.order {
+		if x == b {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+	now := m.clock.Now()
+	// Pushed to the front newest first, so the oldest work goes first.
+	open := sortedByID(b.open)
+	for i := len(open) - 1; i >= 0; i-- {
+		a := open[i]
+		delete(m.live, a.a.ID)
+		m.queue.pushFront(a.a.Unit, a.a.ID, now)
+	}
+	for _, a := range sortedByID(b.undecided) {
+		delete(m.live, a.a.ID)
+		m.ledger.Lost(a.a.Unit, LostBUDeadAfterRelease)
+	}
+	b.open, b.undecided = nil, nil
+}
+
+// current returns bu's live state if inc is its live incarnation,
+// counting the message as stale or unknown otherwise.
+func (m *EM) current(bu string, inc uint64) *buState {
+	b := m.bus[bu]
+	switch {
+	case b == nil && m.gone[bu]:
+		m.stats.StaleIncarnation++
+		return nil
+	case b == nil:
+		m.stats.UnknownBU++
+		return nil
+	case b.inc != inc:
+		m.stats.StaleIncarnation++
+		return nil
+	}
+	return b
+}
+
+// Credit takes a BU's credit: more events and bytes it can take. Credits
+// for another epoch are ignored and counted; one for a newer epoch means
+// this EM is superseded and stops assigning.
+func (m *EM) Credit(c Credit) {
+	switch {
+	case c.Epoch < m.epoch:
+		m.stats.StaleEpoch++
+		return
+	case c.Epoch > m.epoch:
+		m.stats.NewerEpoch++
+		m.stats.Superseded = true
+		return
+	}
+	b := m.current(c.BU, c.Incarnation)
+	if b == nil || b.draining {
+		return
+	}
+	b.events += int64(c.Events)
+	b.bytes += int64(min(c.Bytes, 1<<62))
+	m.pump()
+}
+
+// Release takes a BU's release of some of its assignments. Entries of
+// assignments that are not the sender incarnation's live ones (settled,
+// superseded, another BU's) are ignored and counted.
+func (m *EM) Release(r Release) {
+	b := m.current(r.BU, r.Incarnation)
+	if b == nil {
+		return
+	}
+	for _, e := range r.Entries {
+		m.release(b, e)
+	}
+	m.pump()
+}
+
+func (m *EM) release(b *buState, e ReleaseEntry) {
+	a := m.live[e.Assignment]
+	switch {
+	case a == nil:
+		m.stats.StaleAssignment++
+		return
+	case a.bu != b:
+		m.stats.NotYours++
+		return
+	}
+	if e.Outcome == OutcomeReturned {
+		if _, ok := b.open[a.a.ID]; !ok {
+			// Returned after its data was released: nobody holds it now.
+			delete(b.undecided, a.a.ID)
+			delete(m.live, a.a.ID)
+			m.ledger.Lost(a.a.Unit, LostBUDeadAfterRelease)
+			return
+		}
+		m.stats.Returned++
+		delete(b.open, a.a.ID)
+		delete(m.live, a.a.ID)
+		m.queue.pushFront(a.a.Unit, a.a.ID, m.clock.Now())
+		return
+	}
+	if e.Outcome <= a.reached {
+		return // repeated or late report of an outcome already known
+	}
+	a.reached = e.Outcome
+	if e.Bytes > 0 {
+		m.bytesSeen += e.Bytes
+		m.elementsSeen += uint64(a.a.Unit.Len())
+	}
+	if e.Outcome >= OutcomeDecided {
+		delete(b.open, a.a.ID)
+		delete(b.undecided, a.a.ID)
+		delete(m.live, a.a.ID)
+		m.stats.Settled++
+		m.ledger.Built(a.a.Unit, b.id, e.Events)
+		return
+	}
+	if e.Outcome >= m.cfg.Release {
+		// Policy received: the RUs dropped the bytes; the BU alone has them.
+		delete(b.open, a.a.ID)
+		b.undecided[a.a.ID] = a
+	}
+}
+
+// Tick lets partly filled assignments whose linger passed go out.
+func (m *EM) Tick() { m.pump() }
+
+// Flush sends partly filled assignments at once from now on (end of run:
+// no more elements will join them).
+func (m *EM) Flush() {
+	m.flush = true
+	m.pump()
+}
+
+// Stop ends the run: elements still queued are counted lost
+// (run_stopped). Assignments in flight stay: their BUs may still build
+// them.
+func (m *EM) Stop() {
+	for _, p := range m.queue.drain() {
+		m.ledger.Lost(p.unit, LostRunStopped)
+	}
+}
+
+// bytesFor estimates the payload bytes of n elements.
+func (m *EM) bytesFor(n int) int64 {
+	if m.elementsSeen == 0 {
+		return 0
+	}
+	return int64(m.bytesSeen / m.elementsSeen * uint64(n))
+}
+
+// pump makes assignments while there is work, ids and a BU to take it.
+func (m *EM) pump() {
+	if m.stats.Superseded {
+		return
+	}
+	now := m.clock.Now()
+	for m.idsLeft() > 0 {
+		n, ok := m.queue.peek(m.cfg.AssignmentSize, now, m.cfg.Linger, m.flush)
+		if !ok {
+			return
+		}
+		b := m.pick(int64(n), m.bytesFor(n))
+		if b == nil {
+			return
+		}
+		u, old := m.queue.take(n)
+		m.assign(b, u, old, now)
+	}
+}
+
+func (m *EM) assign(b *buState, u Unit, old uint64, now time.Time) {
+	a := &assignment{a: Assign{Epoch: m.epoch, ID: m.allocID(), Supersedes: old, Incarnation: b.inc, BU: b.id, Unit: u}, bu: b, at: now}
+	b.events -= int64(u.Len())
+	b.bytes -= m.bytesFor(u.Len())
+	b.open[a.a.ID] = a
+	m.live[a.a.ID] = a
+	m.stats.Assigned++
+	if old != 0 {
+		m.stats.Reassigned++
+	}
+	m.out = append(m.out, Output{Kind: OutAssign, Assign: a.a, ToRUs: m.cfg.Protocol == Push})
+}
+
+// pick chooses the BU for the next assignment of n elements: smooth
+// weighted round-robin (nginx's) over the BUs with enough credit (and, in
+// pull, fewer than MaxOutstanding open assignments), weighted by their
+// event credit. A BU with three times the credit gets three times the
+// assignments, interleaved rather than in bursts.
+func (m *EM) pick(n, bytes int64) *buState {
+	var best *buState
+	var total int64
+	for _, b := range m.order {
+		if b.draining || b.events < n || b.bytes < bytes ||
+			(m.cfg.Protocol == Pull && len(b.open) >= m.cfg.MaxOutstanding) {
+			continue
+		}
+		b.weight += b.events
+		total += b.events
+		if best == nil || b.weight > best.weight {
+			best = b
+		}
+	}
+	if best != nil {
+		best.weight -= total
+	}
+	return best
+}
+
+// sortedByID lists the assignments of a set by id.
+func sortedByID(set map[uint64]*assignment) []*assignment {
+	out := make([]*assignment, 0, len(set))
+	for _, a := range set {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(x, y *assignment) int {
+		switch {
+		case x.a.ID < y.a.ID:
+			return -1
+		case x.a.ID > y.a.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,75 @@
+package farm
+
+import "sort"
+
+// rangeSet is a set of uint64 numbers kept as sorted, merged ranges
+// [lo, hi] (inclusive, so a range may end at 2^64-1). Event ids and packet
+// sequence numbers arrive mostly dense, so the set stays a few ranges long
+// even for a long run; out-of-order completion makes holes that close.
+type rangeSet struct {
+	r     []span
+	count uint64
+}
+
+type span struct{ lo, hi uint64 }
+
+// add inserts [lo, hi] and returns how many of its numbers were already in
+// the set.
+func (s *rangeSet) add(lo, hi uint64) (overlap uint64) {
+	// First span that ends at or after lo-1 (it may touch or overlap).
+	i := sort.Search(len(s.r), func(i int) bool { return lo == 0 || s.r[i].hi >= lo-1 })
+	j := i
+	nlo, nhi := lo, hi
+	for j < len(s.r) && (hi == ^uint64(0) || s.r[j].lo <= hi+1) {
+		a, b := max(s.r[j].lo, lo), min(s.r[j].hi, hi)
+		if a <= b {
+			overlap += b - a + 1
+		}
+		nlo, nhi = min(nlo, s.r[j].lo), max(nhi, s.r[j].hi)
+		j++
+	}
+	s.count += (hi - lo + 1) - overlap
+	if i == j {
+		s.r = append(s.r, span{})
+		copy(s.r[i+1:], s.r[i:])
+		s.r[i] = span{nlo, nhi}
+		return overlap
+	}
+	s.r[i] = span{nlo, nhi}
+	s.r = append(s.r[:i+1], s.r[j:]...)
+	return overlap
+}
+
+// overlap counts the numbers of [lo, hi] already in the set.
+func (s *rangeSet) overlap(lo, hi uint64) uint64 {
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= lo })
+	var n uint64
+	for ; i < len(s.r) && s.r[i].lo <= hi; i++ {
+		a, b := max(s.r[i].lo, lo), min(s.r[i].hi, hi)
+		n += b - a + 1
+	}
+	return n
+}
+
+// ranges returns up to max of the set's ranges (all when max <= 0).
+func (s *rangeSet) ranges(max int) []Range {
+	var out []Range
+	for _, sp := range s.r {
+		if max > 0 && len(out) == max {
+			break
+		}
+		// A span longer than 2^32-1 is cut into Range-sized pieces.
+		for lo := sp.lo; ; {
+			n := sp.hi - lo + 1
+			if n > 1<<32-1 || n == 0 {
+				n = 1<<32 - 1
+			}
+			out = append(out, Range{First: lo, N: uint32(n)})
+			if lo+n-1 >= sp.hi || (max > 0 && len(out) == max) {
+				break
+			}
+			lo += n
+		}
+	}
+	return out
+}
