@@ -101,7 +101,7 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 		eid[i] = ev.key
 		run[i] = b.cfg.Run
 		if b.isTS {
-			ts[i] = ev.key * b.cfg.SliceDuration
+			ts[i] = ev.key * b.slice
 		} else {
 			ts[i] = uint64(ev.first.UnixNano())
 		}

@@ -99,7 +99,7 @@ func BenchmarkMFP128B1024Sources(b *testing.B) {
 	}
 	done := consume(bld)
 	ctx := context.Background()
-	dst := make([]byte, DefaultBatchEvents*nsrc*size)
+	dst := make([]byte, Defaults().BatchEvents*nsrc*size)
 	var next int // packets sent so far, across chunks
 	var cpu time.Duration
 	subject := func(ops int) {
@@ -127,7 +127,7 @@ func BenchmarkMFP128B1024Sources(b *testing.B) {
 	// Warm up: fill the pools (event states, batch buffers) and touch the
 	// baseline's buffer, so that both are measured in steady state, not
 	// first-touch page faults (CALIBRATION.md: ~15 µs per fresh 4 KiB page).
-	warm := 3 * DefaultBatchEvents * nsrc / packing
+	warm := 3 * Defaults().BatchEvents * nsrc / packing
 	subject(warm)
 	baseline(warm)
 	cpu = 0

@@ -27,6 +27,8 @@ type Builder struct {
 	dense  []int32  // source id -> index+1 (0: unknown), when every id < denseSourceLimit
 	sparse map[uint32]int32
 	isTS   bool
+	// Timeslice mode: Config.SliceDuration and Config.Overlap in ns.
+	slice, overlap uint64
 
 	out  chan arrow.RecordBatch
 	wake chan struct{} // cap 1: tells the emitter to look again
@@ -76,6 +78,8 @@ func New(cfg Config) (*Builder, error) {
 		cfg:     cfg,
 		schema:  schema,
 		isTS:    cfg.Mode == schemas.ModeTimeslice,
+		slice:   uint64(cfg.SliceDuration),
+		overlap: uint64(cfg.Overlap),
 		out:     make(chan arrow.RecordBatch, 1),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),

@@ -5,72 +5,140 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// Defaults applied by New to zero Config fields.
+// Limits of Config fields.
 const (
-	DefaultTimeout          = time.Second
-	DefaultMaxOpenEvents    = 4096
-	DefaultMaxBufferedBytes = 256 << 20
-	DefaultBatchEvents      = 256
-	DefaultBatchLatency     = 50 * time.Millisecond
-	DefaultLateWindow       = 1 << 16
-	MaxLateWindow           = 1 << 24
+	MaxBatchEvents = 1 << 20
+	MaxLateWindow  = 1 << 24
 )
 
-// Config configures a Builder. Zero values take the defaults above.
+// Config configures a Builder. The fields with a yaml key are the builder's
+// part of the builder section of the node's configuration file
+// (`builder:`); the others are set by the program. Zero fields take the
+// values of Defaults.
 type Config struct {
-	// Mode is schemas.ModeEvent (the default) or schemas.ModeTimeslice.
-	Mode schemas.Mode
+	// Mode is schemas.ModeEvent (events keyed by event id) or
+	// schemas.ModeTimeslice (timeslices keyed by time interval).
+	Mode schemas.Mode `yaml:"mode"`
+	// Timeout: an event still incomplete this long after its first
+	// fragment arrived is emitted incomplete.
+	Timeout time.Duration `yaml:"timeout"`
+	// SliceDuration is the timeslice length (timeslice mode only, where it
+	// is required); a fragment's EventID is then its timestamp in ns.
+	SliceDuration time.Duration `yaml:"slice_duration"`
+	// Overlap is how long after a timeslice's end a fragment is also given
+	// to that timeslice (timeslice mode only; 0 <= Overlap < SliceDuration).
+	Overlap time.Duration `yaml:"overlap"`
+	// MaxOpenEvents bounds the events held by the builder: under
+	// construction plus emitted but not yet in a delivered batch.
+	MaxOpenEvents int `yaml:"max_open_events"`
+	// BatchEvents closes a batch at this many events (at most
+	// MaxBatchEvents).
+	BatchEvents int `yaml:"batch_events"`
+	// BatchLatency closes a batch this long after its first event.
+	BatchLatency time.Duration `yaml:"batch_latency"`
+
 	// Groups are the expected sources, grouped; each group becomes one
 	// payload column. At least one source; source ids unique across groups.
 	// Any order is accepted: New sorts each group's sources ascending, the
 	// payload order of event batches (schemas.EventSchema).
-	Groups []schemas.SourceGroup
+	Groups []schemas.SourceGroup `yaml:"-"`
 	// Run is written in the run column of every row.
-	Run uint32
-	// Timeout: an event still incomplete this long after its first
-	// fragment arrived is emitted incomplete.
-	Timeout time.Duration
-	// SliceDuration is the timeslice length in ns (timeslice mode only); a
-	// fragment's EventID is then its timestamp in ns.
-	SliceDuration uint64
-	// Overlap is how many ns after a timeslice's end a fragment is also
-	// given to that timeslice (timeslice mode only; < SliceDuration).
-	Overlap uint64
-	// MaxOpenEvents bounds the events held by the builder: under
-	// construction plus emitted but not yet in a delivered batch.
-	MaxOpenEvents int
+	Run uint32 `yaml:"-"`
 	// MaxBufferedBytes bounds the payload bytes referenced by held events.
 	// A single fragment larger than the bound is still accepted when
 	// nothing else is held, so that it cannot block forever.
-	MaxBufferedBytes int64
-	// BatchEvents closes a batch at this many events.
-	BatchEvents int
-	// BatchLatency closes a batch this long after its first event.
-	BatchLatency time.Duration
+	MaxBufferedBytes int64 `yaml:"-"`
 	// Allocator allocates the Arrow batch buffers. Default: a pooling
 	// allocator private to the builder (its memory is not zeroed).
-	Allocator memory.Allocator
+	Allocator memory.Allocator `yaml:"-"`
 	// LateWindow is how many recently emitted event ids (timeslice
 	// indices) the builder remembers exactly for late detection (about 48
-	// bytes each); a fragment for an id below all of them is late too.
-	// Default 2^16.
-	LateWindow uint64
+	// bytes each, at most MaxLateWindow); a fragment for an id below all of
+	// them is late too.
+	LateWindow uint64 `yaml:"-"`
+}
+
+// Defaults are the values New gives zero Config fields, and the defaults of
+// the builder section.
+func Defaults() Config {
+	return Config{
+		Mode:             schemas.ModeEvent,
+		Timeout:          time.Second,
+		MaxOpenEvents:    4096,
+		BatchEvents:      256,
+		BatchLatency:     50 * time.Millisecond,
+		MaxBufferedBytes: 256 << 20,
+		LateWindow:       1 << 16,
+	}
+}
+
+// Validate checks the settings of the builder section as written (a zero
+// duration is not taken for its default here) and returns its problems,
+// with paths relative to the section ("mode", "slice_duration").
+func (cfg Config) Validate() conf.Problems {
+	var ps conf.Problems
+	switch cfg.Mode {
+	case schemas.ModeEvent:
+	case schemas.ModeTimeslice:
+		if cfg.SliceDuration <= 0 {
+			ps.Add("slice_duration", cfg.SliceDuration, "want a positive slice length in timeslice mode, e.g. 10ms")
+		}
+		if cfg.Overlap < 0 || (cfg.Overlap > 0 && cfg.Overlap >= cfg.SliceDuration) {
+			ps.Add("overlap", cfg.Overlap, "want 0 <= overlap < slice_duration (%s)", cfg.SliceDuration)
+		}
+	default:
+		ps.Add("mode", cfg.Mode, "want %s or %s", schemas.ModeEvent, schemas.ModeTimeslice)
+	}
+	if cfg.Timeout <= 0 {
+		ps.Add("timeout", cfg.Timeout, "want a positive duration such as 1s")
+	}
+	if cfg.MaxOpenEvents < 1 {
+		ps.Add("max_open_events", cfg.MaxOpenEvents, "want >= 1")
+	}
+	if cfg.BatchEvents < 1 || cfg.BatchEvents > MaxBatchEvents {
+		ps.Add("batch_events", cfg.BatchEvents, "want 1..%d events per batch", MaxBatchEvents)
+	}
+	if cfg.BatchLatency <= 0 {
+		ps.Add("batch_latency", cfg.BatchLatency, "want a positive duration such as 50ms")
+	}
+	return ps
 }
 
 // withDefaults returns cfg with defaults filled in, or an error wrapping
-// ErrConfig that names the offending field.
+// ErrConfig that names the offending fields.
 func (cfg Config) withDefaults() (Config, error) {
 	bad := func(field, format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
 	}
+	d := Defaults()
 	if cfg.Mode == "" {
-		cfg.Mode = schemas.ModeEvent
+		cfg.Mode = d.Mode
 	}
-	if cfg.Mode != schemas.ModeEvent && cfg.Mode != schemas.ModeTimeslice {
-		return bad("Mode", "%q is neither %q nor %q", cfg.Mode, schemas.ModeEvent, schemas.ModeTimeslice)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = d.Timeout
+	}
+	if cfg.MaxOpenEvents == 0 {
+		cfg.MaxOpenEvents = d.MaxOpenEvents
+	}
+	if cfg.BatchEvents == 0 {
+		cfg.BatchEvents = d.BatchEvents
+	}
+	if cfg.BatchLatency == 0 {
+		cfg.BatchLatency = d.BatchLatency
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if cfg.LateWindow == 0 {
+		cfg.LateWindow = d.LateWindow
+	}
+	if ps := cfg.Validate(); len(ps) > 0 {
+		return Config{}, fmt.Errorf("%w: %s", ErrConfig, ps)
 	}
 	n := 0
 	seen := map[uint32]string{}
@@ -87,46 +155,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("Groups", "no expected source")
 	}
 	cfg.Groups = schemas.SortGroups(cfg.Groups)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Timeout < 0 {
-		return bad("Timeout", "negative (%v)", cfg.Timeout)
-	}
-	if cfg.Mode == schemas.ModeTimeslice {
-		if cfg.SliceDuration == 0 {
-			return bad("SliceDuration", "must be > 0 ns in timeslice mode")
-		}
-		if cfg.Overlap >= cfg.SliceDuration {
-			return bad("Overlap", "%d ns must be below SliceDuration (%d ns)", cfg.Overlap, cfg.SliceDuration)
-		}
-	}
-	if cfg.MaxOpenEvents == 0 {
-		cfg.MaxOpenEvents = DefaultMaxOpenEvents
-	}
-	if cfg.MaxOpenEvents < 0 {
-		return bad("MaxOpenEvents", "negative (%d)", cfg.MaxOpenEvents)
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
 	if cfg.MaxBufferedBytes < 0 {
 		return bad("MaxBufferedBytes", "negative (%d)", cfg.MaxBufferedBytes)
-	}
-	if cfg.BatchEvents == 0 {
-		cfg.BatchEvents = DefaultBatchEvents
-	}
-	if cfg.BatchEvents < 0 {
-		return bad("BatchEvents", "negative (%d)", cfg.BatchEvents)
-	}
-	if cfg.BatchLatency == 0 {
-		cfg.BatchLatency = DefaultBatchLatency
-	}
-	if cfg.BatchLatency < 0 {
-		return bad("BatchLatency", "negative (%v)", cfg.BatchLatency)
-	}
-	if cfg.LateWindow == 0 {
-		cfg.LateWindow = DefaultLateWindow
 	}
 	if cfg.LateWindow > MaxLateWindow {
 		return bad("LateWindow", "%d is above %d (about 48 bytes each)", cfg.LateWindow, MaxLateWindow)

@@ -28,8 +28,8 @@ import (
 // sliceDone reports whether every source has moved past timeslice k and its
 // overlap. A slice end beyond 2^64 ns is never passed (timeout only).
 func (b *Builder) sliceDone(k uint64) bool {
-	hi, end := bits.Mul64(k+1, b.cfg.SliceDuration)
-	end, carry := bits.Add64(end, b.cfg.Overlap, 0)
+	hi, end := bits.Mul64(k+1, b.slice)
+	end, carry := bits.Add64(end, b.overlap, 0)
 	return hi == 0 && carry == 0 && k+1 != 0 && b.minWM >= end
 }
 
@@ -37,7 +37,7 @@ func (b *Builder) sliceDone(k uint64) bool {
 // the overlap, in the previous one. Like placeEventLocked it changes nothing
 // and returns false when the placements do not fit yet.
 func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
-	k := t / b.cfg.SliceDuration
+	k := t / b.slice
 	core := b.table.get(k)
 	if core == nil && b.emitted.late(k) {
 		// The core is gone: the fragment is late, and no overlap copy is
@@ -46,7 +46,7 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 		return true
 	}
 	var prev *event
-	wantPrev := k > 0 && t-k*b.cfg.SliceDuration < b.cfg.Overlap
+	wantPrev := k > 0 && t-k*b.slice < b.overlap
 	if wantPrev {
 		prev = b.table.get(k - 1)
 		if prev == nil && b.emitted.late(k-1) {

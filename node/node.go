@@ -24,7 +24,6 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Options are the node's collaborators.
@@ -148,19 +147,10 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return n.failedStart(parts, err)
 	}
-	b, err := builder.New(builder.Config{
-		Mode:             schemas.Mode(n.cfg.Builder.Mode),
-		Groups:           groups,
-		Run:              n.cfg.Run,
-		Timeout:          n.cfg.Builder.Timeout,
-		SliceDuration:    uint64(n.cfg.Builder.SliceDuration),
-		Overlap:          uint64(n.cfg.Builder.Overlap),
-		MaxOpenEvents:    n.cfg.Builder.MaxOpenEvents,
-		MaxBufferedBytes: int64(n.cfg.Builder.MemoryBudget / 2),
-		BatchEvents:      n.cfg.Builder.BatchEvents,
-		BatchLatency:     n.cfg.Builder.BatchLatency,
-		Allocator:        parts.BatchAllocator,
-	})
+	bc := n.cfg.Builder.Config
+	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
+	bc.MaxBufferedBytes = int64(n.cfg.Builder.MemoryBudget / 2)
+	b, err := builder.New(bc)
 	if err != nil {
 		return n.failedStart(parts, err)
 	}

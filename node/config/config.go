@@ -12,6 +12,7 @@ package config
 import (
 	"time"
 
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -113,22 +114,18 @@ type SourceGroup struct {
 	Sources string `yaml:"sources"` // a source list: "0-511,600"
 }
 
-// Builder configures event (or timeslice) building.
+// Builder is the builder section: the builder's own settings (the yaml
+// keys of builder.Config) and the node's memory budget and batch queue,
+// which bound what the builder and the stages after it hold.
 type Builder struct {
-	Mode          string        `yaml:"mode"`            // "event" (default) or "timeslice"
-	Timeout       time.Duration `yaml:"timeout"`         // incomplete events are emitted this long after their first fragment (default 1s)
-	SliceDuration time.Duration `yaml:"slice_duration"`  // timeslice mode: slice length (required there)
-	Overlap       time.Duration `yaml:"overlap"`         // timeslice mode: overlap after a slice's end
-	MaxOpenEvents int           `yaml:"max_open_events"` // events under construction (default 4096)
-	BatchEvents   int           `yaml:"batch_events"`    // events per Arrow batch (default 256)
-	BatchLatency  time.Duration `yaml:"batch_latency"`   // a batch closes this long after its first event (default 50ms)
-	// MemoryBudget bounds payload bytes held by the builder (half) plus the
-	// batches between the builder and the store (half) (default 256MiB).
-	// `sluice run` also sets Go's soft memory limit to it plus 128MiB
-	// unless GOMEMLIMIT is set.
+	builder.Config `yaml:",inline"`
+	// MemoryBudget bounds payload bytes held by the builder (half: its
+	// MaxBufferedBytes) plus the batches between the builder and the store
+	// (half). `sluice run` also sets Go's soft memory limit to it plus
+	// 128MiB unless GOMEMLIMIT is set.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// QueueBatches is the depth of the bounded queue of batches between the
-	// builder and the trigger chain (default 4).
+	// builder and the trigger chain.
 	QueueBatches int `yaml:"queue_batches"`
 }
 

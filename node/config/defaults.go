@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -27,19 +28,11 @@ const (
 // written).
 func base() *Config {
 	return &Config{
-		Builder: Builder{
-			Mode:          "event",
-			Timeout:       time.Second,
-			MaxOpenEvents: 4096,
-			BatchEvents:   256,
-			BatchLatency:  50 * time.Millisecond,
-			MemoryBudget:  DefaultMemoryBudget,
-			QueueBatches:  4,
-		},
-		Store:  storage.DefaultOptions(),
-		Replay: Replay{BatchEvents: 256},
-		HTTP:   HTTP{Address: DefaultHTTPAddress},
-		Log:    Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
+		Builder: Builder{Config: builder.Defaults(), MemoryBudget: DefaultMemoryBudget, QueueBatches: 4},
+		Store:   storage.DefaultOptions(),
+		Replay:  Replay{BatchEvents: 256},
+		HTTP:    HTTP{Address: DefaultHTTPAddress},
+		Log:     Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,7 +145,7 @@ func keysAt(path string) []string {
 			if i := strings.IndexByte(seg, '['); i >= 0 {
 				seg = seg[:i]
 			}
-			f, ok := fieldByTag(t, seg)
+			f, ok := yamlFields(t)[seg]
 			if !ok {
 				return nil
 			}
@@ -153,27 +155,28 @@ func keysAt(path string) []string {
 			}
 		}
 	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
-			keys = append(keys, tag)
-		}
-	}
+	keys := slices.Collect(maps.Keys(yamlFields(t)))
 	sort.Strings(keys)
 	return keys
 }
 
-func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+// yamlFields are the fields of struct type t by YAML key, those of inline
+// structs (a section that embeds a package's own type) included; nil when
+// t is not a struct.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
 	if t.Kind() != reflect.Struct {
-		return reflect.StructField{}, false
+		return nil
 	}
+	out := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
-		if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == tag {
-			return t.Field(i), true
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		switch {
+		case slices.Contains(tag[1:], "inline"):
+			maps.Copy(out, yamlFields(f.Type))
+		case tag[0] != "" && tag[0] != "-":
+			out[tag[0]] = f
 		}
 	}
-	return reflect.StructField{}, false
+	return out
 }

@@ -226,30 +226,7 @@ func (c *Config) validateSources(ps *conf.Problems) {
 
 func (c *Config) validateBuilder(ps *conf.Problems) {
 	b := c.Builder
-	switch schemas.Mode(b.Mode) {
-	case schemas.ModeEvent:
-	case schemas.ModeTimeslice:
-		if b.SliceDuration <= 0 {
-			ps.Add("builder.slice_duration", b.SliceDuration, "want a positive slice length in timeslice mode, e.g. 10ms")
-		}
-		if b.Overlap < 0 || (b.Overlap > 0 && b.Overlap >= b.SliceDuration) {
-			ps.Add("builder.overlap", b.Overlap, "want 0 <= overlap < slice_duration (%s)", b.SliceDuration)
-		}
-	default:
-		ps.Add("builder.mode", b.Mode, "want event or timeslice")
-	}
-	if b.Timeout <= 0 {
-		ps.Add("builder.timeout", b.Timeout, "want a positive duration such as 1s")
-	}
-	if b.MaxOpenEvents < 1 {
-		ps.Add("builder.max_open_events", b.MaxOpenEvents, "want >= 1")
-	}
-	if b.BatchEvents < 1 || b.BatchEvents > 1<<20 {
-		ps.Add("builder.batch_events", b.BatchEvents, "want 1..1048576 events per batch")
-	}
-	if b.BatchLatency <= 0 {
-		ps.Add("builder.batch_latency", b.BatchLatency, "want a positive duration such as 50ms")
-	}
+	*ps = append(*ps, b.Config.Validate().In("builder")...)
 	if b.MemoryBudget < 4<<20 {
 		ps.Add("builder.memory_budget", b.MemoryBudget, "want at least 4MiB")
 	}
