@@ -1,0 +1,417 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/peer"
+	"github.com/sluice-daq/sluice/node/peer/internal/handshake"
+	"github.com/sluice-daq/sluice/node/peer/internal/link"
+	"github.com/sluice-daq/sluice/node/peer/internal/wire"
+)
+
+// maxBatch bounds the data frames one writev carries.
+const maxBatch = 64
+
+// Conn is a TCP peer connection: a control and a data connection.
+type Conn struct {
+	*link.Conn
+	t         *Transport
+	ctl, data *net.TCPConn
+	ctx       context.Context // ends with the Conn: stops pool waits
+	cancel    context.CancelFunc
+
+	// Control writer: frames queued by the link, written in batches.
+	wmu    sync.Mutex
+	frames []byte
+	credit uint32
+	beat   bool
+	bye    bool
+	wstop  bool
+	wwake  chan struct{}
+
+	// Data writer: sends in order.
+	dmu   sync.Mutex
+	sends []*send
+	dstop bool
+	dwake chan struct{}
+
+	poolWait   atomic.Bool   // the data reader waits for room in the pool
+	dataDone   chan struct{} // the data reader has exited
+	brokenOnce sync.Once
+}
+
+var _ peer.Conn = (*Conn)(nil)
+
+type send struct {
+	frame   []byte // frame header and data header
+	payload []byte
+	r       *region
+	done    func(error)
+}
+
+// startConn makes the Conn and its four goroutines; false if the transport
+// closed meanwhile (the sockets are then closed).
+func (t *Transport) startConn(p handshake.Peer, ctl, data *net.TCPConn) (*Conn, bool) {
+	c := &Conn{t: t, ctl: ctl, data: data, wwake: make(chan struct{}, 1), dwake: make(chan struct{}, 1), dataDone: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.Conn = link.New(link.Params{
+		Node: p.Node, Addr: p.Addr, PeerMaxData: p.MaxData, PeerWindow: p.ControlWindow,
+		Window: t.cfg.ControlWindow, SendQueue: t.cfg.SendQueue,
+		Heartbeat: t.cfg.Heartbeat, PeerTimeout: t.cfg.PeerTimeout, Counters: &t.ctr,
+		OnEnd: func() {
+			t.mu.Lock()
+			delete(t.conns, c)
+			t.mu.Unlock()
+			t.ctr.Open.Add(-1)
+		},
+	}, c)
+	t.mu.Lock()
+	if t.isClosed {
+		t.mu.Unlock()
+		ctl.Close()
+		data.Close()
+		c.cancel()
+		return nil, false
+	}
+	t.conns[c] = struct{}{}
+	t.ctr.Open.Add(1)
+	t.wg.Add(4)
+	t.mu.Unlock()
+	go c.controlWriter()
+	go c.controlReader()
+	go c.dataWriter()
+	go c.dataReader()
+	return c, true
+}
+
+// Control is link.Wire's: queue a control frame.
+func (c *Conn) Control(typ uint16, body []byte) error {
+	c.wmu.Lock()
+	c.frames = wire.AppendFrame(c.frames, wire.KindControl, typ, body)
+	c.wmu.Unlock()
+	c.wakeWriter()
+	return nil
+}
+
+// Credit is link.Wire's.
+func (c *Conn) Credit(n uint32) {
+	c.wmu.Lock()
+	c.credit += n
+	c.wmu.Unlock()
+	c.wakeWriter()
+}
+
+// Heartbeat is link.Wire's.
+func (c *Conn) Heartbeat() {
+	c.wmu.Lock()
+	c.beat = true
+	c.wmu.Unlock()
+	c.wakeWriter()
+}
+
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wwake <- struct{}{}:
+	default:
+	}
+}
+
+// Shutdown is link.Wire's: once, when the Conn ends.
+func (c *Conn) Shutdown(bye bool, err error) {
+	c.cancel()
+	c.dmu.Lock()
+	pending := c.sends
+	c.sends, c.dstop = nil, true
+	c.dmu.Unlock()
+	select {
+	case c.dwake <- struct{}{}:
+	default:
+	}
+	for _, s := range pending {
+		c.complete(s, err)
+	}
+	// The data connection goes first: a frame being written is cut (the
+	// peer counts it truncated); everything completed before is in the
+	// peer's socket ahead of the EOF, which the peer reads after our bye.
+	c.data.Close()
+	c.wmu.Lock()
+	c.bye, c.wstop = bye, true
+	c.wmu.Unlock()
+	if bye {
+		c.ctl.SetWriteDeadline(time.Now().Add(byeGrace))
+		c.wakeWriter()
+	} else {
+		c.ctl.Close()
+		c.wakeWriter()
+	}
+}
+
+func (c *Conn) complete(s *send, err error) {
+	s.r.inflight.Add(-1)
+	c.SendDone(len(s.payload), err)
+	s.done(err)
+}
+
+func (c *Conn) lost(what string, err error) {
+	reason := peer.LostReset
+	if errors.Is(err, peer.ErrProtocol) {
+		reason = peer.LostProtocol
+	}
+	c.Fail(fmt.Errorf("%w: %s: %s: %w", peer.ErrPeerLost, c.Node(), what, err), reason)
+}
+
+// dataBroken: the data connection failed. The control connection decides
+// whether that was a goodbye or a loss; if it says nothing within byeGrace
+// the Conn is lost.
+func (c *Conn) dataBroken(err error) {
+	if c.Err() != nil {
+		return
+	}
+	c.brokenOnce.Do(func() {
+		time.AfterFunc(byeGrace, func() { c.lost("data connection", err) })
+	})
+}
+
+func (c *Conn) controlWriter() {
+	defer c.t.wg.Done()
+	var spare []byte
+	for {
+		<-c.wwake
+		c.wmu.Lock()
+		buf := c.frames
+		c.frames = spare[:0]
+		if c.credit > 0 {
+			buf = wire.AppendCredit(buf, c.credit)
+			c.credit = 0
+		}
+		if c.beat {
+			buf = wire.AppendFrame(buf, wire.KindHeartbeat, 0, nil)
+			c.beat = false
+		}
+		bye, stop := c.bye, c.wstop
+		if bye {
+			buf = wire.AppendFrame(buf, wire.KindBye, 0, nil)
+		}
+		c.wmu.Unlock()
+		if stop && !bye {
+			return
+		}
+		if len(buf) > 0 {
+			if _, err := c.ctl.Write(buf); err != nil {
+				if stop {
+					c.ctl.Close()
+					return
+				}
+				c.lost("control connection", err)
+				continue // Shutdown sets wstop and wakes us
+			}
+		}
+		if stop {
+			c.ctl.Close()
+			return
+		}
+		spare = buf
+	}
+}
+
+func (c *Conn) controlReader() {
+	defer c.t.wg.Done()
+	br := bufio.NewReaderSize(c.ctl, 64<<10)
+	var hb [wire.HeaderSize]byte
+	var small [wire.MaxHandshake]byte
+	for {
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			c.lost("control connection", err)
+			return
+		}
+		h, err := wire.ParseHeader(hb[:], c.t.lim)
+		if err != nil {
+			c.lost("control connection", fmt.Errorf("%w: %w", peer.ErrProtocol, err))
+			return
+		}
+		var body []byte
+		if h.Kind == wire.KindControl {
+			body = make([]byte, h.Length)
+		} else {
+			body = small[:h.Length]
+		}
+		if _, err := io.ReadFull(br, body); err != nil {
+			c.lost("control connection", err)
+			return
+		}
+		c.Touch()
+		switch h.Kind {
+		case wire.KindControl:
+			err = c.DeliverControl(h.Type, body)
+		case wire.KindCredit:
+			err = c.AddCredit(wire.Credit(body))
+		case wire.KindHeartbeat:
+		case wire.KindBye:
+			// Everything the peer sent before its bye is in the data
+			// connection ahead of its EOF: deliver it, then end. While
+			// our own pool holds the data reader up, that is no sign of
+			// a lost peer: keep the Conn alive.
+			tk := time.NewTicker(c.t.cfg.Heartbeat)
+		drain:
+			for {
+				select {
+				case <-c.dataDone:
+					break drain
+				case <-c.Done():
+					break drain
+				case <-tk.C:
+					if c.poolWait.Load() {
+						c.Touch()
+					}
+				}
+			}
+			tk.Stop()
+			c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.Node()), "")
+			return
+		default:
+			err = fmt.Errorf("%w: frame kind %d on an established control connection", peer.ErrProtocol, h.Kind)
+		}
+		if err != nil {
+			c.lost("control connection", err)
+			return
+		}
+	}
+}
+
+func (c *Conn) dataReader() {
+	defer c.t.wg.Done()
+	defer close(c.dataDone)
+	var hb [wire.HeaderSize]byte
+	for {
+		n, err := io.ReadFull(c.data, hb[:])
+		if err != nil {
+			if n > 0 {
+				c.t.ctr.DataTruncated.Add(1)
+			}
+			c.dataBroken(err)
+			return
+		}
+		h, err := wire.ParseHeader(hb[:], c.t.lim)
+		if err == nil && h.Kind != wire.KindData {
+			err = fmt.Errorf("frame kind %d on the data connection", h.Kind)
+		}
+		if err != nil {
+			c.lost("data connection", fmt.Errorf("%w: %w", peer.ErrProtocol, err))
+			return
+		}
+		header := make([]byte, h.Type)
+		if _, err := io.ReadFull(c.data, header); err != nil {
+			c.t.ctr.DataTruncated.Add(1)
+			c.dataBroken(err)
+			return
+		}
+		slot := c.t.pool.TryGet(int(h.Length))
+		if slot == nil {
+			c.poolWait.Store(true)
+			slot, err = c.t.pool.Get(c.ctx, int(h.Length))
+			c.poolWait.Store(false)
+		}
+		if err != nil {
+			c.t.ctr.DataTruncated.Add(1)
+			return // the Conn or transport ended
+		}
+		if _, err := io.ReadFull(c.data, slot.Bytes()); err != nil {
+			slot.Release()
+			c.t.ctr.DataTruncated.Add(1)
+			c.dataBroken(err)
+			return
+		}
+		c.Touch()
+		c.DeliverData(header, slot)
+	}
+}
+
+func (c *Conn) dataWriter() {
+	defer c.t.wg.Done()
+	batch := make([]*send, 0, maxBatch)
+	bufs := make(net.Buffers, 0, 2*maxBatch)
+	for {
+		c.dmu.Lock()
+		for len(c.sends) == 0 && !c.dstop {
+			c.dmu.Unlock()
+			<-c.dwake
+			c.dmu.Lock()
+		}
+		if c.dstop {
+			c.dmu.Unlock()
+			return
+		}
+		n := min(len(c.sends), maxBatch)
+		batch = append(batch[:0], c.sends[:n]...)
+		c.sends = c.sends[n:]
+		c.dmu.Unlock()
+		bufs = bufs[:0]
+		for _, s := range batch {
+			bufs = append(bufs, s.frame)
+			if len(s.payload) > 0 {
+				bufs = append(bufs, s.payload)
+			}
+		}
+		w := bufs // WriteTo consumes its receiver
+		_, err := w.WriteTo(c.data)
+		for i := range bufs {
+			bufs[i] = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %s: data connection: %w", peer.ErrPeerLost, c.Node(), err)
+			for _, s := range batch {
+				c.complete(s, err)
+			}
+			c.dataBroken(err)
+			return
+		}
+		for i, s := range batch {
+			c.complete(s, nil)
+			batch[i] = nil
+		}
+	}
+}
+
+// SendData queues one data message; see peer.Conn.
+func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done func(error)) error {
+	if len(header) > peer.MaxHeader {
+		return fmt.Errorf("%w: data header of %d bytes to %s, limit %d", peer.ErrTooLarge, len(header), c.Node(), peer.MaxHeader)
+	}
+	if s.N > c.PeerMaxData() {
+		return fmt.Errorf("%w: payload of %d bytes to %s, which takes at most %d", peer.ErrTooLarge, s.N, c.Node(), c.PeerMaxData())
+	}
+	r, err := c.t.acquire(s)
+	if err != nil {
+		return err
+	}
+	if err := c.AcquireSend(ctx); err != nil {
+		r.inflight.Add(-1)
+		return err
+	}
+	frame := make([]byte, wire.HeaderSize+len(header))
+	wire.PutHeader(frame, wire.Header{Kind: wire.KindData, Type: uint16(len(header)), Length: uint32(s.N)})
+	copy(frame[wire.HeaderSize:], header)
+	sd := &send{frame: frame, payload: r.mem[s.Off : s.Off+s.N], r: r, done: done}
+	c.dmu.Lock()
+	if c.dstop {
+		c.dmu.Unlock()
+		r.inflight.Add(-1)
+		c.CancelSend()
+		return c.Err()
+	}
+	c.sends = append(c.sends, sd)
+	c.dmu.Unlock()
+	select {
+	case c.dwake <- struct{}{}:
+	default:
+	}
+	return nil
+}
