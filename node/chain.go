@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // pluginChain adapts *plugins.Chain to Decider.
@@ -53,16 +53,8 @@ func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registe
 	return pc, nil
 }
 
-func (p *pluginChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
-	res, err := p.c.Decide(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Verdict, len(res))
-	for i, r := range res {
-		out[i] = Verdict{Decision: r.Decision, Lines: r.Lines, Stage: r.Stage, Fired: r.Fired, Reason: r.Reason, Status: r.Status}
-	}
-	return out, nil
+func (p *pluginChain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error) {
+	return p.c.Decide(ctx, ev)
 }
 
 func (p *pluginChain) Lines(stage string) []string { return p.lines[stage] }

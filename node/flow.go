@@ -4,7 +4,6 @@ import (
 	"maps"
 	"sync"
 
-	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -26,7 +25,6 @@ type flow struct {
 	replaced    uint64
 	unacked     uint64
 	dropped     map[string]uint64
-	queueBytes  int64
 }
 
 func newFlow() *flow {
@@ -49,17 +47,14 @@ func (f *flow) setStages(c Decider) {
 // countStages counts v in every stage it passed through and in the stage
 // that decided it; events no stage decided (deferred by the node) are in
 // none. f.mu is held.
-func (f *flow) countStages(v *Verdict, c Decider) {
+func (f *flow) countStages(v *schemas.Verdict, c Decider) {
 	last, ok := f.stageIdx[v.Stage]
 	if !ok {
 		return
 	}
 	lines := func(st *StageLedger, fired uint64) {
-		names := c.Lines(st.Name)
-		for bit := 0; fired>>bit != 0; bit++ {
-			if fired&(1<<bit) != 0 {
-				st.Lines[lineLabel(names, bit)]++
-			}
+		for _, name := range schemas.FiredLines(fired, c.Lines(st.Name)) {
+			st.Lines[name]++
 		}
 	}
 	// The stages before the deciding one accepted the event and passed it on.
@@ -79,7 +74,7 @@ func (f *flow) countStages(v *Verdict, c Decider) {
 		lines(st, v.Lines)
 	case schemas.DecisionReject:
 		st.Rejected++
-		if v.Reason == plugins.ReasonPrescaled {
+		if v.Reason.Kind == schemas.ReasonPrescaled {
 			st.Prescaled++
 		}
 	default:

@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/builder"
@@ -33,10 +32,6 @@ type Options struct {
 	// Open opens the run's parts (store, chains, inputs, emulators) once
 	// the node is configured; reg receives their metrics. Default OpenParts.
 	Open func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error)
-	// Allocator for the Arrow data the node itself makes: the rows of a
-	// batch selected for one store stream and replaced status columns
-	// (default: Go's allocator). The builder uses its own pooling one.
-	Allocator memory.Allocator
 }
 
 // Node runs one run of the pipeline. Create it with New, then call Run
@@ -47,7 +42,6 @@ type Node struct {
 	log   *slog.Logger
 	rc    *runControl
 	reg   *prometheus.Registry
-	mem   memory.Allocator
 	rates rateMeter
 
 	mu      sync.Mutex // guards the fields below until the run ends
@@ -76,10 +70,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if opts.Open == nil {
 		opts.Open = OpenParts
 	}
-	n := &Node{cfg: cfg, opts: opts, mem: opts.Allocator, flow: newFlow()}
-	if n.mem == nil {
-		n.mem = memory.NewGoAllocator()
-	}
+	n := &Node{cfg: cfg, opts: opts, flow: newFlow()}
 	n.log = opts.Logger.With("node", cfg.Node.ID, "run", cfg.Run)
 	n.rc = newRunControl(func(s State) { n.log.Info("run state", "state", s.String()) })
 	n.reg = newRegistry(func() Status { return n.status(false) })

@@ -12,27 +12,13 @@ import (
 	"github.com/sluice-daq/sluice/storage"
 )
 
-// Verdict is the trigger chain's final decision on one event.
-type Verdict struct {
-	Decision schemas.Decision
-	Lines    uint64 // lines of Stage that fired (bit i = line i of its plugin)
-	Stage    string // the stage that decided
-	// Fired[i] is the lines that fired in stage i of Stages() for each
-	// stage the event reached (the earlier ones passed it on); nil when
-	// the chain does not say, and then only Stage's decision is counted.
-	Fired  []uint64
-	Reason string // why it was deferred or rejected by the host; often empty
-	// Status is the event's status bits, including StatusTriggerError when
-	// its batch failed in the plugin repeatedly.
-	Status schemas.EventStatus
-}
-
 // Decider is a trigger chain: the online stages in `sluice run`, the
 // replay stages in replay.
 type Decider interface {
-	// Decide returns one Verdict per row of rec; it fails only when ctx
-	// ends first. Safe for concurrent use.
-	Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error)
+	// Decide returns one verdict per row of ev (its Fired says which lines
+	// fired in each stage the event reached; nil: only Stage's decision is
+	// counted); it fails only when ctx ends first. Safe for concurrent use.
+	Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error)
 	// Lines names the trigger lines of a stage, by bit.
 	Lines(stage string) []string
 	// Stages names the chain's stages in order.
@@ -53,7 +39,7 @@ type eventBuilder interface {
 
 // eventStore is what the node uses of *storage.Store.
 type eventStore interface {
-	Put(stream storage.Stream, batch *schemas.EventBatch, rows []storage.RowMeta) (storage.Ack, error)
+	Put(stream storage.Stream, batch *schemas.EventBatch, verdicts []schemas.Verdict, rows []int) (storage.Ack, error)
 	WaitDurable(ctx context.Context, seq uint64) error
 	Headroom() int64
 	Writable() <-chan struct{}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -102,24 +101,21 @@ type fakeChain struct {
 	accept  bool // accept everything (for replay)
 }
 
-func (c *fakeChain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
-	eb, err := schemas.NewEventBatch(rec)
-	if err != nil {
-		return nil, err
-	}
+func (c *fakeChain) Decide(ctx context.Context, eb *schemas.EventBatch) ([]schemas.Verdict, error) {
 	c.mu.Lock()
 	c.batches++
 	c.mu.Unlock()
-	out := make([]Verdict, eb.Len())
+	out := make([]schemas.Verdict, eb.Len())
 	for i := range out {
-		v := Verdict{Stage: "hlt", Status: eb.Status(i)}
+		v := schemas.Verdict{Stage: "hlt"}
 		switch id := eb.EventID(i); {
 		case c.accept || id%10 == 0:
 			v.Decision, v.Lines = schemas.DecisionAccept, 1<<1
 		case id%10 <= 2:
-			v.Decision, v.Reason = schemas.DecisionDefer, "deferred: fraction"
+			v.Decision, v.Reason = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction, Text: "deferred: fraction"}
 		case id%10 == 3:
-			v.Decision, v.Reason, v.Status = schemas.DecisionDefer, "plugin crashed 3 times", v.Status|schemas.StatusTriggerError
+			v.Decision, v.Reason, v.Status = schemas.DecisionDefer,
+				schemas.Reason{Kind: schemas.ReasonTriggerError, Text: "plugin crashed 3 times"}, schemas.StatusTriggerError
 		default:
 			v.Decision = schemas.DecisionReject
 		}
@@ -159,16 +155,17 @@ func testConfig(t *testing.T, inputs int) *config.Config {
 // until it stops; stop, when set, is called once the node runs.
 func runNode(t *testing.T, cfg *config.Config, parts *Parts, stop func(*Node)) (Ledger, error, *Node) {
 	t.Helper()
+	// The builder builds in mem: every batch must be released by the node.
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	n, err := New(cfg, Options{
-		Logger:    slog.New(slog.DiscardHandler),
-		Allocator: mem,
+		Logger: slog.New(slog.DiscardHandler),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			st, err := OpenStore(cfg, reg)
 			if err != nil {
 				return nil, err
 			}
 			parts.Store = st
+			parts.BatchAllocator = mem
 			return parts, nil
 		},
 	})
@@ -285,7 +282,7 @@ func TestPipelineNoOnlineStageDefersAll(t *testing.T) {
 	if err != nil || !l.Balanced {
 		t.Fatalf("run: %v %+v", err, l)
 	}
-	if l.EventsDeferred != 300 || l.DeferredBy[ReasonNoOnlineStage] != 300 || l.EventsStoredDeferred != 300 {
+	if l.EventsDeferred != 300 || l.DeferredBy["no-online-stage"] != 300 || l.EventsStoredDeferred != 300 {
 		t.Fatalf("ledger %+v", l)
 	}
 
@@ -384,12 +381,13 @@ func TestInterFillReplay(t *testing.T) {
 	parts := &Parts{Inputs: []readout.Input{in}, Finite: []bool{true},
 		NewReplayChain: func(context.Context) (Decider, error) { return replayChain, nil }}
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Allocator: mem,
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			st, err := OpenStore(cfg, reg)
 			if err != nil {
 				return nil, err
 			}
+			parts.BatchAllocator = mem
 			parts.Store, parts.ReplayStore = st, st
 			return parts, nil
 		}})
@@ -425,7 +423,7 @@ func TestInterFillReplay(t *testing.T) {
 		t.Fatalf("accepted stream %d, online %d + replayed %d", len(acc), l.EventsStoredAccepted, during.Accepted)
 	}
 	for _, e := range acc {
-		if e.Meta.Stage == "hlt" && e.Key.EventID%10 != 0 && e.Status&schemas.StatusReplayed == 0 {
+		if e.Verdict.Stage == "hlt" && e.Key.EventID%10 != 0 && e.Status&schemas.StatusReplayed == 0 {
 			t.Fatalf("replayed event without the replayed status: %+v", e)
 		}
 	}
@@ -449,7 +447,7 @@ func (f *failingInput) Stats() readout.Stats                    { return readout
 // brokenChain fails every batch (not by the run being aborted).
 type brokenChain struct{ fakeChain }
 
-func (*brokenChain) Decide(context.Context, arrow.RecordBatch) ([]Verdict, error) {
+func (*brokenChain) Decide(context.Context, *schemas.EventBatch) ([]schemas.Verdict, error) {
 	return nil, errors.New("plugin protocol violated")
 }
 
@@ -467,26 +465,8 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 	}
 	def := streamCount(t, cfg.Store.Dir, storage.Deferred)
 	for _, e := range def {
-		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Meta.Reason, "trigger chain failed") {
+		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Verdict.Reason.Text, "trigger chain failed") {
 			t.Fatalf("deferred event %+v", e)
-		}
-	}
-}
-
-func TestDeferKey(t *testing.T) {
-	for _, c := range []struct {
-		v    Verdict
-		want string
-	}{
-		{Verdict{Stage: "hlt1", Reason: "deferred: backlog above 2048 events"}, "hlt1/backlog"},
-		{Verdict{Stage: "hlt1", Reason: "deferred: fraction"}, "hlt1/fraction"},
-		{Verdict{Stage: "gec", Reason: "gec: event 5: bank 3 truncated"}, "gec/gec"},
-		{Verdict{Stage: "gec"}, "gec/plugin"},
-		{Verdict{Stage: "gec", Reason: "x", Status: schemas.StatusTriggerError}, "gec/trigger-error"},
-		{Verdict{Reason: ReasonNoOnlineStage}, ReasonNoOnlineStage},
-	} {
-		if got := deferKey(&c.v); got != c.want {
-			t.Errorf("deferKey(%+v) = %q, want %q", c.v, got, c.want)
 		}
 	}
 }
@@ -511,7 +491,7 @@ type budgetStore struct {
 	refused  int
 }
 
-func (s *budgetStore) Put(stream storage.Stream, b *schemas.EventBatch, rows []storage.RowMeta) (storage.Ack, error) {
+func (s *budgetStore) Put(stream storage.Stream, b *schemas.EventBatch, verdicts []schemas.Verdict, rows []int) (storage.Ack, error) {
 	s.mu.Lock()
 	if s.refused < s.refusals {
 		s.refused++
@@ -519,7 +499,7 @@ func (s *budgetStore) Put(stream storage.Stream, b *schemas.EventBatch, rows []s
 		return storage.Ack{}, &storage.DiskBudgetError{Dir: "x", Need: 1, Free: 0, MinFree: 1}
 	}
 	s.mu.Unlock()
-	return s.eventStore.Put(stream, b, rows)
+	return s.eventStore.Put(stream, b, verdicts, rows)
 }
 
 func (s *budgetStore) Writable() <-chan struct{} { return s.writable }
@@ -532,14 +512,14 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 	time.AfterFunc(150*time.Millisecond, func() { close(writable) })
 	var bs *budgetStore
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Allocator: mem,
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			st, err := OpenStore(cfg, reg)
 			if err != nil {
 				return nil, err
 			}
 			bs = &budgetStore{eventStore: st, refusals: 3, writable: writable}
-			return &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Store: bs}, nil
+			return &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Store: bs, BatchAllocator: mem}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)

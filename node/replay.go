@@ -124,22 +124,17 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 }
 
 func replayBatch(ctx context.Context, st *storage.Store, chain Decider, b *storage.Batch, s *ReplaySummary) error {
-	verdicts, err := chain.Decide(ctx, b.Rec)
+	verdicts, err := chain.Decide(ctx, b.Events)
 	if err != nil {
 		return err
 	}
 	if len(verdicts) != b.Events.Len() {
 		return fmt.Errorf("replay: trigger chain returned %d decisions for %d events", len(verdicts), b.Events.Len())
 	}
-	out := make([]storage.Outcome, len(verdicts))
-	for i, v := range verdicts {
-		o := storage.Outcome{Decision: v.Decision, Lines: v.Lines, Stage: v.Stage, Reason: v.Reason}
-		if o.Decision == schemas.DecisionNone {
-			o.Decision, o.Reason = schemas.DecisionDefer, "undecided"
-		}
-		out[i] = o
+	for i := range verdicts {
+		verdicts[i] = verdicts[i].Decided()
 	}
-	ack, err := st.Commit(b, out)
+	ack, err := st.Commit(b, verdicts)
 	if err != nil {
 		return err
 	}
@@ -150,21 +145,18 @@ func replayBatch(ctx context.Context, st *storage.Store, chain Decider, b *stora
 	}
 	s.Batches++
 	s.Bytes += b.Bytes
-	s.Replayed += uint64(len(out))
+	s.Replayed += uint64(len(verdicts))
 	s.Accepted += uint64(ack.Accepted)
 	s.Rejected += uint64(ack.Rejected)
 	s.Kept += uint64(ack.Kept)
-	for i, o := range out {
-		switch o.Decision {
+	for i := range verdicts {
+		switch v := &verdicts[i]; v.Decision {
 		case schemas.DecisionAccept:
-			names := chain.Lines(o.Stage)
-			for bit := 0; bit < 64; bit++ {
-				if o.Lines&(1<<bit) != 0 {
-					s.Lines[lineName(o.Stage, names, bit)]++
-				}
+			for _, name := range schemas.FiredLines(v.Lines, chain.Lines(v.Stage)) {
+				s.Lines[v.Stage+"/"+name]++
 			}
 		case schemas.DecisionDefer:
-			s.KeptBy[deferKey(&verdicts[i])]++
+			s.KeptBy[v.ReasonName()]++
 		}
 	}
 	return nil

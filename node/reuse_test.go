@@ -32,15 +32,14 @@ func TestReusedRunNumber(t *testing.T) {
 	var mu sync.Mutex
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	n, err := New(cfg, Options{
-		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)),
-		Allocator: mem,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			s, err := OpenStore(cfg, reg)
 			if err != nil {
 				return nil, err
 			}
 			p := first()
-			p.Store = s
+			p.Store, p.BatchAllocator = s, mem
 			if p.RunEventsAtStart, err = countRun(s, cfg.Run); err != nil {
 				return nil, err
 			}

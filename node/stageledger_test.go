@@ -9,10 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/sluice-daq/sluice/node/readout"
-	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -22,23 +19,19 @@ import (
 // rejects 4 mod 5.
 type twoStageChain struct{ fakeChain }
 
-func (*twoStageChain) Decide(_ context.Context, rec arrow.RecordBatch) ([]Verdict, error) {
-	eb, err := schemas.NewEventBatch(rec)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Verdict, eb.Len())
+func (*twoStageChain) Decide(_ context.Context, eb *schemas.EventBatch) ([]schemas.Verdict, error) {
+	out := make([]schemas.Verdict, eb.Len())
 	for i := range out {
-		v := Verdict{Stage: "gec", Status: eb.Status(i)}
+		v := schemas.Verdict{Stage: "gec"}
 		switch eb.EventID(i) % 5 {
 		case 0:
 			v.Decision, v.Fired = schemas.DecisionReject, []uint64{0}
 		case 1:
-			v.Decision, v.Reason, v.Fired = schemas.DecisionDefer, "deferred: fraction", []uint64{0}
+			v.Decision, v.Reason, v.Fired = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction}, []uint64{0}
 		case 2, 3:
 			v.Stage, v.Decision, v.Lines, v.Fired = "hlt1", schemas.DecisionAccept, 1, []uint64{1, 1}
 		default:
-			v.Stage, v.Decision, v.Reason, v.Fired = "hlt1", schemas.DecisionReject, plugins.ReasonPrescaled, []uint64{1, 0}
+			v.Stage, v.Decision, v.Reason, v.Fired = "hlt1", schemas.DecisionReject, schemas.Reason{Kind: schemas.ReasonPrescaled}, []uint64{1, 0}
 		}
 		out[i] = v
 	}

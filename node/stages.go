@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/compute/exec"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
@@ -69,17 +64,16 @@ func (g *byteGate) held() int64 {
 // batch is one event batch on its way from the builder to the store.
 type batch struct {
 	rec      arrow.RecordBatch
-	size     int64 // bytes held in the byteGate
-	verdicts []Verdict
+	ev       *schemas.EventBatch // the one view of rec, for the chain and the store
+	size     int64               // bytes held in the byteGate
+	verdicts []schemas.Verdict
 	writes   []write // what to store, prepared by the decide worker
 }
 
 // write is the part of a decided batch that goes to one store stream.
 type write struct {
 	stream storage.Stream
-	rec    arrow.RecordBatch // the batch's rows for this stream
-	events *schemas.EventBatch
-	meta   []storage.RowMeta
+	rows   []int // the batch's rows for this stream
 }
 
 // forward moves batches from the builder into the bounded queue until the
@@ -129,15 +123,25 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 // and the reason, so replay can decide it later, and the run fails.
 func (n *Node) decide(ctx context.Context, out chan<- batch) {
 	for b := range n.queue {
+		ev, err := schemas.NewEventBatch(b.rec)
+		if err != nil {
+			// Not an event batch (the builder's always are): its events
+			// stay in flight, and the ledger does not balance.
+			n.fail(fmt.Errorf("event batch: %w", err))
+			n.gate.release(b.size)
+			b.rec.Release()
+			continue
+		}
+		b.ev = ev
 		if n.parts.Chain == nil {
-			b.verdicts = deferAll(b.rec, ReasonNoOnlineStage, 0)
-			n.prepare(ctx, &b)
+			b.verdicts = deferAll(ev, reasonNoOnlineStage, 0)
+			n.prepare(&b)
 			out <- b
 			continue
 		}
-		v, err := n.parts.Chain.Decide(ctx, b.rec)
-		if err == nil && len(v) != int(b.rec.NumRows()) {
-			err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), b.rec.NumRows())
+		v, err := n.parts.Chain.Decide(ctx, ev)
+		if err == nil && len(v) != ev.Len() {
+			err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), ev.Len())
 		}
 		switch {
 		case err == nil:
@@ -150,47 +154,25 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			continue
 		default:
 			n.fail(fmt.Errorf("trigger chain: %w", err))
-			b.verdicts = deferAll(b.rec, "trigger chain failed: "+err.Error(), schemas.StatusTriggerError)
+			reason := schemas.Reason{Kind: schemas.ReasonTriggerError, Text: "trigger chain failed: " + err.Error()}
+			b.verdicts = deferAll(ev, reason, schemas.StatusTriggerError)
 		}
-		n.prepare(ctx, &b)
+		n.prepare(&b)
 		out <- b
 	}
 }
 
-// ReasonNoOnlineStage is the deferral reason when the config has no online
-// trigger stage: every event waits for replay.
-const ReasonNoOnlineStage = "no-online-stage"
+// reasonNoOnlineStage is the deferral of every event when the config has
+// no online trigger stage: every event waits for replay.
+var reasonNoOnlineStage = schemas.Reason{Kind: schemas.ReasonNoOnlineStage, Text: "no-online-stage"}
 
-// deferAll defers every event of rec with reason, adding status bits.
-func deferAll(rec arrow.RecordBatch, reason string, add schemas.EventStatus) []Verdict {
-	v := make([]Verdict, rec.NumRows())
-	status := rec.Column(rec.Schema().FieldIndices(schemas.ColStatus)[0]).(*array.Uint32)
+// deferAll defers every event of ev with reason, adding status bits.
+func deferAll(ev *schemas.EventBatch, reason schemas.Reason, add schemas.EventStatus) []schemas.Verdict {
+	v := make([]schemas.Verdict, ev.Len())
 	for i := range v {
-		v[i] = Verdict{Decision: schemas.DecisionDefer, Reason: reason, Status: schemas.EventStatus(status.Value(i)) | add}
+		v[i] = schemas.Verdict{Decision: schemas.DecisionDefer, Reason: reason, Status: add}
 	}
 	return v
-}
-
-// deferKey is the DeferredBy key of a verdict, "stage/why": bounded in
-// number (it becomes a metric label), so a free-text reason is cut to its
-// first word ("deferred: backlog above 2048 events" -> "backlog").
-func deferKey(v *Verdict) string {
-	switch {
-	case v.Reason == ReasonNoOnlineStage:
-		return ReasonNoOnlineStage
-	case v.Stage == "" && v.Status&schemas.StatusTriggerError != 0:
-		return "trigger-error"
-	case v.Status&schemas.StatusTriggerError != 0:
-		return v.Stage + "/trigger-error"
-	}
-	r := strings.ToLower(strings.TrimPrefix(v.Reason, "deferred: "))
-	if i := strings.IndexFunc(r, func(c rune) bool { return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') }); i >= 0 {
-		r = r[:i]
-	}
-	if r == "" {
-		r = "plugin"
-	}
-	return v.Stage + "/" + r[:min(len(r), 32)]
 }
 
 // Reasons for events kept by the chain that did not reach the store.
@@ -208,16 +190,17 @@ type pendingAck struct {
 	bytes    int64
 }
 
-// prepare counts a decided batch's decisions and prepares its writes:
-// the accepted rows for the accepted stream, the deferred ones for the
-// deferred stream (rejected rows are only counted). It runs in the decide
-// workers, in parallel, so that the store goroutine only writes.
-func (n *Node) prepare(ctx context.Context, b *batch) {
+// prepare counts a decided batch's decisions and splits its rows between
+// the accepted stream and the deferred stream (rejected rows are only
+// counted). It runs in the decide workers, in parallel, so that the store
+// goroutine only writes.
+func (n *Node) prepare(b *batch) {
 	var acc, def []int
 	f := n.flow
 	f.mu.Lock()
 	for i := range b.verdicts {
 		v := &b.verdicts[i]
+		*v = v.Decided()
 		if n.parts.Chain != nil {
 			f.countStages(v, n.parts.Chain)
 		}
@@ -226,68 +209,25 @@ func (n *Node) prepare(ctx context.Context, b *batch) {
 			acc = append(acc, i)
 			f.accepted++
 			if v.Lines != 0 && n.parts.Chain != nil {
-				names := n.parts.Chain.Lines(v.Stage)
-				for bit := 0; bit < 64; bit++ {
-					if v.Lines&(1<<bit) != 0 {
-						f.lines[lineName(v.Stage, names, bit)]++
-					}
+				for _, name := range schemas.FiredLines(v.Lines, n.parts.Chain.Lines(v.Stage)) {
+					f.lines[v.Stage+"/"+name]++
 				}
 			}
 		case schemas.DecisionReject:
 			f.rejected++
-		default: // defer; an undecided event is deferred too, never lost
+		default:
 			def = append(def, i)
 			f.deferred++
-			f.deferredBy[deferKey(v)]++
+			f.deferredBy[v.ReasonName()]++
 		}
 	}
 	f.unacked += uint64(len(acc) + len(def))
 	f.mu.Unlock()
-
-	rec, err := withStatus(b.rec, b.verdicts, n.mem)
-	if err != nil {
-		n.dropKept(len(acc)+len(def), reasonStoreError)
-		n.fail(err)
-		return
-	}
-	defer rec.Release()
-	for _, part := range []struct {
-		stream storage.Stream
-		rows   []int
-	}{{storage.Accepted, acc}, {storage.Deferred, def}} {
-		if len(part.rows) == 0 {
-			continue
-		}
-		w, err := n.selectWrite(ctx, rec, b.verdicts, part.stream, part.rows)
-		if err != nil {
-			n.dropKept(len(part.rows), reasonStoreError)
-			n.fail(fmt.Errorf("store %s stream: %w", part.stream, err))
-			continue
-		}
-		b.writes = append(b.writes, w)
-	}
-}
-
-// selectWrite takes rows of rec, with their trigger metadata, for stream.
-func (n *Node) selectWrite(ctx context.Context, rec arrow.RecordBatch, verdicts []Verdict, stream storage.Stream, rows []int) (write, error) {
-	sub, err := selectRows(ctx, rec, rows, n.mem)
-	if err != nil {
-		return write{}, err
-	}
-	eb, err := schemas.NewEventBatch(sub)
-	if err != nil {
-		sub.Release()
-		return write{}, err
-	}
-	meta := make([]storage.RowMeta, len(rows))
-	for k, i := range rows {
-		v := verdicts[i]
-		meta[k] = storage.RowMeta{Decision: v.Decision, Lines: v.Lines, Stage: v.Stage, Reason: v.Reason}
-		if meta[k].Decision == schemas.DecisionNone {
-			meta[k].Decision, meta[k].Reason = schemas.DecisionDefer, "undecided"
+	for _, w := range []write{{storage.Accepted, acc}, {storage.Deferred, def}} {
+		if len(w.rows) > 0 {
+			b.writes = append(b.writes, w)
 		}
 	}
-	return write{stream: stream, rec: sub, events: eb, meta: meta}, nil
 }
 
 // store writes the prepared parts of each decided batch, in order.
@@ -295,37 +235,23 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 	defer close(acks)
 	for b := range in {
 		for _, w := range b.writes {
-			if err := n.put(ctx, w, acks); err != nil {
-				n.dropKept(len(w.meta), reasonStoreError)
+			if err := n.put(ctx, &b, w, acks); err != nil {
+				n.dropKept(len(w.rows), reasonStoreError)
 				n.fail(fmt.Errorf("store %s stream: %w", w.stream, err))
 			}
-			w.rec.Release()
 		}
 		n.gate.release(b.size)
 		b.rec.Release()
 	}
 }
 
-func lineName(stage string, names []string, bit int) string {
-	return stage + "/" + lineLabel(names, bit)
-}
-
-// lineLabel names line bit of a stage whose lines are names ("lineN" when
-// the plugin did not name it).
-func lineLabel(names []string, bit int) string {
-	if bit < len(names) && names[bit] != "" {
-		return names[bit]
-	}
-	return fmt.Sprintf("line%d", bit)
-}
-
 // put writes w. While the disk budget refuses writes it waits for the
 // store to become writable again: the pipeline stalls and the readout is
 // throttled, nothing is dropped.
-func (n *Node) put(ctx context.Context, w write, acks chan<- pendingAck) error {
+func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAck) error {
 	stream := w.stream
 	for {
-		ack, err := n.parts.Store.Put(stream, w.events, w.meta)
+		ack, err := n.parts.Store.Put(stream, b.ev, b.verdicts, w.rows)
 		if err == nil {
 			if ack.Replaced > 0 {
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",
@@ -384,60 +310,4 @@ func (n *Node) dropKept(events int, reason string) {
 	f.dropped[reason] += uint64(events)
 	f.unacked -= uint64(events)
 	f.mu.Unlock()
-}
-
-// selectRows returns the rows of rec (ascending indices), without copying
-// when that is every row.
-func selectRows(ctx context.Context, rec arrow.RecordBatch, rows []int, mem memory.Allocator) (arrow.RecordBatch, error) {
-	if len(rows) == int(rec.NumRows()) {
-		rec.Retain()
-		return rec, nil
-	}
-	b := array.NewBooleanBuilder(mem)
-	defer b.Release()
-	k := 0
-	for i := 0; i < int(rec.NumRows()); i++ {
-		sel := k < len(rows) && rows[k] == i
-		if sel {
-			k++
-		}
-		b.Append(sel)
-	}
-	mask := b.NewBooleanArray()
-	defer mask.Release()
-	return compute.FilterRecordBatch(exec.WithAllocator(ctx, mem), rec, mask, compute.DefaultFilterOptions())
-}
-
-// withStatus returns rec with its status column replaced by the verdicts'
-// status bits where the chain added some (e.g. StatusTriggerError), so the
-// store keeps them; otherwise rec itself (retained).
-func withStatus(rec arrow.RecordBatch, verdicts []Verdict, mem memory.Allocator) (arrow.RecordBatch, error) {
-	idx := rec.Schema().FieldIndices(schemas.ColStatus)
-	if len(idx) != 1 {
-		return nil, fmt.Errorf("event batch has no %s column", schemas.ColStatus)
-	}
-	col := rec.Column(idx[0]).(*array.Uint32)
-	changed := false
-	for i := range verdicts {
-		if uint32(verdicts[i].Status)|col.Value(i) != col.Value(i) {
-			changed = true
-			break
-		}
-	}
-	if !changed {
-		rec.Retain()
-		return rec, nil
-	}
-	sb := array.NewUint32Builder(mem)
-	defer sb.Release()
-	sb.Reserve(len(verdicts))
-	for i := range verdicts {
-		sb.UnsafeAppend(col.Value(i) | uint32(verdicts[i].Status))
-	}
-	st := sb.NewArray()
-	defer st.Release()
-	cols := make([]arrow.Array, rec.NumCols())
-	copy(cols, rec.Columns())
-	cols[idx[0]] = st
-	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
 	"github.com/sluice-daq/sluice/plugins/examples/passthrough/passthrough"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
-	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -68,7 +67,7 @@ func BenchmarkPassthrough(b *testing.B) {
 				b.Fatal(err)
 			}
 			inproc := &passthrough.Trigger{}
-			out := make([]sdk.Result, c.events)
+			out := make([]schemas.Verdict, c.events)
 			b.SetBytes(int64(c.events * 4 * c.size))
 			var subject time.Duration
 			benchratio.Compare(b, func(n int) {
@@ -127,14 +126,14 @@ func BenchmarkL0calo(b *testing.B) {
 		b.Fatal(err)
 	}
 	inproc := l0.New()
-	out := make([]sdk.Result, events)
+	out := make([]schemas.Verdict, events)
 	b.SetBytes(int64(events * 10 * size))
 	var subject time.Duration
 	benchratio.Compare(b, func(n int) {
 		t0 := time.Now()
 		for range n {
 			res, err := p.Decide(ctx, rec)
-			if err != nil || res[events-1] != want[events-1] {
+			if err != nil || res[events-1].Decision != want[events-1].Decision || res[events-1].Lines != want[events-1].Lines {
 				b.Fatal(err)
 			}
 		}
@@ -146,7 +145,7 @@ func BenchmarkL0calo(b *testing.B) {
 				b.Fatal(err)
 			}
 			clear(out)
-			if err := inproc.Decide(ev, out); err != nil || out[events-1] != want[events-1] {
+			if err := inproc.Decide(ev, out); err != nil || out[events-1].Decision != want[events-1].Decision || out[events-1].Lines != want[events-1].Lines {
 				b.Fatal(err)
 			}
 		}

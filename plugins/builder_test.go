@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
-	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
 )
@@ -24,14 +23,14 @@ import (
 // with mem, an arena) go through the chain as they come; it returns the
 // chain's result and inproc's result for every event, by event id.
 func buildAndDecide(t *testing.T, mem memory.Allocator, groups []schemas.SourceGroup, c *plugins.Chain,
-	feed func(add func(schemas.Fragment)), inproc func(*schemas.EventBatch) []sdk.Result) (map[uint64]plugins.Result, map[uint64]sdk.Result) {
+	feed func(add func(schemas.Fragment)), inproc func(*schemas.EventBatch) []schemas.Verdict) (map[uint64]schemas.Verdict, map[uint64]schemas.Verdict) {
 	t.Helper()
 	ctx := context.Background()
 	b, err := builder.New(builder.Config{Groups: groups, Run: 42, BatchEvents: 100, Allocator: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := map[uint64]plugins.Result{}, map[uint64]sdk.Result{}
+	got, want := map[uint64]schemas.Verdict{}, map[uint64]schemas.Verdict{}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for rec := range b.Batches() {
@@ -54,8 +53,8 @@ func buildAndDecide(t *testing.T, mem memory.Allocator, groups []schemas.SourceG
 	return got, want
 }
 
-func decideBatch(t *testing.T, c *plugins.Chain, rec arrow.RecordBatch, got map[uint64]plugins.Result, want map[uint64]sdk.Result, inproc func(*schemas.EventBatch) []sdk.Result) {
-	res, err := c.Decide(context.Background(), rec)
+func decideBatch(t *testing.T, c *plugins.Chain, rec arrow.RecordBatch, got map[uint64]schemas.Verdict, want map[uint64]schemas.Verdict, inproc func(*schemas.EventBatch) []schemas.Verdict) {
+	res, err := plugins.DecideRec(context.Background(), c, rec)
 	if err != nil {
 		t.Error(err)
 		return
@@ -102,8 +101,8 @@ func TestBuilderToL0calo(t *testing.T) {
 				}
 			}
 		}
-	}, func(ev *schemas.EventBatch) []sdk.Result {
-		out := make([]sdk.Result, ev.Len())
+	}, func(ev *schemas.EventBatch) []schemas.Verdict {
+		out := make([]schemas.Verdict, ev.Len())
 		if err := tr.Decide(ev, out); err != nil {
 			t.Error(err)
 		}
@@ -186,7 +185,7 @@ func TestBuilderToGEC(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-	}, func(ev *schemas.EventBatch) []sdk.Result { return make([]sdk.Result, ev.Len()) })
+	}, func(ev *schemas.EventBatch) []schemas.Verdict { return make([]schemas.Verdict, ev.Len()) })
 	quiet := map[uint64]bool{6002: true, 6003: true, 6004: true, 6006: true}
 	if len(got) != 10 {
 		t.Fatalf("%d events decided", len(got))

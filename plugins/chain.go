@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,25 +12,6 @@ import (
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
-
-// Result is the trigger chain's final verdict on one event, what the node
-// and the replay write to the store.
-type Result struct {
-	Decision schemas.Decision // accept, reject or defer
-	Lines    uint64           // lines that fired in Stage, after prescales (bit i = line i of Stage's plugin)
-	Stage    string           // the stage that made the final decision
-	// Fired holds, for every stage the event reached in chain order
-	// (Fired[i] for stage i of Chain.Stages), the lines that fired there
-	// after prescales: the earlier entries are the lines on which the event
-	// was passed on, the last one (index of Stage) equals Lines. It lets the
-	// node count decisions and lines per stage, not only the final one.
-	// Set by Chain.Decide; nil from Plugin.Decide.
-	Fired  []uint64
-	Reason string // why the event was deferred or rejected by the host, or the plugin's annotation; often empty
-	// Status is the event's status bits from the batch, plus
-	// StatusTriggerError when its batch failed in the plugin repeatedly.
-	Status schemas.EventStatus
-}
 
 // Config describes a trigger chain.
 type Config struct {
@@ -97,22 +77,16 @@ func (c *Chain) Stages() []StageInfo {
 	return out
 }
 
-// Decide runs one event batch (schemas.EventSchema) through the chain and
-// returns one Result per row. Every row gets exactly one final decision,
-// even when plugins crash, hang or fail (their events are deferred with
-// StatusTriggerError); the error is non-nil only when ctx ends first. Safe
-// for concurrent use: concurrent batches run on different instances.
-func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, error) {
-	ev, err := schemas.NewEventBatch(rec)
-	if err != nil {
-		return nil, fmt.Errorf("trigger chain: %w", err)
-	}
+// Decide runs one event batch through the chain and returns one verdict
+// per row: the decision of the stage that decided last (Stage), with
+// Fired set. Every row gets exactly one final decision, even when plugins
+// crash, hang or fail (their events are deferred with StatusTriggerError);
+// the error is non-nil only when ctx ends first. Safe for concurrent use:
+// concurrent batches run on different instances.
+func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error) {
 	n := ev.Len()
-	out := make([]Result, n)
-	for i := range out {
-		out[i].Status = ev.Status(i)
-	}
-	// pending holds the rows accepted so far; sub is rec restricted to them.
+	out := make([]schemas.Verdict, n)
+	// pending holds the rows accepted so far; cur views ev restricted to them.
 	pending := make([]int, n)
 	for i := range pending {
 		pending[i] = i
@@ -120,11 +94,14 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 	// fired backs every row's Fired: row i owns fired[i*ns : (i+1)*ns].
 	ns := len(c.stages)
 	fired := make([]uint64, n*ns)
-	sub := rec
-	sub.Retain()
-	defer func() { sub.Release() }()
+	cur := ev
+	defer func() {
+		if cur != ev {
+			cur.Rec.Release()
+		}
+	}()
 	for si, s := range c.stages {
-		res, err := s.decide(ctx, sub)
+		res, err := s.decide(ctx, cur)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +109,6 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 		next := pending[:0:0]
 		for j, row := range pending {
 			r := res[j]
-			r.Status |= out[row].Status
 			if r.Decision == schemas.DecisionAccept && !last {
 				next = append(next, row)
 			}
@@ -144,16 +120,33 @@ func (c *Chain) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 			break
 		}
 		if len(next) < len(pending) {
-			filtered, err := selectRows(ctx, c.mem, sub, positions(pending, next))
+			sub, err := c.restrict(ctx, cur, positions(pending, next))
 			if err != nil {
 				return nil, fmt.Errorf("trigger chain: selecting the events for stage %s: %w", c.stages[si+1].cfg.Name, err)
 			}
-			sub.Release()
-			sub = filtered
+			if cur != ev {
+				cur.Rec.Release()
+			}
+			cur = sub
 		}
 		pending = next
 	}
 	return out, nil
+}
+
+// restrict returns a view of a new batch holding rows of ev, for the next
+// stage; the caller releases its record.
+func (c *Chain) restrict(ctx context.Context, ev *schemas.EventBatch, rows []int) (*schemas.EventBatch, error) {
+	rec, err := selectRows(ctx, c.mem, ev.Rec, rows)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		rec.Release()
+		return nil, err
+	}
+	return sub, nil
 }
 
 // Close stops every plugin process and removes the shared-memory regions;

@@ -11,21 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
-	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
 // inProcessL0 returns l0calo's decisions computed in this process.
-func inProcessL0(t *testing.T, batches []arrow.RecordBatch) map[uint64]sdk.Result {
+func inProcessL0(t *testing.T, batches []arrow.RecordBatch) map[uint64]schemas.Verdict {
 	t.Helper()
 	tr := l0.New()
-	out := map[uint64]sdk.Result{}
+	out := map[uint64]schemas.Verdict{}
 	for _, rec := range batches {
 		ev, err := schemas.NewEventBatch(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := make([]sdk.Result, ev.Len())
+		res := make([]schemas.Verdict, ev.Len())
 		if err := tr.Decide(ev, res); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +127,7 @@ func TestHostPrescale(t *testing.T) {
 	for id := uint64(100); id < 203; id++ {
 		r := got[id]
 		keep := (id-100)%4 == 0
-		if keep != (r.Decision == schemas.DecisionAccept) || (!keep && r.Reason != "prescaled") {
+		if keep != (r.Decision == schemas.DecisionAccept) || (!keep && (r.Reason.Kind != schemas.ReasonPrescaled || r.Reason.Text != "prescaled")) {
 			t.Fatalf("event %d: %+v, keep=%v", id, r, keep)
 		}
 		if keep {
@@ -168,8 +167,8 @@ func TestDeferFraction(t *testing.T) {
 		}
 		if r.Decision == schemas.DecisionDefer {
 			deferred++
-			if r.Reason != "deferred: fraction" {
-				t.Fatalf("event %d deferred with reason %q", id, r.Reason)
+			if r.Reason.Kind != schemas.ReasonFraction || r.Reason.Text != "deferred: fraction" || r.ReasonName() != "hlt/fraction" {
+				t.Fatalf("event %d deferred with reason %+v", id, r.Reason)
 			}
 		}
 	}
@@ -196,11 +195,11 @@ func TestDeferBacklog(t *testing.T) {
 	}
 	defer c.Close()
 	s := c.stages[0]
-	results := make([][]Result, 2)
+	results := make([][]schemas.Verdict, 2)
 	done := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			res, err := c.Decide(context.Background(), batches[i])
+			res, err := decideRec(context.Background(), c, batches[i])
 			if err != nil {
 				t.Error(err)
 			}
@@ -212,12 +211,12 @@ func TestDeferBacklog(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { return s.waiting.Load() == 10 }) // batch 1 waits
-	res, err := c.Decide(context.Background(), batches[2])
+	res, err := decideRec(context.Background(), c, batches[2])
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		if r.Decision != schemas.DecisionDefer || !strings.Contains(r.Reason, "backlog") {
+		if r.Decision != schemas.DecisionDefer || r.Reason.Kind != schemas.ReasonBacklog || !strings.Contains(r.Reason.Text, "backlog above 5 events") {
 			t.Fatalf("batch 2 row %d: %+v", i, r)
 		}
 	}

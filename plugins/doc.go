@@ -34,7 +34,8 @@
 //		Registerer: reg,
 //	})
 //	for rec := range b.Batches() {
-//		results, err := chain.Decide(ctx, rec) // one Result per event
+//		ev, _ := schemas.NewEventBatch(rec)
+//		verdicts, err := chain.Decide(ctx, ev) // one schemas.Verdict per event
 //		...
 //		rec.Release()
 //	}

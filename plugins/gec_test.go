@@ -35,9 +35,9 @@ func TestGECOnRealMDF(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	got := map[uint64]plugins.Result{}
+	got := map[uint64]schemas.Verdict{}
 	for _, rec := range batches {
-		res, err := c.Decide(context.Background(), rec)
+		res, err := plugins.DecideRec(context.Background(), c, rec)
 		if err != nil {
 			t.Fatal(err)
 		}

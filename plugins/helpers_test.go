@@ -58,19 +58,13 @@ func synthetic(t testing.TB, mem memory.Allocator, first uint64, events, perBatc
 	return out
 }
 
-// decided is a chain's final result for one event.
-type decided struct {
-	id uint64
-	Result
-}
-
 // runChain decides every batch (sequentially) and returns the results by
 // event id, failing on an event decided twice.
-func runChain(t testing.TB, c *Chain, batches []arrow.RecordBatch) map[uint64]Result {
+func runChain(t testing.TB, c *Chain, batches []arrow.RecordBatch) map[uint64]schemas.Verdict {
 	t.Helper()
-	out := map[uint64]Result{}
+	out := map[uint64]schemas.Verdict{}
 	for _, rec := range batches {
-		res, err := c.Decide(context.Background(), rec)
+		res, err := decideRec(context.Background(), c, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +73,16 @@ func runChain(t testing.TB, c *Chain, batches []arrow.RecordBatch) map[uint64]Re
 	return out
 }
 
-func collect(t testing.TB, out map[uint64]Result, rec arrow.RecordBatch, res []Result) {
+// decideRec runs rec through c (with a view made for it).
+func decideRec(ctx context.Context, c *Chain, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
+	ev, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		return nil, err
+	}
+	return c.Decide(ctx, ev)
+}
+
+func collect(t testing.TB, out map[uint64]schemas.Verdict, rec arrow.RecordBatch, res []schemas.Verdict) {
 	t.Helper()
 	ev, err := schemas.NewEventBatch(rec)
 	if err != nil {

@@ -108,8 +108,8 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 		return fail("describe", err)
 	}
 	in.desc = sdk.Description{Name: d.GetName(), Version: d.GetVersion(), Lines: d.GetLines(), Columns: d.GetColumns()}
-	if len(in.desc.Lines) > sdk.MaxLines {
-		return fail("describe", fmt.Errorf("%d trigger lines, at most %d", len(in.desc.Lines), sdk.MaxLines))
+	if len(in.desc.Lines) > schemas.MaxLines {
+		return fail("describe", fmt.Errorf("%d trigger lines, at most %d", len(in.desc.Lines), schemas.MaxLines))
 	}
 	return in, nil
 }
@@ -121,9 +121,9 @@ func (in *instance) configure(ctx context.Context, params map[string]string) err
 	return nil
 }
 
-// decide sends rec (only the columns the plugin asked for) and returns one
-// result per row in dst's storage.
-func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch, dst []sdk.Result) ([]sdk.Result, error) {
+// decide sends rec (only the columns the plugin asked for) and returns the
+// plugin's verdict on each row.
+func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
 	if len(in.desc.Columns) > 0 {
 		rec = project(rec, in.desc.Columns)
 		defer rec.Release()
@@ -137,7 +137,7 @@ func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch, dst []sdk
 	if err != nil {
 		return nil, err
 	}
-	return decodeResults(resp, int(rec.NumRows()), dst)
+	return decodeResults(resp, int(rec.NumRows()), in.desc.Name)
 }
 
 // place writes rec's IPC stream into the instance's shared-memory region
@@ -264,27 +264,26 @@ func project(rec arrow.RecordBatch, groups []string) arrow.RecordBatch {
 }
 
 // decodeResults turns a plugin's answer for a batch of n events back into
-// Results, checking that it has one verdict and one lines mask per event.
-func decodeResults(resp *pluginpb.DecideResponse, n int, dst []sdk.Result) ([]sdk.Result, error) {
+// verdicts, checking that it has one verdict and one lines mask per event.
+// Each is the plugin's own decision (ReasonPlugin, by plugin), with its
+// annotation as the reason's text.
+func decodeResults(resp *pluginpb.DecideResponse, n int, plugin string) ([]schemas.Verdict, error) {
 	if len(resp.GetVerdicts()) != n || len(resp.GetLines()) != n {
 		return nil, fmt.Errorf("plugin answered %d verdicts and %d line masks for %d events", len(resp.GetVerdicts()), len(resp.GetLines()), n)
 	}
-	if cap(dst) < n {
-		dst = make([]sdk.Result, n)
-	}
-	dst = dst[:n]
+	dst := make([]schemas.Verdict, n)
 	for i, v := range resp.GetVerdicts() {
 		d := schemas.Decision(v)
 		if d < schemas.DecisionAccept || d > schemas.DecisionDefer {
 			return nil, fmt.Errorf("plugin answered verdict %d for row %d", v, i)
 		}
-		dst[i] = sdk.Result{Decision: d, Lines: resp.GetLines()[i]}
+		dst[i] = schemas.Verdict{Decision: d, Lines: resp.GetLines()[i], Reason: schemas.Reason{Kind: schemas.ReasonPlugin, Plugin: plugin}}
 	}
 	for _, a := range resp.GetAnnotations() {
 		if int(a.GetRow()) >= n {
 			return nil, fmt.Errorf("plugin annotated row %d of a batch of %d events", a.GetRow(), n)
 		}
-		dst[a.GetRow()].Annotation = a.GetText()
+		dst[a.GetRow()].Reason.Text = a.GetText()
 	}
 	return dst, nil
 }

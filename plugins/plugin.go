@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-daq/sluice/plugins/internal/wire"
 	"github.com/sluice-daq/sluice/plugins/sdk"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Options tune how plugin processes are started and fed.
@@ -99,10 +100,11 @@ func (p *Plugin) Configure(ctx context.Context, params map[string]string) error 
 	return p.in.configure(ctx, params)
 }
 
-// Decide sends one event batch (schemas.EventSchema) and returns one result
-// per row.
-func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, error) {
-	return p.in.decide(ctx, rec, nil)
+// Decide sends one event batch (schemas.EventSchema) and returns the
+// plugin's verdict on each row, as it gave it (no stage, prescales or
+// deferral policy).
+func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
+	return p.in.decide(ctx, rec)
 }
 
 // Close stops the plugin process and removes its shared-memory region.

@@ -41,7 +41,7 @@ func TestKillDuringRun(t *testing.T) {
 	defer c.Close()
 
 	var next, finished atomic.Int64
-	results := make([][]Result, len(batches))
+	results := make([][]schemas.Verdict, len(batches))
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -50,7 +50,7 @@ func TestKillDuringRun(t *testing.T) {
 				if b >= len(batches) {
 					return
 				}
-				res, err := c.Decide(context.Background(), batches[b])
+				res, err := decideRec(context.Background(), c, batches[b])
 				if err != nil {
 					t.Error(err)
 					return
@@ -85,7 +85,7 @@ func TestKillDuringRun(t *testing.T) {
 	}
 	wg.Wait()
 
-	got := map[uint64]Result{}
+	got := map[uint64]schemas.Verdict{}
 	for b, res := range results {
 		collect(t, got, batches[b], res)
 	}
@@ -135,7 +135,7 @@ func TestPanicOnEvent(t *testing.T) {
 			for id, r := range got {
 				bad := id >= 1200 && id < 1300 // the batch holding 1234
 				switch {
-				case bad && (r.Decision != schemas.DecisionDefer || r.Status&schemas.StatusTriggerError == 0 || !strings.Contains(r.Reason, "failed 3 times")):
+				case bad && (r.Decision != schemas.DecisionDefer || r.Status&schemas.StatusTriggerError == 0 || r.Reason.Kind != schemas.ReasonTriggerError || !strings.Contains(r.Reason.Text, "failed 3 times")):
 					t.Fatalf("event %d of the failing batch: %+v", id, r)
 				case !bad && (r.Decision != schemas.DecisionAccept || r.Status != 0):
 					t.Fatalf("event %d: %+v", id, r)
@@ -147,8 +147,8 @@ func TestPanicOnEvent(t *testing.T) {
 			l := logs.String()
 			switch mode {
 			case "panic":
-				if !strings.Contains(got[1234].Reason, "panicked") || !strings.Contains(l, "trigger panicked") || !strings.Contains(l, "plugin=panicky") {
-					t.Fatalf("reason %q; log:\n%s", got[1234].Reason, l)
+				if !strings.Contains(got[1234].Reason.Text, "panicked") || !strings.Contains(l, "trigger panicked") || !strings.Contains(l, "plugin=panicky") {
+					t.Fatalf("reason %q; log:\n%s", got[1234].Reason.Text, l)
 				}
 			case "exit":
 				if n := metricValue(t, reg, "sluice_trigger_restarts_total", "reason", "crash"); n != 3 {

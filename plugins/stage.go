@@ -26,7 +26,7 @@ type StageConfig struct {
 	// Prescales keeps 1 in N firings of a line (by line name), counted by
 	// the host over the events the stage accepts on that line, in the order
 	// the stage finishes its batches. An accepted event whose lines are all
-	// prescaled away is rejected with reason "prescaled".
+	// prescaled away is rejected (schemas.ReasonPrescaled).
 	Prescales map[string]uint64
 	Deadline  time.Duration // per Decide call; a plugin past it is killed and restarted; default 10 s
 	// MaxAttempts (K) is how often a batch is tried before its events are
@@ -38,11 +38,6 @@ type StageConfig struct {
 	// 50 ms and 5 s.
 	RestartBackoff, MaxRestartBackoff time.Duration
 }
-
-// ReasonPrescaled is the Result.Reason of an event its stage's plugin
-// accepted but whose every fired line the host's prescales removed: the
-// stage rejects it.
-const ReasonPrescaled = "prescaled"
 
 // Deferral is a stage's policy for deferring events to the store instead of
 // deciding them now.
@@ -169,19 +164,15 @@ func (s *stage) start(ctx context.Context) (*instance, error) {
 	return in, nil
 }
 
-// decide returns one result per row of rec; it fails only when ctx ends.
-func (s *stage) decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, error) {
-	ev, err := schemas.NewEventBatch(rec)
-	if err != nil {
-		return nil, err
-	}
+// decide returns one verdict per row of ev; it fails only when ctx ends.
+func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error) {
 	n := ev.Len()
-	out := make([]Result, n)
+	out := make([]schemas.Verdict, n)
 	for i := range out {
 		out[i].Stage = s.cfg.Name
 	}
 	if b := s.cfg.Deferral.Backlog; b > 0 && s.waiting.Load() > int64(b) {
-		reason := fmt.Sprintf("deferred: backlog above %d events", b)
+		reason := schemas.Reason{Kind: schemas.ReasonBacklog, Text: fmt.Sprintf("deferred: backlog above %d events", b)}
 		for i := range out {
 			out[i].Decision, out[i].Reason = schemas.DecisionDefer, reason
 		}
@@ -194,9 +185,10 @@ func (s *stage) decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 		s.count(outcomeDeferAll, out)
 		return out, nil
 	}
-	sub := rec
+	sub := ev.Rec
 	if len(rows) < n {
-		if sub, err = selectRows(ctx, s.icfg.mem, rec, rows); err != nil {
+		var err error
+		if sub, err = selectRows(ctx, s.icfg.mem, ev.Rec, rows); err != nil {
 			return nil, err
 		}
 		defer sub.Release()
@@ -206,10 +198,8 @@ func (s *stage) decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 		return nil, err
 	}
 	for j, row := range rows {
-		out[row].Decision, out[row].Lines, out[row].Reason = res[j].Decision, res[j].Lines, res[j].Annotation
-		if outcome == outcomeFailed {
-			out[row].Status = schemas.StatusTriggerError
-		}
+		res[j].Stage = s.cfg.Name
+		out[row] = res[j]
 	}
 	s.applyPrescales(rows, out)
 	s.count(outcome, out)
@@ -217,7 +207,7 @@ func (s *stage) decide(ctx context.Context, rec arrow.RecordBatch) ([]Result, er
 }
 
 // undeferred marks the rows the fraction policy defers and returns the others.
-func (s *stage) undeferred(ev *schemas.EventBatch, out []Result) []int {
+func (s *stage) undeferred(ev *schemas.EventBatch, out []schemas.Verdict) []int {
 	rows := make([]int, 0, len(out))
 	f := s.cfg.Deferral.Fraction
 	for i := range out {
@@ -227,7 +217,7 @@ func (s *stage) undeferred(ev *schemas.EventBatch, out []Result) []int {
 		z = (z ^ z>>27) * 0x94D049BB133111EB
 		z ^= z >> 31
 		if f > 0 && float64(z>>11)/(1<<53) < f {
-			out[i].Decision, out[i].Reason = schemas.DecisionDefer, "deferred: fraction"
+			out[i].Decision, out[i].Reason = schemas.DecisionDefer, reasonFraction
 			continue
 		}
 		rows = append(rows, i)
@@ -235,10 +225,14 @@ func (s *stage) undeferred(ev *schemas.EventBatch, out []Result) []int {
 	return rows
 }
 
+// reasonFraction is the reason of the events the fraction policy defers.
+var reasonFraction = schemas.Reason{Kind: schemas.ReasonFraction, Text: "deferred: fraction"}
+
 // call runs rec on a free instance, restarting crashed or hung processes
 // and resending, up to MaxAttempts times. After the last failure every
-// event gets decision defer with the reason and outcome outcomeFailed.
-func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, string, error) {
+// event is deferred with the reason and StatusTriggerError, and the outcome
+// is outcomeFailed.
+func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, string, error) {
 	n := int(rec.NumRows())
 	g := s.gauge(s.m.backlog)
 	s.waiting.Add(int64(n))
@@ -267,7 +261,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, 
 		}
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.Deadline)
-		res, err := sl.inst.decide(cctx, rec, nil)
+		res, err := sl.inst.decide(cctx, rec)
 		cancel()
 		if err == nil {
 			s.hist().Observe(time.Since(t0).Seconds())
@@ -290,11 +284,12 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, 
 			s.drop(sl, reason)
 		}
 	}
-	reason := fmt.Sprintf("trigger error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)
+	reason := schemas.Reason{Kind: schemas.ReasonTriggerError,
+		Text: fmt.Sprintf("trigger error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)}
 	s.log.Error("batch deferred after repeated trigger failures", "plugin", s.desc.Name, "events", n, "error", lastErr)
-	res := make([]sdk.Result, n)
+	res := make([]schemas.Verdict, n)
 	for i := range res {
-		res[i] = sdk.Result{Decision: schemas.DecisionDefer, Annotation: reason}
+		res[i] = schemas.Verdict{Decision: schemas.DecisionDefer, Reason: reason, Status: schemas.StatusTriggerError}
 	}
 	return res, outcomeFailed, nil
 }
@@ -351,7 +346,7 @@ func (s *stage) restart(ctx context.Context, sl *slot) error {
 
 // applyPrescales keeps 1 in N firings of each prescaled line among rows;
 // an accepted event left with no line is rejected.
-func (s *stage) applyPrescales(rows []int, out []Result) {
+func (s *stage) applyPrescales(rows []int, out []schemas.Verdict) {
 	for _, row := range rows {
 		r := &out[row]
 		if r.Decision != schemas.DecisionAccept || r.Lines == 0 {
@@ -368,23 +363,25 @@ func (s *stage) applyPrescales(rows []int, out []Result) {
 			}
 		}
 		if r.Lines == 0 {
-			r.Decision, r.Reason = schemas.DecisionReject, ReasonPrescaled
+			r.Decision, r.Reason = schemas.DecisionReject, reasonPrescaled
 		}
 	}
 }
 
+// reasonPrescaled is the reason of the events whose every fired line the
+// prescales removed.
+var reasonPrescaled = schemas.Reason{Kind: schemas.ReasonPrescaled, Text: "prescaled"}
+
 // count updates the batch, decision and line counters.
-func (s *stage) count(outcome string, out []Result) {
+func (s *stage) count(outcome string, out []schemas.Verdict) {
 	s.m.batches.WithLabelValues(s.cfg.Name, s.desc.Name, outcome).Inc()
 	var by [4]int
-	var lines [sdk.MaxLines]int
+	var lines [schemas.MaxLines]int
 	for _, r := range out {
 		by[r.Decision&3]++
 		if r.Decision == schemas.DecisionAccept {
-			for b := range s.desc.Lines {
-				if r.Lines&(1<<b) != 0 {
-					lines[b]++
-				}
+			for b := range schemas.FiredLines(r.Lines, s.desc.Lines) {
+				lines[b]++
 			}
 		}
 	}

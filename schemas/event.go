@@ -91,28 +91,6 @@ func (s EventStatus) String() string {
 	return strings.Join(s.Names(), "|")
 }
 
-// Decision is a trigger stage's verdict on one event.
-type Decision uint8
-
-const (
-	DecisionNone   Decision = 0 // not decided yet
-	DecisionAccept Decision = 1
-	DecisionReject Decision = 2
-	DecisionDefer  Decision = 3
-)
-
-func (d Decision) String() string {
-	switch d {
-	case DecisionAccept:
-		return "accept"
-	case DecisionReject:
-		return "reject"
-	case DecisionDefer:
-		return "defer"
-	}
-	return "none"
-}
-
 // Mode says what the rows of an event batch are.
 type Mode string
 

@@ -21,9 +21,9 @@ const (
 
 // benchBatches builds n batches of benchBatch events with distinct ids;
 // one source group, so each event's payload is benchEvent bytes.
-func benchBatches(b *testing.B, n int) ([]*schemas.EventBatch, [][]RowMeta) {
+func benchBatches(b *testing.B, n int) ([]*schemas.EventBatch, [][]schemas.Verdict) {
 	var ebs []*schemas.EventBatch
-	var ms [][]RowMeta
+	var ms [][]schemas.Verdict
 	for k := 0; k < n; k++ {
 		evs := genEvents(1, uint64(k*benchBatch), benchBatch, 1, benchEvent*3/4) // group 1 adds 1/3 of it
 		rec := buildBatch(b, nil, evs)
@@ -86,7 +86,7 @@ func BenchmarkStoreWrite100kB(b *testing.B) {
 	subject := func(ops int) {
 		subjLeft += ops
 		for subjLeft >= benchBatch {
-			if _, err := s.Put(Deferred, ebs[next%len(ebs)], ms[next%len(ebs)]); err != nil {
+			if _, err := s.Put(Deferred, ebs[next%len(ebs)], ms[next%len(ebs)], nil); err != nil {
 				b.Fatal(err)
 			}
 			next++
@@ -130,7 +130,7 @@ func BenchmarkReplayRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	for k, eb := range ebs {
-		if _, err := s.Put(Deferred, eb, ms[k]); err != nil {
+		if _, err := s.Put(Deferred, eb, ms[k], nil); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; i < eb.Len(); i++ {

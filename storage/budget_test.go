@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // TestDiskBudgetInjected drives the guard with a simulated file system:
@@ -46,7 +47,7 @@ func TestDiskBudgetInjected(t *testing.T) {
 	rec := buildBatch(t, nil, genEvents(1, 100, 4, 1, 100_000))
 	defer rec.Release()
 	eb, _ := newView(t, rec)
-	_, err := s.Put(Deferred, eb, make([]RowMeta, 4))
+	_, err := s.Put(Deferred, eb, make([]schemas.Verdict, 4), nil)
 	var be *DiskBudgetError
 	if !errors.As(err, &be) || !errors.Is(err, ErrDiskBudget) || be.BySizeCap {
 		t.Fatalf("put near a full disk: %v, want a *DiskBudgetError for min free bytes", err)
@@ -75,7 +76,7 @@ func TestDiskBudgetInjected(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("backpressure not lifted 10 s after space came back")
 	}
-	if _, err := s.Put(Deferred, eb, make([]RowMeta, 4)); err != nil {
+	if _, err := s.Put(Deferred, eb, make([]schemas.Verdict, 4), nil); err != nil {
 		t.Fatalf("put after space came back: %v", err)
 	}
 }
@@ -97,7 +98,7 @@ func TestMaxStoreBytes(t *testing.T) {
 	for i := 0; i < 100 && err2 == nil; i++ {
 		rec := buildBatch(t, nil, genEvents(1, uint64(i*8), 8, 1, 100_000))
 		eb, _ := newView(t, rec)
-		_, err2 = s.Put(Deferred, eb, make([]RowMeta, 8))
+		_, err2 = s.Put(Deferred, eb, make([]schemas.Verdict, 8), nil)
 		rec.Release()
 	}
 	var be *DiskBudgetError
@@ -133,7 +134,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		rec := buildBatch(t, nil, genEvents(1, uint64(stored), 8, 1, 100_000))
 		eb, _ := newView(t, rec)
-		_, err = s.Put(Deferred, eb, metas(genEvents(1, uint64(stored), 8, 1, 100_000)))
+		_, err = s.Put(Deferred, eb, metas(genEvents(1, uint64(stored), 8, 1, 100_000)), nil)
 		rec.Release()
 		if err != nil {
 			break

@@ -83,15 +83,6 @@ func parseKey(b []byte) (Stream, Key, bool) {
 	return Stream(b[0]), Key{Run: binary.BigEndian.Uint32(b[1:5]), EventID: binary.BigEndian.Uint64(b[5:13])}, true
 }
 
-// RowMeta is what the trigger chain decided about one event: stored beside
-// the event's data.
-type RowMeta struct {
-	Decision schemas.Decision
-	Lines    uint64 // bit mask of the trigger lines that fired
-	Stage    string // the stage that decided (e.g. the one that deferred it)
-	Reason   string // why, e.g. "hlt backlog" or a trigger error message
-}
-
 // valueHeaderSize is the fixed part of an event value (doc.go).
 const valueHeaderSize = 56
 
@@ -117,8 +108,8 @@ type groupView struct {
 }
 
 // encodedSize is the exact length appendValue produces for row i of eb.
-func encodedSize(eb *schemas.EventBatch, i int, m *RowMeta) int {
-	n := valueHeaderSize + len(m.Stage) + len(m.Reason) +
+func encodedSize(eb *schemas.EventBatch, i int, v *schemas.Verdict) int {
+	n := valueHeaderSize + len(v.Stage) + len(v.Reason.Text) +
 		4*(len(eb.MissingSources(i))+len(eb.CorruptSources(i)))
 	for g := range eb.Groups {
 		n += 12 + 4*len(eb.GroupSizes(g, i)) + len(eb.GroupPayload(g, i))
@@ -126,40 +117,41 @@ func encodedSize(eb *schemas.EventBatch, i int, m *RowMeta) int {
 	return n
 }
 
-// appendValue encodes row i of eb with its trigger metadata m (layout in
-// doc.go). Stage and reason longer than 4 GiB are not representable and are
-// rejected by the caller's validation.
-func appendValue(dst []byte, eb *schemas.EventBatch, i int, m *RowMeta, status schemas.EventStatus) []byte {
+// appendValue encodes row i of eb with the trigger's verdict v (layout in
+// doc.go): its decision, lines, stage and reason text. Stage and reason
+// longer than 4 GiB are not representable and are rejected by the caller's
+// validation.
+func appendValue(dst []byte, eb *schemas.EventBatch, i int, v *schemas.Verdict, status schemas.EventStatus) []byte {
 	missing, corrupt := eb.MissingSources(i), eb.CorruptSources(i)
 	var h [valueHeaderSize]byte
 	h[0] = ValueVersion
-	h[1] = byte(m.Decision)
+	h[1] = byte(v.Decision)
 	binary.LittleEndian.PutUint16(h[2:], uint16(len(eb.Groups)))
 	binary.LittleEndian.PutUint32(h[4:], eb.Run(i))
 	binary.LittleEndian.PutUint64(h[8:], eb.EventID(i))
 	binary.LittleEndian.PutUint64(h[16:], eb.Timestamp(i))
 	binary.LittleEndian.PutUint32(h[24:], uint32(status))
 	binary.LittleEndian.PutUint32(h[28:], uint32(eb.NumFragments(i)))
-	binary.LittleEndian.PutUint64(h[32:], m.Lines)
-	binary.LittleEndian.PutUint32(h[40:], uint32(len(m.Stage)))
-	binary.LittleEndian.PutUint32(h[44:], uint32(len(m.Reason)))
+	binary.LittleEndian.PutUint64(h[32:], v.Lines)
+	binary.LittleEndian.PutUint32(h[40:], uint32(len(v.Stage)))
+	binary.LittleEndian.PutUint32(h[44:], uint32(len(v.Reason.Text)))
 	binary.LittleEndian.PutUint32(h[48:], uint32(len(missing)))
 	binary.LittleEndian.PutUint32(h[52:], uint32(len(corrupt)))
 	dst = append(dst, h[:]...)
-	dst = append(dst, m.Stage...)
-	dst = append(dst, m.Reason...)
-	for _, v := range missing {
-		dst = binary.LittleEndian.AppendUint32(dst, v)
+	dst = append(dst, v.Stage...)
+	dst = append(dst, v.Reason.Text...)
+	for _, id := range missing {
+		dst = binary.LittleEndian.AppendUint32(dst, id)
 	}
-	for _, v := range corrupt {
-		dst = binary.LittleEndian.AppendUint32(dst, v)
+	for _, id := range corrupt {
+		dst = binary.LittleEndian.AppendUint32(dst, id)
 	}
 	for g := range eb.Groups {
 		sizes, payload := eb.GroupSizes(g, i), eb.GroupPayload(g, i)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(sizes)))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(len(payload)))
-		for _, v := range sizes {
-			dst = binary.LittleEndian.AppendUint32(dst, v)
+		for _, n := range sizes {
+			dst = binary.LittleEndian.AppendUint32(dst, n)
 		}
 		dst = append(dst, payload...)
 	}
@@ -249,17 +241,18 @@ func (r *record) checkKey(k Key) error {
 	return nil
 }
 
-// meta returns the record's trigger metadata (copies the strings).
-func (r *record) meta() RowMeta {
-	return RowMeta{Decision: r.decision, Lines: r.lines, Stage: string(r.stage), Reason: string(r.reason)}
+// verdict returns the stored verdict (copies the strings); the reason's
+// kind is not stored.
+func (r *record) verdict() schemas.Verdict {
+	return schemas.Verdict{Decision: r.decision, Lines: r.lines, Stage: string(r.stage), Reason: schemas.Reason{Text: string(r.reason)}}
 }
 
-// validateMeta rejects trigger metadata the value layout cannot hold.
-func validateMeta(m *RowMeta) error {
-	if m.Decision > schemas.DecisionDefer {
-		return fmt.Errorf("decision %d is not none/accept/reject/defer", m.Decision)
+// validateVerdict rejects verdicts the value layout cannot hold.
+func validateVerdict(v *schemas.Verdict) error {
+	if v.Decision > schemas.DecisionDefer {
+		return fmt.Errorf("decision %d is not none/accept/reject/defer", v.Decision)
 	}
-	if len(m.Stage) > math.MaxUint32 || len(m.Reason) > math.MaxUint32 {
+	if len(v.Stage) > math.MaxUint32 || len(v.Reason.Text) > math.MaxUint32 {
 		return fmt.Errorf("stage or reason longer than 4 GiB")
 	}
 	return nil

@@ -59,7 +59,7 @@ func TestDecodeTruncated(t *testing.T) {
 func FuzzDecodeValue(f *testing.F) {
 	evs := genEvents(1, 0, 3, 1, 64)
 	evs[1].missing = []uint32{3}
-	evs[2].meta.Reason = "trigger timeout"
+	evs[2].meta.Reason.Text = "trigger timeout"
 	for _, v := range encodeEvents(f, evs) {
 		f.Add(v)
 	}

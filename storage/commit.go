@@ -11,14 +11,6 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// Outcome is the replay trigger chain's decision on one deferred event.
-type Outcome struct {
-	Decision schemas.Decision // accept, reject, or defer (keep it deferred)
-	Lines    uint64           // trigger lines that fired
-	Stage    string           // the deciding stage
-	Reason   string           // why (for defer: why it stays deferred)
-}
-
 // CommitAck reports one replay commit.
 type CommitAck struct {
 	Ack
@@ -82,12 +74,13 @@ func (s *Store) Ledger() (Ledger, error) {
 	return l, err
 }
 
-// Commit applies the replay outcomes of a batch read from the deferred
-// stream (outcomes[i] for row i) in ONE badger transaction: accepted events
-// are written to the accepted stream (status gains StatusReplayed) and
-// removed from the deferred stream, rejected events are removed, events
-// deferred again are rewritten in place with the new stage and reason, and
-// the ledger is updated. A badger transaction is applied entirely or not
+// Commit applies the replay trigger chain's verdicts on a batch read from
+// the deferred stream (verdicts[i] for row i) in ONE badger transaction:
+// accepted events are written to the accepted stream (status gains
+// StatusReplayed) and removed from the deferred stream, rejected events are
+// removed, events deferred again are rewritten in place with the new stage
+// and reason, and the ledger is updated. As in Put, a verdict's status bits
+// are added to the event's. A badger transaction is applied entirely or not
 // at all after a crash (its entries carry a commit mark in the logs), which
 // a WriteBatch — split into several transactions when large — does not
 // promise; so a replay killed at any point and restarted processes every
@@ -97,7 +90,7 @@ func (s *Store) Ledger() (Ledger, error) {
 // Batches must fit one transaction (badger's limit is 15 % of the memtable
 // size in keys and pointers, thousands of events); the durability is the
 // store's SyncPolicy, as for Put.
-func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
+func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) {
 	if s.closed.Load() {
 		return CommitAck{}, ErrClosed
 	}
@@ -105,21 +98,20 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 		return CommitAck{}, fmt.Errorf("store commit: batch is from the %s stream, not deferred", b.Stream)
 	}
 	ev := b.Events
-	if len(outcomes) != ev.Len() {
-		return CommitAck{}, fmt.Errorf("store commit: %d outcomes for %d events", len(outcomes), ev.Len())
+	if len(verdicts) != ev.Len() {
+		return CommitAck{}, fmt.Errorf("store commit: %d verdicts for %d events", len(verdicts), ev.Len())
 	}
 	start := time.Now()
 	var ca CommitAck
 	size := 0
-	for i := range outcomes {
-		o := &outcomes[i]
-		m := RowMeta{Decision: o.Decision, Lines: o.Lines, Stage: o.Stage, Reason: o.Reason}
-		if err := validateMeta(&m); err != nil {
+	for i := range verdicts {
+		v := &verdicts[i]
+		if err := validateVerdict(v); err != nil {
 			return ca, fmt.Errorf("store commit: row %d: %w", i, err)
 		}
-		switch o.Decision {
+		switch v.Decision {
 		case schemas.DecisionAccept, schemas.DecisionDefer:
-			size += KeySize + encodedSize(ev, i, &m)
+			size += KeySize + encodedSize(ev, i, v)
 		case schemas.DecisionReject:
 		default:
 			return ca, fmt.Errorf("store commit: row %d (run %d event %d): no decision", i, ev.Run(i), ev.EventID(i))
@@ -148,8 +140,8 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 		if err != nil {
 			return err
 		}
-		for i := range outcomes {
-			o := &outcomes[i]
+		for i := range verdicts {
+			v := &verdicts[i]
 			k := Key{Run: ev.Run(i), EventID: ev.EventID(i)}
 			dk := appendKey(nil, Deferred, k)
 			if _, err := txn.Get(dk); errors.Is(err, badger.ErrKeyNotFound) {
@@ -157,13 +149,12 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 			} else if err != nil {
 				return err
 			}
-			m := RowMeta{Decision: o.Decision, Lines: o.Lines, Stage: o.Stage, Reason: o.Reason}
-			switch o.Decision {
+			switch v.Decision {
 			case schemas.DecisionAccept:
 				k0 := len(buf)
 				buf = appendKey(buf, Accepted, k)
 				v0 := len(buf)
-				buf = appendValue(buf, ev, i, &m, ev.Status(i)|schemas.StatusReplayed)
+				buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status|schemas.StatusReplayed)
 				if err := txn.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
 					return err
 				}
@@ -179,7 +170,7 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 				ca.Rejected++
 			case schemas.DecisionDefer:
 				v0 := len(buf)
-				buf = appendValue(buf, ev, i, &m, ev.Status(i))
+				buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status)
 				if err := txn.Set(dk, buf[v0:len(buf):len(buf)]); err != nil {
 					return err
 				}
@@ -203,7 +194,7 @@ func (s *Store) Commit(b *Batch, outcomes []Outcome) (CommitAck, error) {
 	if err != nil {
 		return CommitAck{}, fmt.Errorf("store commit: %w", err)
 	}
-	s.checkCommit(before, b, outcomes, ca)
+	s.checkCommit(before, b, verdicts, ca)
 	ack, err := s.written(ev.Len(), acceptedBytes)
 	ca.Ack = ack
 	if err != nil {

@@ -84,13 +84,13 @@ func childMain(role, dir string) error {
 
 // replayOutcomes is the deterministic "trigger" of the replay tests:
 // accept every event id divisible by 3, reject the others.
-func replayOutcomes(ev *schemas.EventBatch) []Outcome {
-	out := make([]Outcome, ev.Len())
+func replayOutcomes(ev *schemas.EventBatch) []schemas.Verdict {
+	out := make([]schemas.Verdict, ev.Len())
 	for i := range out {
 		if ev.EventID(i)%3 == 0 {
-			out[i] = Outcome{Decision: schemas.DecisionAccept, Lines: 1 << (ev.EventID(i) % 64), Stage: "hlt2"}
+			out[i] = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1 << (ev.EventID(i) % 64), Stage: "hlt2"}
 		} else {
-			out[i] = Outcome{Decision: schemas.DecisionReject, Stage: "hlt2"}
+			out[i] = schemas.Verdict{Decision: schemas.DecisionReject, Stage: "hlt2"}
 		}
 	}
 	return out
@@ -165,7 +165,7 @@ func TestKillWriter(t *testing.T) {
 					t.Fatalf("after the kill: events 0..%d reported stored, %d found (%v)", want-1, got, err)
 				}
 				for i := 0; i < b.Events.Len() && got < want; i++ {
-					if err := checkRow(b.Events, b.Meta[i], i, genEvent(1, got, 20_000), 0); err != nil {
+					if err := checkRow(b.Events, b.Verdicts[i], i, genEvent(1, got, 20_000), 0); err != nil {
 						t.Fatal(err)
 					}
 					got++
@@ -257,7 +257,7 @@ func TestReplayKilled(t *testing.T) {
 	var wantAcc []testEvent
 	for _, e := range all {
 		if e.id%3 == 0 {
-			e.meta = RowMeta{Decision: schemas.DecisionAccept, Lines: 1 << (e.id % 64), Stage: "hlt2"}
+			e.meta = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1 << (e.id % 64), Stage: "hlt2"}
 			wantAcc = append(wantAcc, e)
 		}
 	}
@@ -271,7 +271,7 @@ func TestReplayKilled(t *testing.T) {
 			if n >= len(wantAcc) {
 				t.Fatalf("more accepted events than accepted by replay: run %d event %d", b.Events.Run(i), b.Events.EventID(i))
 			}
-			if err := checkRow(b.Events, b.Meta[i], i, wantAcc[n], schemas.StatusReplayed); err != nil {
+			if err := checkRow(b.Events, b.Verdicts[i], i, wantAcc[n], schemas.StatusReplayed); err != nil {
 				t.Fatal(err)
 			}
 			n++

@@ -66,8 +66,10 @@ type Batch struct {
 	Stream Stream
 	Rec    arrow.RecordBatch   // schemas.EventSchema of the store's groups
 	Events *schemas.EventBatch // typed view of Rec
-	Meta   []RowMeta           // stored trigger metadata of each row
-	Bytes  int64               // encoded value bytes of the rows
+	// Verdicts are the stored verdicts of the rows (decision, lines, stage,
+	// reason text).
+	Verdicts []schemas.Verdict
+	Bytes    int64 // encoded value bytes of the rows
 }
 
 // Release releases the Arrow record.
@@ -149,7 +151,7 @@ func (c *Cursor) Next() (*Batch, error) {
 	// one trailing byte sorts right after it and before any other key.
 	c.next = append(appendKey(c.next[:0], c.stream, last), 0)
 
-	b := &Batch{Stream: c.stream, Meta: make([]RowMeta, 0, len(c.keys))}
+	b := &Batch{Stream: c.stream, Verdicts: make([]schemas.Verdict, 0, len(c.keys))}
 	var kb [KeySize]byte
 	for i, k := range c.keys {
 		item, err := txn.Get(appendKey(kb[:0], c.stream, k))
@@ -182,7 +184,7 @@ func (c *Cursor) Next() (*Batch, error) {
 			c.rows = newRowBuilder(c.opts.Mem, c.schema, len(c.groups))
 			return nil, fmt.Errorf("store %s: %s run %d event %d: %w", c.s.opts.Dir, c.stream, k.Run, k.EventID, err)
 		}
-		b.Meta = append(b.Meta, c.rec.meta())
+		b.Verdicts = append(b.Verdicts, c.rec.verdict())
 	}
 	b.Rec = c.rows.finish()
 	ev, err := schemas.NewEventBatch(b.Rec)

@@ -48,7 +48,7 @@
 //	|     |     P |   payload       | the group's payloads back to back                    |
 //
 // These are exactly the columns of one row of a schemas event batch plus
-// the trigger metadata (RowMeta), so a replayed batch is rebuilt with the
+// the trigger's verdict (schemas.Verdict), so a replayed batch is rebuilt with the
 // builder's schema. A value must end after the last group. Decoding errors
 // are *schemas.DecodeError with the byte offset in the value.
 //

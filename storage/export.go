@@ -33,10 +33,10 @@ const (
 	ColReason   = "reason"        // utf8: why
 )
 
-// RowEncoder turns one event (row i of ev) into the bytes of one record of
-// a foreign event format, e.g. an LHCb MDF record; FormatRows writes the
-// records back to back.
-type RowEncoder func(ev *schemas.EventBatch, i int, meta RowMeta) ([]byte, error)
+// RowEncoder turns one event (row i of ev, with its stored verdict v) into
+// the bytes of one record of a foreign event format, e.g. an LHCb MDF
+// record; FormatRows writes the records back to back.
+type RowEncoder func(ev *schemas.EventBatch, i int, v schemas.Verdict) ([]byte, error)
 
 // ExportOptions configure Export.
 type ExportOptions struct {
@@ -153,11 +153,11 @@ func (rw *recordWriter) write(b *Batch, n int) error {
 		defer bl.Release()
 		bl.Reserve(n)
 	}
-	for _, m := range b.Meta[:n] {
-		dec.Append(uint8(m.Decision))
-		lines.Append(m.Lines)
-		stage.Append(m.Stage)
-		reason.Append(m.Reason)
+	for _, v := range b.Verdicts[:n] {
+		dec.Append(uint8(v.Decision))
+		lines.Append(v.Lines)
+		stage.Append(v.Stage)
+		reason.Append(v.Reason.Text)
 	}
 	rec := b.Rec
 	if n < int(rec.NumRows()) {
@@ -186,7 +186,7 @@ type rowsWriter struct {
 
 func (rw *rowsWriter) write(b *Batch, n int) error {
 	for i := 0; i < n; i++ {
-		rec, err := rw.enc(b.Events, i, b.Meta[i])
+		rec, err := rw.enc(b.Events, i, b.Verdicts[i])
 		if err != nil {
 			return fmt.Errorf("run %d event %d: %w", b.Events.Run(i), b.Events.EventID(i), err)
 		}

@@ -23,7 +23,7 @@ func exportFixture(t *testing.T) (*Store, []testEvent) {
 	s := openTest(t, nil)
 	evs := append(genEvents(1, 0, 15, 1, 3000), genEvents(2, 100, 10, 2, 3000)...)
 	for i := range evs {
-		evs[i].meta = RowMeta{Decision: schemas.DecisionAccept, Lines: uint64(i), Stage: "hlt1", Reason: ""}
+		evs[i].meta = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: uint64(i), Stage: "hlt1"}
 		evs[i].status = schemas.StatusCorrupt
 		evs[i].corrupt = []uint32{uint32(i)}
 	}
@@ -59,7 +59,7 @@ func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 		lines := rec.Column(len(want.Fields()) + 1).(*array.Uint64)
 		stage := rec.Column(len(want.Fields()) + 2).(*array.String)
 		for i := 0; i < ev.Len(); i++ {
-			m := RowMeta{Decision: schemas.Decision(dec.Value(i)), Lines: lines.Value(i), Stage: stage.Value(i)}
+			m := schemas.Verdict{Decision: schemas.Decision(dec.Value(i)), Lines: lines.Value(i), Stage: stage.Value(i)}
 			if err := checkRow(ev, m, i, evs[row], schemas.StatusCorrupt); err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func TestExportParquet(t *testing.T) {
 func TestExportRowsAndSelection(t *testing.T) {
 	s, _ := exportFixture(t)
 	var buf bytes.Buffer
-	enc := func(ev *schemas.EventBatch, i int, m RowMeta) ([]byte, error) {
+	enc := func(ev *schemas.EventBatch, i int, m schemas.Verdict) ([]byte, error) {
 		return binary.LittleEndian.AppendUint64(nil, ev.EventID(i)), nil
 	}
 	n, err := s.Export(Accepted, FormatRows, &buf, ExportOptions{Selection: Selection{MinRun: 2, MinEvent: 104}, Limit: 3, Encode: enc})

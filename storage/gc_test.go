@@ -29,9 +29,9 @@ func TestGCNoReappearance(t *testing.T) {
 		if err != nil {
 			break
 		}
-		out := make([]Outcome, b.Events.Len())
+		out := make([]schemas.Verdict, b.Events.Len())
 		for i := range out {
-			out[i] = Outcome{Decision: schemas.DecisionReject}
+			out[i] = schemas.Verdict{Decision: schemas.DecisionReject}
 		}
 		if _, err := s.Commit(b, out); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -29,7 +30,7 @@ type testEvent struct {
 	corrupt  []uint32
 	payloads [][]byte   // per group: payloads back to back
 	sizes    [][]uint32 // per group: one size per source
-	meta     RowMeta
+	meta     schemas.Verdict
 }
 
 // genEvent makes a deterministic event whose payload bytes depend on its
@@ -37,7 +38,7 @@ type testEvent struct {
 // bytes of group 0 (group 1 gets a third of it).
 func genEvent(run uint32, id uint64, size int) testEvent {
 	e := testEvent{run: run, id: id, ts: 1_700_000_000_000_000_000 + id*1000, nfrag: 5,
-		meta: RowMeta{Decision: schemas.DecisionDefer, Lines: id * 0x9E3779B97F4A7C15, Stage: "hlt1", Reason: "backlog"}}
+		meta: schemas.Verdict{Decision: schemas.DecisionDefer, Lines: id * 0x9E3779B97F4A7C15, Stage: "hlt1", Reason: schemas.Reason{Text: "backlog"}}}
 	for g, grp := range testGroups {
 		n := size
 		if g == 1 {
@@ -106,8 +107,8 @@ func buildBatch(t testing.TB, mem memory.Allocator, evs []testEvent) arrow.Recor
 	return rb.NewRecordBatch()
 }
 
-func metas(evs []testEvent) []RowMeta {
-	out := make([]RowMeta, len(evs))
+func metas(evs []testEvent) []schemas.Verdict {
+	out := make([]schemas.Verdict, len(evs))
 	for i, e := range evs {
 		out[i] = e.meta
 	}
@@ -123,7 +124,7 @@ func put(t testing.TB, s *Store, stream Stream, evs []testEvent) Ack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := s.Put(stream, eb, metas(evs))
+	ack, err := s.Put(stream, eb, metas(evs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func put(t testing.TB, s *Store, stream Stream, evs []testEvent) Ack {
 }
 
 // checkRow compares row i of a batch read back with the event written.
-func checkRow(eb *schemas.EventBatch, meta RowMeta, i int, e testEvent, wantStatus schemas.EventStatus) error {
+func checkRow(eb *schemas.EventBatch, meta schemas.Verdict, i int, e testEvent, wantStatus schemas.EventStatus) error {
 	switch {
 	case eb.Run(i) != e.run || eb.EventID(i) != e.id:
 		return fmt.Errorf("row %d is run %d event %d, want run %d event %d", i, eb.Run(i), eb.EventID(i), e.run, e.id)
@@ -143,7 +144,7 @@ func checkRow(eb *schemas.EventBatch, meta RowMeta, i int, e testEvent, wantStat
 		return fmt.Errorf("event %d: %d fragments, want %d", e.id, eb.NumFragments(i), e.nfrag)
 	case !equalU32(eb.MissingSources(i), e.missing) || !equalU32(eb.CorruptSources(i), e.corrupt):
 		return fmt.Errorf("event %d: missing %v corrupt %v, want %v %v", e.id, eb.MissingSources(i), eb.CorruptSources(i), e.missing, e.corrupt)
-	case meta != e.meta:
+	case !reflect.DeepEqual(meta, e.meta):
 		return fmt.Errorf("event %d: meta %+v, want %+v", e.id, meta, e.meta)
 	}
 	for g := range testGroups {
@@ -191,7 +192,7 @@ func testOptions(dir string) Options {
 
 // readAll reads every event of stream and returns the batches' contents
 // flattened as (key -> row check func input).
-func readAll(t testing.TB, s *Store, stream Stream, opts CursorOptions) (keys []Key, metas []RowMeta) {
+func readAll(t testing.TB, s *Store, stream Stream, opts CursorOptions) (keys []Key, metas []schemas.Verdict) {
 	t.Helper()
 	c, err := s.NewCursor(stream, opts)
 	if err != nil {
@@ -209,7 +210,7 @@ func readAll(t testing.TB, s *Store, stream Stream, opts CursorOptions) (keys []
 		for i := 0; i < b.Events.Len(); i++ {
 			keys = append(keys, Key{Run: b.Events.Run(i), EventID: b.Events.EventID(i)})
 		}
-		metas = append(metas, b.Meta...)
+		metas = append(metas, b.Verdicts...)
 		b.Release()
 	}
 }

@@ -9,16 +9,16 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// checkPut verifies, in the invariants build, that every row of a Put is
+// checkPut verifies, in the invariants build, that every row a Put wrote is
 // readable under its key afterwards: a value that decodes, belongs to its key,
 // and carries the batch's payload bytes per source group.
-func (s *Store) checkPut(stream Stream, batch *schemas.EventBatch) {
+func (s *Store) checkPut(stream Stream, batch *schemas.EventBatch, rows []int) {
 	if !invariants.Enabled {
 		return
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		var r record
-		for i := 0; i < batch.Len(); i++ {
+		for _, i := range rows {
 			k := Key{Run: batch.Run(i), EventID: batch.EventID(i)}
 			item, err := txn.Get(appendKey(nil, stream, k))
 			if err != nil {
@@ -56,7 +56,7 @@ func (s *Store) checkPut(stream Stream, batch *schemas.EventBatch) {
 // replayed) and gone from the deferred one, a rejected one is gone, a kept
 // one is still deferred. Commits hold cmu, so no other commit moves the
 // ledger in between.
-func (s *Store) checkCommit(before Ledger, b *Batch, outcomes []Outcome, ca CommitAck) {
+func (s *Store) checkCommit(before Ledger, b *Batch, verdicts []schemas.Verdict, ca CommitAck) {
 	if !invariants.Enabled {
 		return
 	}
@@ -68,8 +68,8 @@ func (s *Store) checkCommit(before Ledger, b *Batch, outcomes []Outcome, ca Comm
 		if after.Accepted != before.Accepted+uint64(ca.Accepted) || after.Rejected != before.Rejected+uint64(ca.Rejected) || after.Kept != before.Kept+uint64(ca.Kept) {
 			invariants.Failf("store", "commit: ledger %+v -> %+v for %d accepted, %d rejected, %d kept", before, after, ca.Accepted, ca.Rejected, ca.Kept)
 		}
-		if ca.Accepted+ca.Rejected+ca.Kept != len(outcomes) {
-			invariants.Failf("store", "commit: %d outcomes, %d counted", len(outcomes), ca.Accepted+ca.Rejected+ca.Kept)
+		if ca.Accepted+ca.Rejected+ca.Kept != len(verdicts) {
+			invariants.Failf("store", "commit: %d verdicts, %d counted", len(verdicts), ca.Accepted+ca.Rejected+ca.Kept)
 		}
 		has := func(st Stream, k Key) bool {
 			_, err := txn.Get(appendKey(nil, st, k))
@@ -78,10 +78,10 @@ func (s *Store) checkCommit(before Ledger, b *Batch, outcomes []Outcome, ca Comm
 			}
 			return err == nil
 		}
-		for i := range outcomes {
+		for i := range verdicts {
 			k := Key{Run: b.Events.Run(i), EventID: b.Events.EventID(i)}
 			inDeferred := has(Deferred, k)
-			switch outcomes[i].Decision {
+			switch verdicts[i].Decision {
 			case schemas.DecisionAccept:
 				if inDeferred || !has(Accepted, k) {
 					invariants.Failf("store", "commit: accepted run %d event %d: deferred %v, accepted %v", k.Run, k.EventID, inDeferred, has(Accepted, k))

@@ -37,7 +37,7 @@ func TestStoreInvariantsCatchBrokenState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantViolation(t, func() { s.checkPut(Deferred, eb) })
+	wantViolation(t, func() { s.checkPut(Deferred, eb, allRows(eb.Len())) })
 
 	c, _ := s.NewCursor(Deferred, CursorOptions{})
 	b, err := c.Next()
@@ -46,7 +46,7 @@ func TestStoreInvariantsCatchBrokenState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release()
-	out := []Outcome{{Decision: schemas.DecisionAccept}, {Decision: schemas.DecisionReject}, {Decision: schemas.DecisionDefer}}
+	out := []schemas.Verdict{{Decision: schemas.DecisionAccept}, {Decision: schemas.DecisionReject}, {Decision: schemas.DecisionDefer}}
 	before := s.ledgerBefore()
 	ca, err := s.Commit(b, out)
 	if err != nil {

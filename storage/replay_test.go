@@ -32,7 +32,7 @@ func TestConcurrentWriterAndReplay(t *testing.T) {
 			rec := buildBatch(t, nil, evs)
 			eb, err := schemas.NewEventBatch(rec)
 			if err == nil {
-				_, err = s.Put(Deferred, eb, metas(evs))
+				_, err = s.Put(Deferred, eb, metas(evs), nil)
 			}
 			rec.Release()
 			werr = err
@@ -64,7 +64,7 @@ func TestConcurrentWriterAndReplay(t *testing.T) {
 		for i := 0; i < b.Events.Len(); i++ {
 			id := b.Events.EventID(i)
 			seen[id]++
-			if err := checkRow(b.Events, b.Meta[i], i, genEvent(1, id, 5000), 0); err != nil {
+			if err := checkRow(b.Events, b.Verdicts[i], i, genEvent(1, id, 5000), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -111,10 +111,10 @@ func TestCommitOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release()
-	out := []Outcome{
+	out := []schemas.Verdict{
 		{Decision: schemas.DecisionAccept, Lines: 5, Stage: "hlt2"},
 		{Decision: schemas.DecisionReject, Stage: "hlt2"},
-		{Decision: schemas.DecisionDefer, Stage: "hlt2", Reason: "plugin crashed"},
+		{Decision: schemas.DecisionDefer, Stage: "hlt2", Reason: schemas.Reason{Text: "plugin crashed"}},
 	}
 	ca, err := s.Commit(b, out)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestCommitOutcomes(t *testing.T) {
 		t.Fatalf("commit ack %+v", ca)
 	}
 	keys, ms := readAll(t, s, Deferred, CursorOptions{})
-	if len(keys) != 1 || keys[0].EventID != 2 || ms[0].Reason != "plugin crashed" || ms[0].Decision != schemas.DecisionDefer {
+	if len(keys) != 1 || keys[0].EventID != 2 || ms[0].Reason.Text != "plugin crashed" || ms[0].Decision != schemas.DecisionDefer {
 		t.Fatalf("deferred after commit: %v %+v", keys, ms)
 	}
 	keys, ms = readAll(t, s, Accepted, CursorOptions{})

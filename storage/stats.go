@@ -111,8 +111,8 @@ type EventInfo struct {
 	NumFragments   uint32
 	MissingSources int
 	CorruptSources int
-	Meta           RowMeta
-	Bytes          int // encoded value bytes
+	Verdict        schemas.Verdict // as stored: decision, lines, stage, reason text
+	Bytes          int             // encoded value bytes
 }
 
 func infoOf(stream Stream, k Key, v []byte, r *record) (EventInfo, error) {
@@ -125,7 +125,7 @@ func infoOf(stream Stream, k Key, v []byte, r *record) (EventInfo, error) {
 	return EventInfo{
 		Stream: stream, Key: k, Timestamp: r.timestamp, Status: schemas.EventStatus(r.status),
 		NumFragments: r.nFrags, MissingSources: len(r.missing) / 4, CorruptSources: len(r.corrupt) / 4,
-		Meta: r.meta(), Bytes: len(v),
+		Verdict: r.verdict(), Bytes: len(v),
 	}, nil
 }
 

@@ -37,7 +37,7 @@ func TestStatsAndList(t *testing.T) {
 	var ids []uint64
 	err = s.List(Deferred, Selection{MinRun: 9, MinEvent: 6}, 2, func(e EventInfo) bool {
 		ids = append(ids, e.Key.EventID)
-		if e.Meta.Stage != "hlt1" || e.NumFragments != 5 || e.Bytes < 1300 {
+		if e.Verdict.Stage != "hlt1" || e.NumFragments != 5 || e.Bytes < 1300 {
 			t.Errorf("info %+v", e)
 		}
 		return true

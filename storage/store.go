@@ -209,23 +209,33 @@ func (s *Store) Close() error {
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.opts.Dir }
 
-// Put writes every row of batch to stream, with rows[i] the trigger
-// metadata of row i (len(rows) == batch.Len()). Rows are written with one
+// Put writes rows of batch (row indices; nil: every row) to stream, row i
+// with the trigger's verdict verdicts[i] (len(verdicts) == batch.Len()):
+// its decision, lines, stage and reason text are stored with the event, and
+// its status bits are added to the event's. Rows are written with one
 // badger WriteBatch; an event already stored under the same (run, event id)
 // is replaced. The first Put fixes the store's schema; later batches must
 // have the same mode and source groups (ErrSchemaMismatch). Put refuses the
 // whole batch with a *DiskBudgetError (ErrDiskBudget) when the disk budget
 // would be passed. On success every row is in the store; Ack.Durable says
 // whether it is durable yet (see SyncPolicy and WaitDurable).
-func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (Ack, error) {
+func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas.Verdict, rows []int) (Ack, error) {
 	if s.closed.Load() {
 		return Ack{}, ErrClosed
 	}
 	if !stream.valid() {
 		return Ack{}, fmt.Errorf("store put: invalid stream %d", stream)
 	}
-	if len(rows) != batch.Len() {
-		return Ack{}, fmt.Errorf("store put: %d row metadata for %d events", len(rows), batch.Len())
+	if len(verdicts) != batch.Len() {
+		return Ack{}, fmt.Errorf("store put: %d verdicts for %d events", len(verdicts), batch.Len())
+	}
+	if rows == nil {
+		rows = allRows(batch.Len())
+	}
+	for _, i := range rows {
+		if i < 0 || i >= batch.Len() {
+			return Ack{}, fmt.Errorf("store put: row %d of a batch of %d events", i, batch.Len())
+		}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -235,11 +245,11 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 		return Ack{}, err
 	}
 	size := 0
-	for i := range rows {
-		if err := validateMeta(&rows[i]); err != nil {
+	for _, i := range rows {
+		if err := validateVerdict(&verdicts[i]); err != nil {
 			return Ack{}, fmt.Errorf("store put: row %d: %w", i, err)
 		}
-		size += KeySize + encodedSize(batch, i, &rows[i])
+		size += KeySize + encodedSize(batch, i, &verdicts[i])
 	}
 	if err := s.guard.admit(uint64(size), s.m); err != nil {
 		s.m.refused.Inc()
@@ -258,15 +268,15 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 	}
-	replaced, err := s.countStored(stream, batch)
+	replaced, err := s.countStored(stream, batch, rows)
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
-	for i := range rows {
+	for _, i := range rows {
 		k0 := len(buf)
 		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
 		v0 := len(buf)
-		buf = appendValue(buf, batch, i, &rows[i], batch.Status(i))
+		buf = appendValue(buf, batch, i, &verdicts[i], batch.Status(i)|verdicts[i].Status)
 		if err := wb.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
@@ -274,7 +284,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 	if err := wb.Flush(); err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
-	s.checkPut(stream, batch)
+	s.checkPut(stream, batch, rows)
 	if newSchema != nil {
 		ss, _ := parseStoreSchema(s.opts.Dir, newSchema)
 		s.schema.Store(ss)
@@ -289,15 +299,24 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, rows []RowMeta) (A
 	return ack, nil
 }
 
-// countStored counts the rows of batch already stored in stream: a resent
+// allRows is 0, 1, ..., n-1.
+func allRows(n int) []int {
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	return rows
+}
+
+// countStored counts the given rows of batch already stored in stream: a resent
 // batch replaces its events (idempotent), but a replaced event is also
 // what an event id collision looks like, so it is counted, not silent.
 // Key lookups only (bloom filters, no value reads).
-func (s *Store) countStored(stream Stream, batch *schemas.EventBatch) (int, error) {
+func (s *Store) countStored(stream Stream, batch *schemas.EventBatch, rows []int) (int, error) {
 	n := 0
 	var kb [KeySize]byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		for i := 0; i < batch.Len(); i++ {
+		for _, i := range rows {
 			_, err := txn.Get(appendKey(kb[:0], stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)}))
 			switch {
 			case err == nil:

@@ -32,7 +32,7 @@ func TestRoundTrip(t *testing.T) {
 		for j, d := range decisions {
 			e := genEvent(7, uint64(100+i*len(decisions)+j), 3000+i*17)
 			e.status = st
-			e.meta = RowMeta{Decision: d, Lines: 1<<63 | uint64(i), Stage: "llt", Reason: strings.Repeat("r", j*100)}
+			e.meta = schemas.Verdict{Decision: d, Lines: 1<<63 | uint64(i), Stage: "llt", Reason: schemas.Reason{Text: strings.Repeat("r", j*100)}}
 			if st&schemas.StatusIncomplete != 0 {
 				e.missing = []uint32{2, 11}
 			}
@@ -67,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("batch of %d events, batch size 10", b.Events.Len())
 		}
 		for i := 0; i < b.Events.Len(); i++ {
-			if err := checkRow(b.Events, b.Meta[i], i, evs[n], evs[n].status); err != nil {
+			if err := checkRow(b.Events, b.Verdicts[i], i, evs[n], evs[n].status); err != nil {
 				t.Error(err)
 			}
 			n++
@@ -188,7 +188,7 @@ func TestReopenKeepsSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(Accepted, eb, make([]RowMeta, eb.Len())); !errors.Is(err, ErrSchemaMismatch) {
+	if _, err := s.Put(Accepted, eb, make([]schemas.Verdict, eb.Len()), nil); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("put with other groups: %v, want ErrSchemaMismatch", err)
 	}
 }

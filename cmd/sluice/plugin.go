@@ -337,14 +337,12 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	var count [4]int
 	for k, x := range res {
 		var lines []string
-		for b, name := range d.Lines {
-			if x.Lines&(1<<b) != 0 {
-				lines = append(lines, name)
-			}
+		for _, name := range schemas.FiredLines(x.Lines, d.Lines) {
+			lines = append(lines, name)
 		}
 		note := ""
-		if x.Annotation != "" {
-			note = "  (" + x.Annotation + ")"
+		if x.Reason.Text != "" {
+			note = "  (" + x.Reason.Text + ")"
 		}
 		fmt.Fprintf(out, "%-10d %6d %-18s %-8s %s%s\n", x.EventID, bytes[k], statusText(status[k]), x.Decision, strings.Join(lines, ","), note)
 		count[x.Decision&3]++
@@ -454,7 +452,7 @@ func (t *{{.Type}}) Configure(params map[string]string) error {
 	return err
 }
 
-func (t *{{.Type}}) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (t *{{.Type}}) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	for i := range out {
 		var n uint64
 		for g := range ev.Groups {

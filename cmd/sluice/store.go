@@ -214,7 +214,7 @@ func newStoreLsCmd() *cobra.Command {
 			err = s.List(stream, sel, sf.limit, func(e storage.EventInfo) bool {
 				listed++
 				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
-					e.Status, e.NumFragments, e.Meta.Decision, e.Meta.Lines, orDash(e.Meta.Stage), orDash(e.Meta.Reason), e.Bytes)
+					e.Status, e.NumFragments, e.Verdict.Decision, e.Verdict.Lines, orDash(e.Verdict.Stage), orDash(e.Verdict.Reason.Text), e.Bytes)
 				return true
 			})
 			if ferr := tw.Flush(); err == nil {
@@ -302,7 +302,7 @@ func newStoreExportCmd() *cobra.Command {
 func mdfEncoder() storage.RowEncoder {
 	j := lhcb.NewJoiner()
 	var buf []byte
-	return func(ev *schemas.EventBatch, i int, _ storage.RowMeta) ([]byte, error) {
+	return func(ev *schemas.EventBatch, i int, _ schemas.Verdict) ([]byte, error) {
 		var err error
 		buf, err = j.Join(buf[:0], ev, i)
 		return buf, err

@@ -40,7 +40,7 @@ func writeStore(t *testing.T, dir string, group schemas.SourceGroup, stream stor
 	}
 	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer rb.Release()
-	meta := make([]storage.RowMeta, len(rows))
+	meta := make([]schemas.Verdict, len(rows))
 	for k, r := range rows {
 		rb.Field(0).(*array.Uint64Builder).Append(r.id)
 		rb.Field(1).(*array.Uint32Builder).Append(r.run)
@@ -57,7 +57,7 @@ func writeStore(t *testing.T, dir string, group schemas.SourceGroup, stream stor
 			sizes.ValueBuilder().(*array.Uint32Builder).Append(uint32(len(p)))
 		}
 		rb.Field(7).(*array.BinaryBuilder).Append(all)
-		meta[k] = storage.RowMeta{Decision: d, Lines: 3, Stage: "hlt1", Reason: "backlog"}
+		meta[k] = schemas.Verdict{Decision: d, Lines: 3, Stage: "hlt1", Reason: schemas.Reason{Text: "backlog"}}
 	}
 	rec := rb.NewRecordBatch()
 	defer rec.Release()
@@ -70,7 +70,7 @@ func writeStore(t *testing.T, dir string, group schemas.SourceGroup, stream stor
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Put(stream, eb, meta); err != nil {
+	if _, err := s.Put(stream, eb, meta, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -345,7 +345,7 @@ func putOpen(t *testing.T, s *storage.Store, g schemas.SourceGroup, rows []store
 		t.Fatal(err)
 	}
 	defer b.Release()
-	if _, err := s.Put(storage.Deferred, b.Events, b.Meta); err != nil {
+	if _, err := s.Put(storage.Deferred, b.Events, b.Verdicts, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,7 +7,7 @@
 //
 //	func (t *myTrigger) Describe() sdk.Description { ... }
 //	func (t *myTrigger) Configure(p map[string]string) error { ... }
-//	func (t *myTrigger) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+//	func (t *myTrigger) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 //		for i := range out {
 //			out[i] = sdk.Accept(1) // line 0 fired
 //		}
@@ -19,45 +19,38 @@
 // Event batches are Arrow record batches of schemas.EventSchema; the
 // schemas.EventBatch view gives typed access (event id, status bits, a
 // source's payload, a source group's payloads) without indexing columns.
+// A decision is a schemas.Verdict, the type it keeps through the host and
+// the node to the store.
 package sdk
 
 import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// MaxLines is the number of trigger lines a plugin can declare: one bit each
-// in a uint64 lines mask.
-const MaxLines = 64
-
 // Description is what a plugin says about itself.
 type Description struct {
 	Name    string   // plugin name, e.g. "l0calo"; labels its logs and metrics
 	Version string   // free text, e.g. "1.0.0"
-	Lines   []string // trigger line names; line i is bit i of Result.Lines
+	Lines   []string // trigger line names, at most schemas.MaxLines; line i is bit i of Verdict.Lines
 	// Columns lists the source groups whose payloads the plugin reads (e.g.
 	// "ecal", "muon"); empty means all. The host leaves the payload columns of
 	// other groups out of the batches it sends.
 	Columns []string
 }
 
-// Result is a plugin's decision on one event.
-type Result struct {
-	Decision schemas.Decision // accept, reject or defer; never DecisionNone
-	Lines    uint64           // bit i set: trigger line i fired
-	// Annotation is optional free text kept with the event (e.g. why it was
-	// deferred); empty for most events.
-	Annotation string
+// Accept is an accepted event whose given lines fired.
+func Accept(lines uint64) schemas.Verdict {
+	return schemas.Verdict{Decision: schemas.DecisionAccept, Lines: lines}
 }
 
-// Accept is an accepted event whose given lines fired.
-func Accept(lines uint64) Result { return Result{Decision: schemas.DecisionAccept, Lines: lines} }
-
 // Reject is a rejected event.
-func Reject() Result { return Result{Decision: schemas.DecisionReject} }
+func Reject() schemas.Verdict { return schemas.Verdict{Decision: schemas.DecisionReject} }
 
-// Defer is an event the plugin wants processed later, with the reason.
-func Defer(reason string) Result {
-	return Result{Decision: schemas.DecisionDefer, Annotation: reason}
+// Defer is an event the plugin wants processed later, with the reason: free
+// text kept with the event in the store (the node's ledger names the
+// deferral by the stage and the plugin's name).
+func Defer(reason string) schemas.Verdict {
+	return schemas.Verdict{Decision: schemas.DecisionDefer, Reason: schemas.Reason{Text: reason}}
 }
 
 // Trigger is the one interface a plugin implements. The host calls Describe
@@ -68,10 +61,13 @@ type Trigger interface {
 	// Configure validates and applies the parameters; an error stops the node
 	// at start-up with the message.
 	Configure(params map[string]string) error
-	// Decide fills out[i] for every row i of ev (len(out) == ev.Len()). out
-	// arrives zeroed. ev and its payloads are valid only during the call and
-	// read-only (they may lie in the host's shared memory, mapped read-only).
-	// An error (or a panic) fails the whole batch; the host retries it and,
-	// after repeated failures, defers its events with StatusTriggerError.
-	Decide(ev *schemas.EventBatch, out []Result) error
+	// Decide fills out[i] for every row i of ev (len(out) == ev.Len()) with
+	// a decision, its lines and, optionally, Reason.Text (free text kept
+	// with the event, e.g. why it was deferred); the host ignores the other
+	// fields. out arrives zeroed. ev and its payloads are valid only during
+	// the call and read-only (they may lie in the host's shared memory,
+	// mapped read-only). An error (or a panic) fails the whole batch; the
+	// host retries it and, after repeated failures, defers its events with
+	// StatusTriggerError.
+	Decide(ev *schemas.EventBatch, out []schemas.Verdict) error
 }

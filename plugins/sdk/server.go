@@ -23,7 +23,7 @@ type server struct {
 	shm    wire.Mapping // the instance's region (SharedBatch)
 	arena  wire.Mapping // the host's arena (SharedLayout)
 	layout wire.LayoutReader
-	out    []Result // reused across batches
+	out    []schemas.Verdict // reused across batches
 }
 
 func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.Description, error) {
@@ -76,14 +76,14 @@ func (s *server) Decide(_ context.Context, req *pluginpb.DecideRequest) (*plugin
 
 // decide runs the author's Decide on one batch, turning a panic into an
 // error so that the host sees the reason instead of a dead connection.
-func (s *server) decide(rec arrow.RecordBatch, seq uint64) (out []Result, err error) {
+func (s *server) decide(rec arrow.RecordBatch, seq uint64) (out []schemas.Verdict, err error) {
 	ev, err := schemas.NewEventBatch(rec)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	n := ev.Len()
 	if cap(s.out) < n {
-		s.out = make([]Result, n)
+		s.out = make([]schemas.Verdict, n)
 	}
 	out = s.out[:n]
 	clear(out)
@@ -104,7 +104,9 @@ func (s *server) decide(rec arrow.RecordBatch, seq uint64) (out []Result, err er
 	return out, nil
 }
 
-func encodeResults(out []Result) *pluginpb.DecideResponse {
+// encodeResults puts what a plugin decides on the wire: decision, lines and
+// the reason's text.
+func encodeResults(out []schemas.Verdict) *pluginpb.DecideResponse {
 	resp := &pluginpb.DecideResponse{
 		Verdicts: make([]pluginpb.Verdict, len(out)),
 		Lines:    make([]uint64, len(out)),
@@ -112,8 +114,8 @@ func encodeResults(out []Result) *pluginpb.DecideResponse {
 	for i, r := range out {
 		resp.Verdicts[i] = pluginpb.Verdict(r.Decision) // the enum values equal schemas.Decision's
 		resp.Lines[i] = r.Lines
-		if r.Annotation != "" {
-			resp.Annotations = append(resp.Annotations, &pluginpb.Annotation{Row: uint32(i), Text: r.Annotation})
+		if r.Reason.Text != "" {
+			resp.Annotations = append(resp.Annotations, &pluginpb.Annotation{Row: uint32(i), Text: r.Reason.Text})
 		}
 	}
 	return resp

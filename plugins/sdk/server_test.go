@@ -28,7 +28,7 @@ func (f *fake) Describe() Description {
 	return Description{Name: "fake", Version: "0", Lines: []string{"a", "b"}, Columns: []string{"ecal"}}
 }
 func (f *fake) Configure(map[string]string) error { return nil }
-func (f *fake) Decide(ev *schemas.EventBatch, out []Result) error {
+func (f *fake) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	if f.fail {
 		return errors.New("cannot decide")
 	}

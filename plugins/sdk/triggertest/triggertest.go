@@ -19,7 +19,7 @@ import (
 type Runner interface {
 	Description() sdk.Description
 	// Decide returns one result per row of rec (schemas.EventSchema).
-	Decide(ctx context.Context, rec arrow.RecordBatch) ([]sdk.Result, error)
+	Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error)
 	Close()
 }
 
@@ -38,12 +38,12 @@ type inProcess struct{ t sdk.Trigger }
 func (r *inProcess) Description() sdk.Description { return r.t.Describe() }
 func (r *inProcess) Close()                       {}
 
-func (r *inProcess) Decide(_ context.Context, rec arrow.RecordBatch) ([]sdk.Result, error) {
+func (r *inProcess) Decide(_ context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
 	ev, err := schemas.NewEventBatch(rec)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sdk.Result, ev.Len())
+	out := make([]schemas.Verdict, ev.Len())
 	if err := r.t.Decide(ev, out); err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func Binary(ctx context.Context, path string, params map[string]string, opts plu
 // Decision is one event's result.
 type Decision struct {
 	EventID uint64
-	sdk.Result
+	schemas.Verdict
 }
 
 // Run decides every batch with r and returns the results in event order.
@@ -88,7 +88,7 @@ func Run(ctx context.Context, r Runner, batches []arrow.RecordBatch) ([]Decision
 			return nil, fmt.Errorf("%s, batch %d: %w", r.Description().Name, bi, err)
 		}
 		for i, x := range res {
-			out = append(out, Decision{EventID: ev.EventID(i), Result: x})
+			out = append(out, Decision{EventID: ev.EventID(i), Verdict: x})
 		}
 	}
 	return out, nil
@@ -97,12 +97,12 @@ func Run(ctx context.Context, r Runner, batches []arrow.RecordBatch) ([]Decision
 // Diff is an event on which two triggers disagree.
 type Diff struct {
 	EventID uint64
-	A, B    sdk.Result
+	A, B    schemas.Verdict
 }
 
 // Shadow runs a (e.g. the deployed version) and b (the candidate) on the
 // same batches and returns the events whose decision or lines differ, in
-// event order. Annotations are not compared.
+// event order. Reasons are not compared.
 func Shadow(ctx context.Context, a, b Runner, batches []arrow.RecordBatch) ([]Diff, error) {
 	da, err := Run(ctx, a, batches)
 	if err != nil {
@@ -115,7 +115,7 @@ func Shadow(ctx context.Context, a, b Runner, batches []arrow.RecordBatch) ([]Di
 	var diffs []Diff
 	for i := range da {
 		if da[i].Decision != db[i].Decision || da[i].Lines != db[i].Lines {
-			diffs = append(diffs, Diff{EventID: da[i].EventID, A: da[i].Result, B: db[i].Result})
+			diffs = append(diffs, Diff{EventID: da[i].EventID, A: da[i].Verdict, B: db[i].Verdict})
 		}
 	}
 	return diffs, nil

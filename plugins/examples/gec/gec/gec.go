@@ -99,7 +99,7 @@ func (t *Trigger) setTypes(s string) error {
 }
 
 // Decide cuts every event on the summed bank payload bytes.
-func (t *Trigger) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (t *Trigger) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	groups := t.groups(ev)
 	for i := range out {
 		sum, err := t.occupancy(ev, groups, i)

@@ -146,7 +146,7 @@ func TestMalformedBank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0].Decision != schemas.DecisionReject || got[1].Decision != schemas.DecisionDefer || got[1].Annotation == "" {
+	if got[0].Decision != schemas.DecisionReject || got[1].Decision != schemas.DecisionDefer || got[1].Reason.Text == "" {
 		t.Fatalf("decisions %+v", got)
 	}
 }

@@ -94,7 +94,7 @@ func (t *Trigger) Configure(params map[string]string) error {
 }
 
 // Decide applies the four selections to every event.
-func (t *Trigger) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (t *Trigger) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	ecal, hcal, muon := ev.GroupIndex(t.ecal), ev.GroupIndex(t.hcal), ev.GroupIndex(t.muon)
 	for i := range out {
 		lines, err := t.event(ev, i, ecal, hcal, muon)

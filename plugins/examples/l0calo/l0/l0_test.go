@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
-	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -50,7 +49,7 @@ func event(id uint64, set map[uint32][]byte) synthbatch.Event {
 	return ev
 }
 
-func decide(t *testing.T, tr *Trigger, events []synthbatch.Event) []sdk.Result {
+func decide(t *testing.T, tr *Trigger, events []synthbatch.Event) []schemas.Verdict {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -63,7 +62,7 @@ func decide(t *testing.T, tr *Trigger, events []synthbatch.Event) []sdk.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]sdk.Result, ev.Len())
+	out := make([]schemas.Verdict, ev.Len())
 	if err := tr.Decide(ev, out); err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +105,10 @@ func TestThresholds(t *testing.T) {
 	out := decide(t, New(), events)
 	for i, c := range cases {
 		if out[i].Decision != c.want || out[i].Lines != c.lines {
-			t.Errorf("%s: %v lines %04b, want %v lines %04b (%s)", c.name, out[i].Decision, out[i].Lines, c.want, c.lines, out[i].Annotation)
+			t.Errorf("%s: %v lines %04b, want %v lines %04b (%s)", c.name, out[i].Decision, out[i].Lines, c.want, c.lines, out[i].Reason.Text)
 		}
 	}
-	if out[len(cases)-1].Annotation == "" {
+	if out[len(cases)-1].Reason.Text == "" {
 		t.Error("deferred event has no reason")
 	}
 }
@@ -147,7 +146,7 @@ func TestEmulatedRates(t *testing.T) {
 	}
 	defer rec.Release()
 	ev, _ := schemas.NewEventBatch(rec)
-	out := make([]sdk.Result, n)
+	out := make([]schemas.Verdict, n)
 	if err := New().Decide(ev, out); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func (t *Trigger) Configure(params map[string]string) error {
 }
 
 // Decide accepts every event (1 in prescale of them), rejects the rest.
-func (t *Trigger) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (t *Trigger) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	n := max(t.prescale, 1)
 	for i := range out {
 		if ev.EventID(i)%n == 0 {

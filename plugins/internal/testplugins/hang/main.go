@@ -30,7 +30,7 @@ func (h *hang) Configure(params map[string]string) error {
 	return err
 }
 
-func (h *hang) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (h *hang) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	for i := range out {
 		if ev.EventID(i) == h.event {
 			if h.once == "" {

@@ -30,7 +30,7 @@ func (p *panicky) Configure(params map[string]string) error {
 	return err
 }
 
-func (p *panicky) Decide(ev *schemas.EventBatch, out []sdk.Result) error {
+func (p *panicky) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	for i := range out {
 		if ev.EventID(i) == p.event {
 			if p.exit {
