@@ -509,7 +509,7 @@ func (s *sim) finish() {
 }
 
 func TestEMProperty(t *testing.T) {
-	seeds, steps := 40, 1500
+	seeds, steps := 30, 1500
 	if testing.Short() {
 		seeds = 10
 	}

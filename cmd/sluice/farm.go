@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/control"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+func init() { register(newFarmCmd) }
+
+// farmFlags are the flags every farm subcommand that talks to etcd takes.
+type farmFlags struct {
+	etcd    []string
+	farm    string
+	timeout time.Duration
+}
+
+func (f *farmFlags) add(cmd *cobra.Command) {
+	def := []string{"127.0.0.1:2379"}
+	if e := os.Getenv("SLUICE_ETCD"); e != "" {
+		def = strings.Split(e, ",")
+	}
+	farmID := "sluice"
+	if e := os.Getenv("SLUICE_FARM"); e != "" {
+		farmID = e
+	}
+	cmd.PersistentFlags().StringSliceVar(&f.etcd, "etcd", def, "etcd endpoints, host:port,... (env SLUICE_ETCD)")
+	cmd.PersistentFlags().StringVar(&f.farm, "farm", farmID, "farm id (env SLUICE_FARM)")
+	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for etcd")
+}
+
+func (f *farmFlags) dial(ctx context.Context) (*control.Client, error) {
+	return control.Dial(ctx, control.Config{Endpoints: f.etcd, Farm: f.farm, DialTimeout: f.timeout})
+}
+
+// newFarmCmd builds `sluice farm etcd | start | stop | status`.
+func newFarmCmd() *cobra.Command {
+	var ff farmFlags
+	cmd := &cobra.Command{
+		Use:   "farm",
+		Short: "Farm run control on etcd: start/stop a run, show members, event manager and farm ledger; run etcd",
+		Long: `A farm is many sluice nodes that together build every event once. Its control
+plane is etcd: membership, the event manager's election, the run configuration
+and the desired run state live under /sluice/<farm>/. These commands read and
+write it; every node watches the run state and follows it.`,
+	}
+	ff.add(cmd)
+	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff))
+	return cmd
+}
+
+// newFarmEtcdCmd: the embedded etcd server as its own process.
+func newFarmEtcdCmd() *cobra.Command {
+	var cfg control.ServerConfig
+	cmd := &cobra.Command{
+		Use:   "etcd --data-dir DIR",
+		Short: "Run a single-member etcd server for a farm (tests, make farm, small farms) until SIGINT/SIGTERM",
+		Long: `Runs etcd (the embedded server of go.etcd.io/etcd/server/v3) as its own process:
+nodes must never host it, since a test kills nodes. It prints "etcd: serving
+HOST:PORT" once ready. Production farms point nodes at an existing etcd cluster
+instead (see --etcd).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DataDir == "" {
+				return errors.New("farm etcd: --data-dir is required")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := control.StartServer(cfg)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "etcd: serving %s\n", s.Endpoint())
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-s.Err():
+				return fmt.Errorf("farm etcd: %w", err)
+			}
+		},
+	}
+	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of etcd's data (created if missing)")
+	cmd.Flags().StringVar(&cfg.Listen, "listen", "http://127.0.0.1:2379", "client URL to listen at (port 0: a free port, printed)")
+	cmd.Flags().StringVar(&cfg.Peer, "peer", "http://127.0.0.1:2380", "peer URL to listen at")
+	cmd.Flags().StringVar(&cfg.Name, "name", "sluice", "member name")
+	cmd.Flags().UintVar(&cfg.TickMs, "tick-ms", 100, "heartbeat interval in ms (tests shorten it)")
+	cmd.Flags().UintVar(&cfg.ElectionMs, "election-ms", 1000, "election timeout in ms; the minimum lease TTL is 1.5 times it")
+	return cmd
+}
+
+// runOpts are the farm-wide settings of a run that `farm start` records.
+type runOpts struct {
+	config         string
+	protocol       string
+	unit           string
+	assignmentSize int
+	release        string
+	maxOutstanding int
+	releaseGroup   int
+}
+
+func newFarmStartCmd(ff *farmFlags) *cobra.Command {
+	var run uint32
+	var o runOpts
+	cmd := &cobra.Command{
+		Use:   "start --run N [--config FILE]",
+		Short: "Start run N on the farm: record its configuration (once per run) and ask every node to run it",
+		Long: `Records run N's configuration in etcd, taken from a node configuration file
+(sources, trigger stages with their plugins' SHA-256 digests and parameters,
+prescales) and the farm flags, then sets the desired run state to running. A
+run's configuration is written once: starting it again with another one fails,
+naming every difference, and so does a node whose own view differs. Without
+--config the run's recorded configuration is used.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("run") {
+				return errors.New("farm start: --run is required")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), ff.timeout)
+			defer cancel()
+			c, err := ff.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if o.config != "" {
+				nc, err := config.Load(o.config)
+				if err != nil {
+					return &exitError{code: exitConfig, err: err}
+				}
+				rc, err := runConfigOf(nc, run, o)
+				if err != nil {
+					return &exitError{code: exitConfig, err: err}
+				}
+				v, err := c.PutRunConfig(ctx, rc)
+				if err != nil {
+					return &exitError{code: exitConfig, err: err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "run %d configuration: version %d\n", run, v)
+			} else if _, _, err := c.RunConfig(ctx, run); err != nil {
+				return fmt.Errorf("farm start: %w (give --config to record one)", err)
+			}
+			if _, err := c.SetRunState(ctx, control.RunState{State: control.StateRunning, Run: run, By: whoami()}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "farm %s: run %d running\n", c.Farm(), run)
+			return nil
+		},
+	}
+	cmd.Flags().Uint32Var(&run, "run", 0, "run number")
+	cmd.Flags().StringVar(&o.config, "config", "", "node configuration file the run's sources and trigger chain come from")
+	cmd.Flags().StringVar(&o.protocol, "protocol", "push", "push (BUs give credits, the EM announces to RUs) or pull (BUs ask, then request from RUs)")
+	cmd.Flags().StringVar(&o.unit, "unit", "events", "what assignments count: events (ids named by the RU of the trigger source) or packets (readout packet sequence)")
+	cmd.Flags().IntVar(&o.assignmentSize, "assignment-size", 1, "elements (events or packets) per assignment")
+	cmd.Flags().StringVar(&o.release, "release", "decided", "when RUs free an assignment's bytes: received, decided or durable")
+	cmd.Flags().IntVar(&o.maxOutstanding, "max-outstanding", 4, "pull: unreleased assignments per BU at most")
+	cmd.Flags().IntVar(&o.releaseGroup, "release-group", 8, "releases a BU sends per message")
+	return cmd
+}
+
+// runConfigOf derives a run's farm configuration from a node's.
+func runConfigOf(nc *config.Config, run uint32, o runOpts) (farm.RunConfig, error) {
+	rc := farm.RunConfig{Schema: farm.RunConfigSchema, Run: run, Protocol: o.protocol, Unit: o.unit,
+		AssignmentSize: o.assignmentSize, Release: o.release, ReleaseGroup: o.releaseGroup}
+	if o.protocol == "pull" {
+		rc.MaxOutstanding = o.maxOutstanding
+	}
+	for _, g := range nc.Sources {
+		ids, err := schemas.ParseSourceList(g.Sources)
+		if err != nil {
+			return farm.RunConfig{}, fmt.Errorf("sources %s: %w", g.Name, err)
+		}
+		rc.Sources = append(rc.Sources, farm.SourceGroup{Name: g.Name, Sources: schemas.FormatSourceList(ids)})
+	}
+	for _, s := range nc.Trigger.Stages {
+		d, err := fileDigest(s.Plugin)
+		if err != nil {
+			return farm.RunConfig{}, fmt.Errorf("trigger stage %s: plugin: %w", s.Name, err)
+		}
+		rc.Plugins = append(rc.Plugins, farm.Plugin{Stage: s.Name, Name: filepath.Base(s.Plugin), Digest: d, Params: s.Params})
+		if len(s.Prescales) > 0 {
+			if rc.Prescales == nil {
+				rc.Prescales = map[string]map[string]uint32{}
+			}
+			rc.Prescales[s.Name] = s.Prescales
+		}
+	}
+	return rc, rc.Validate()
+}
+
+// fileDigest is the hex SHA-256 of a file.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func whoami() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+func newFarmStopCmd(ff *farmFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Ask every node of the farm to stop the current run (they drain, then stop)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), ff.timeout)
+			defer cancel()
+			c, err := ff.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, ok, err := c.RunState(ctx)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("farm stop: farm %s never ran", c.Farm())
+			}
+			if st.State == control.StateStopped {
+				fmt.Fprintf(cmd.OutOrStdout(), "farm %s: run %d already stopped\n", c.Farm(), st.Run)
+				return nil
+			}
+			if _, err := c.SetRunState(ctx, control.RunState{State: control.StateStopped, Run: st.Run, By: whoami()}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "farm %s: run %d stopping\n", c.Farm(), st.Run)
+			return nil
+		},
+	}
+}
+
+func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the farm: members with roles and incarnations, the event manager, the run state and the farm ledger",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), ff.timeout)
+			defer cancel()
+			c, err := ff.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printFarmStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func printFarmStatus(w io.Writer, st control.Status) {
+	fmt.Fprintf(w, "farm %s\n", st.Farm)
+	if st.Run != nil {
+		fmt.Fprintf(w, "run %d: %s since %s", st.Run.Run, st.Run.State, st.Run.Since.Format(time.RFC3339))
+		if st.Run.By != "" {
+			fmt.Fprintf(w, " (by %s)", st.Run.By)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "run: never started")
+	}
+	if st.Config != nil {
+		fmt.Fprintf(w, "protocol %s, %d %s per assignment, release %s\n", st.Config.Protocol, st.Config.AssignmentSize, st.Config.Unit, st.Config.Release)
+	}
+	if st.EM != nil {
+		fmt.Fprintf(w, "event manager: %s (epoch %d, incarnation %x)\n", st.EM.Node, st.EM.Epoch, st.EM.Incarnation)
+	} else {
+		fmt.Fprintln(w, "event manager: none")
+	}
+	fmt.Fprintf(w, "assignment ids reserved below %d\n", st.Reserved)
+	fmt.Fprintf(w, "members: %d\n", len(st.Members))
+	if len(st.Members) > 0 {
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NODE\tROLES\tINCARNATION\tADDRESS\tSOURCES\tJOINED")
+		ms := append([]control.Member(nil), st.Members...)
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Node < ms[j].Node })
+		for _, m := range ms {
+			src := m.Sources
+			if src == "" {
+				src = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%x\t%s\t%s\t%s\n", m.Node, m.Roles, m.Incarnation, m.Address, src, m.Joined.Format(time.RFC3339))
+		}
+		tw.Flush()
+	}
+	if st.Ledger != nil {
+		fmt.Fprint(w, st.Ledger.String())
+	}
+}

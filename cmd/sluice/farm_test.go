@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/control"
+)
+
+// farmNodeConfig writes a node configuration with two source groups and
+// one trigger stage whose plugin is a file of known bytes.
+func farmNodeConfig(t *testing.T, plugin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gec")
+	if err := os.WriteFile(bin, []byte(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `
+inputs:
+  - uri: tcp://127.0.0.1:7999
+sources:
+  - {name: velo, sources: "0-3"}
+  - {name: calo, sources: "10,11"}
+trigger:
+  stages:
+    - name: hlt1
+      plugin: ` + bin + `
+      params: {max_hits: "500"}
+      prescales: {minbias: 100}
+`
+	p := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFarmStartStopStatus: start records the run configuration from a node
+// configuration (plugin digest included) and the run state; a second
+// start with another protocol is refused naming the difference; status
+// shows members, EM and run state (text and JSON); stop stops the run.
+func TestFarmStartStopStatus(t *testing.T) {
+	s, err := control.StartServer(control.ServerConfig{DataDir: t.TempDir(), Listen: "http://127.0.0.1:0", Peer: "http://127.0.0.1:0", TickMs: 20, ElectionMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	flags := []string{"--etcd", s.Endpoint(), "--farm", "cli-test"}
+	farmRun := func(args ...string) (string, error) {
+		return run(t, append(append([]string{"farm"}, args...), flags...)...)
+	}
+	if _, err := farmRun("stop"); err == nil || !strings.Contains(err.Error(), "never ran") {
+		t.Fatalf("stop before any run: %v", err)
+	}
+	if _, err := farmRun("start", "--run", "3"); err == nil || !strings.Contains(err.Error(), "no run configuration") {
+		t.Fatalf("start without a configuration: %v", err)
+	}
+	cfg := farmNodeConfig(t, "plugin bytes")
+	out, err := farmRun("start", "--run", "3", "--config", cfg, "--assignment-size", "10")
+	if err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "run 3 running") {
+		t.Fatalf("start output %q", out)
+	}
+	// The same configuration again is fine; another protocol is refused.
+	if out, err := farmRun("start", "--run", "3", "--config", cfg, "--assignment-size", "10"); err != nil {
+		t.Fatalf("same start again: %v\n%s", err, out)
+	}
+	_, err = farmRun("start", "--run", "3", "--config", cfg, "--assignment-size", "10", "--protocol", "pull")
+	if !errors.Is(err, farm.ErrConfigMismatch) || !strings.Contains(err.Error(), "protocol: farm has push, this node pull") {
+		t.Fatalf("differing start: %v", err)
+	}
+	// A node with another plugin binary is refused by its digest.
+	c, err := control.Dial(context.Background(), control.Config{Endpoints: []string{s.Endpoint()}, Farm: "cli-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other, err := farmRunConfig(t, farmNodeConfig(t, "other plugin bytes"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckRun(context.Background(), other); !errors.Is(err, farm.ErrConfigMismatch) || !strings.Contains(err.Error(), "plugins[hlt1].digest") {
+		t.Fatalf("node with another plugin: %v", err)
+	}
+	ms, err := c.Join(context.Background(), control.Member{Node: "n1", Roles: (farm.RoleRU | farm.RoleBU | farm.RoleEM).String(), Sources: "0-3", Address: "127.0.0.1:7001"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Campaign(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err = farmRun("status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"farm cli-test", "run 3: running", "protocol push, 10 events per assignment, release decided",
+		"event manager: n1", "members: 1", "ru,bu,em"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = farmRun("status", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st control.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	sum := sha256.Sum256([]byte("plugin bytes"))
+	if len(st.Members) != 1 || st.Members[0].Incarnation != ms.Incarnation() || st.EM == nil || st.EM.Incarnation != ms.Incarnation() ||
+		st.Config == nil || st.Config.Plugins[0].Digest != hex.EncodeToString(sum[:]) || st.Config.Prescales["hlt1"]["minbias"] != 100 ||
+		st.Config.Sources[1].Sources != "10-11" {
+		t.Fatalf("status %+v", st)
+	}
+	if out, err := farmRun("stop"); err != nil || !strings.Contains(out, "run 3 stopping") {
+		t.Fatalf("stop: %v %q", err, out)
+	}
+	if out, _ := farmRun("status"); !strings.Contains(out, "run 3: stopped") {
+		t.Fatalf("status after stop:\n%s", out)
+	}
+}
+
+func farmRunConfig(t *testing.T, path string, run uint32) (farm.RunConfig, error) {
+	t.Helper()
+	nc, err := config.Load(path)
+	if err != nil {
+		return farm.RunConfig{}, err
+	}
+	return runConfigOf(nc, run, runOpts{protocol: "push", unit: "events", assignmentSize: 10, release: "decided", releaseGroup: 8})
+}
+
+// TestFarmEtcd: `sluice farm etcd` serves until its context ends and says
+// where.
+func TestFarmEtcd(t *testing.T) {
+	pr, pw := io.Pipe()
+	root := newRootCmd()
+	root.SetOut(pw)
+	root.SetErr(pw)
+	root.SetArgs([]string{"farm", "etcd", "--data-dir", t.TempDir(), "--listen", "http://127.0.0.1:0", "--peer", "http://127.0.0.1:0", "--tick-ms", "20", "--election-ms", "200"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no output: %v (%v)", err, <-done)
+	}
+	ep, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd: serving ")
+	if !ok {
+		t.Fatalf("first line %q", line)
+	}
+	c, err := control.Dial(context.Background(), control.Config{Endpoints: []string{ep}, Farm: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetRunState(context.Background(), control.RunState{State: control.StateRunning, Run: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	cancel()
+	go io.Copy(io.Discard, pr)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("farm etcd did not stop with its context")
+	}
+}
