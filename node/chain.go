@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -14,7 +13,7 @@ import (
 // pluginChain adapts *plugins.Chain to Decider.
 type pluginChain struct {
 	c      *plugins.Chain
-	stages []config.Stage
+	stages []plugins.StageConfig
 	lines  map[string][]string
 	names  []string            // the stages in order
 	gather prometheus.Gatherer // where the chain's metrics are, for Plugins (nil: none)
@@ -25,20 +24,8 @@ type pluginChain struct {
 // none). Batches built in arena (nil: none) reach the plugins without a
 // copy. On error nothing is left running and the error names the stage and
 // the binary.
-func NewChain(ctx context.Context, stages []config.Stage, reg prometheus.Registerer, log *slog.Logger, arena *plugins.Arena) (Decider, error) {
-	sc := make([]plugins.StageConfig, len(stages))
-	for i, s := range stages {
-		pre := make(map[string]uint64, len(s.Prescales))
-		for line, n := range s.Prescales {
-			pre[line] = uint64(n)
-		}
-		sc[i] = plugins.StageConfig{
-			Name: s.Name, Plugin: s.Plugin, Params: s.Params, Instances: s.Instances,
-			Prescales: pre, Deadline: s.Deadline,
-			Deferral: plugins.Deferral{Fraction: s.Deferral.Fraction, Backlog: s.Deferral.Backlog},
-		}
-	}
-	c, err := plugins.NewChain(ctx, plugins.Config{Stages: sc, Options: plugins.Options{Logger: log, Arena: arena}, Registerer: reg})
+func NewChain(ctx context.Context, stages []plugins.StageConfig, reg prometheus.Registerer, log *slog.Logger, arena *plugins.Arena) (Decider, error) {
+	c, err := plugins.NewChain(ctx, plugins.Config{Stages: stages, Options: plugins.Options{Logger: log, Arena: arena}, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

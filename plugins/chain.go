@@ -36,6 +36,13 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 	if len(cfg.Stages) == 0 {
 		return nil, errors.New("trigger chain: no stages")
 	}
+	stages := make([]StageConfig, len(cfg.Stages))
+	for i, sc := range cfg.Stages {
+		stages[i] = sc.withDefaults()
+	}
+	if ps := (Trigger{Stages: stages}).Validate(); len(ps) > 0 {
+		return nil, fmt.Errorf("trigger chain: %s", ps)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("trigger chain: metrics: %w", err)
@@ -44,13 +51,7 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 	if n := wire.RemoveStaleRegions(wire.RegionDir()); n > 0 {
 		cfg.Options.instanceConfig("", "").log.Warn("removed shared-memory regions of dead trigger hosts", "regions", n)
 	}
-	seen := map[string]bool{}
-	for i, sc := range cfg.Stages {
-		if sc.Name == "" || seen[sc.Name] {
-			c.Close()
-			return nil, fmt.Errorf("trigger chain: stage %d: name %q empty or used twice", i, sc.Name)
-		}
-		seen[sc.Name] = true
+	for _, sc := range stages {
 		s, err := newStage(ctx, sc, cfg.Options, m)
 		if err != nil {
 			c.Close()

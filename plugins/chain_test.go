@@ -116,7 +116,7 @@ func TestHostPrescale(t *testing.T) {
 	mem := checkedMem(t)
 	batches := synthetic(t, mem, 100, 103, 10, 16)
 	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{
-		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint64{"all": 4}},
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint32{"all": 4}},
 	}, Options: Options{Allocator: mem}})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestHostPrescale(t *testing.T) {
 	}
 	// A prescale of a line the plugin does not have stops the chain.
 	_, err = NewChain(context.Background(), Config{Stages: []StageConfig{
-		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint64{"muon": 4}},
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint32{"muon": 4}},
 	}})
 	if err == nil || !strings.Contains(err.Error(), `"muon"`) {
 		t.Fatalf("unknown prescaled line: %v", err)

@@ -17,40 +17,6 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// StageConfig describes one stage of a trigger chain.
-type StageConfig struct {
-	Name      string            // e.g. "llt", "hlt"; labels logs and metrics
-	Plugin    string            // path of the plugin binary
-	Params    map[string]string // passed to the plugin's Configure
-	Instances int               // plugin processes run in parallel; default 1
-	// Prescales keeps 1 in N firings of a line (by line name), counted by
-	// the host over the events the stage accepts on that line, in the order
-	// the stage finishes its batches. An accepted event whose lines are all
-	// prescaled away is rejected (schemas.ReasonPrescaled).
-	Prescales map[string]uint64
-	Deadline  time.Duration // per Decide call; a plugin past it is killed and restarted; default 10 s
-	// MaxAttempts (K) is how often a batch is tried before its events are
-	// deferred with StatusTriggerError; default 3.
-	MaxAttempts int
-	Deferral    Deferral
-	// RestartBackoff is the wait before restarting a failed process, doubled
-	// for each further consecutive failure up to MaxRestartBackoff; defaults
-	// 50 ms and 5 s.
-	RestartBackoff, MaxRestartBackoff time.Duration
-}
-
-// Deferral is a stage's policy for deferring events to the store instead of
-// deciding them now.
-type Deferral struct {
-	// Fraction of events deferred, chosen by a hash of the event id (so the
-	// same events are deferred whatever the batching); 0 to 1.
-	Fraction float64
-	// Backlog: when more than this many events wait for a free instance of
-	// the stage, a new batch is deferred whole (the LHCb deferred trigger).
-	// 0 disables it.
-	Backlog int
-}
-
 // slot is one instance position of a stage; inst is nil while the process
 // is down (it failed to restart).
 type slot struct {
@@ -83,25 +49,8 @@ type stage struct {
 	salt     uint64   // mixes the stage name into the deferral hash
 }
 
+// newStage starts a stage of cfg, whose defaults NewChain filled in.
 func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*stage, error) {
-	if cfg.Instances <= 0 {
-		cfg.Instances = 1
-	}
-	if cfg.Deadline <= 0 {
-		cfg.Deadline = 10 * time.Second
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 3
-	}
-	if cfg.RestartBackoff <= 0 {
-		cfg.RestartBackoff = 50 * time.Millisecond
-	}
-	if cfg.MaxRestartBackoff <= 0 {
-		cfg.MaxRestartBackoff = 5 * time.Second
-	}
-	if f := cfg.Deferral.Fraction; f < 0 || f > 1 {
-		return nil, fmt.Errorf("stage %s: deferral fraction %g outside [0, 1]", cfg.Name, f)
-	}
 	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances)}
 	s.log = s.icfg.log.With("stage", cfg.Name, "plugin_path", cfg.Plugin)
 	for _, c := range cfg.Name {
@@ -136,7 +85,7 @@ func (s *stage) setPrescales() error {
 		found := false
 		for i, l := range s.desc.Lines {
 			if l == name {
-				s.prescale[i], found = n, true
+				s.prescale[i], found = uint64(n), true
 			}
 		}
 		if !found {

@@ -18,7 +18,7 @@ func TestOptionsValidate(t *testing.T) {
 sync: "batch": want every-batch, interval or never
 gc_interval: 0s: want a positive duration such as 5m
 max_bytes: 1MiB: want 0 (no limit) or at least 64MiB`
-	if got := o.Validate().String(); got != want {
+	if got := strings.ReplaceAll(o.Validate().String(), "; ", "\n"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	o = DefaultOptions()

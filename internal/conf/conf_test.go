@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,7 +15,7 @@ func TestIn(t *testing.T) {
 	ps.Add("timeout", time.Duration(0), "want a positive duration")
 	type mode string
 	ps.Add("when", mode("later"), "want online")
-	got := ps.In("builder").String()
+	got := strings.Join(strings.Split(ps.In("builder").String(), "; "), "\n")
 	want := `builder.mode: "eventz": want event or timeslice
 builder: want at least one
 builder[2].plugin: want the path

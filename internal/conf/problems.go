@@ -63,13 +63,14 @@ func (ps Problems) In(prefix string) Problems {
 	return out
 }
 
-// String is the problems one per line.
+// String is the problems on one line, separated by "; " (for an error
+// message).
 func (ps Problems) String() string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = p.String()
 	}
-	return strings.Join(s, "\n")
+	return strings.Join(s, "; ")
 }
 
 // Join places the field path under prefix: "mode" under "builder" is

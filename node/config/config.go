@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -25,7 +26,7 @@ type Config struct {
 	Inputs  []Input         `yaml:"inputs"`  // at least one
 	Sources []SourceGroup   `yaml:"sources"` // expected sources, grouped (one payload column per group)
 	Builder Builder         `yaml:"builder"`
-	Trigger Trigger         `yaml:"trigger"`
+	Trigger plugins.Trigger `yaml:"trigger"`
 	Store   storage.Options `yaml:"store"`
 	Replay  Replay          `yaml:"replay"`
 	HTTP    HTTP            `yaml:"http"`
@@ -129,34 +130,6 @@ type Builder struct {
 	QueueBatches int `yaml:"queue_batches"`
 }
 
-// Trigger is the chain of trigger stages, run in order on every batch.
-type Trigger struct {
-	Stages []Stage `yaml:"stages"` // empty: every built event goes to the deferred stream (decided in replay)
-}
-
-// Stage is one trigger stage, a plugin binary run out of process.
-type Stage struct {
-	Name      string            `yaml:"name"`      // e.g. "hlt1"
-	Plugin    string            `yaml:"plugin"`    // path of the plugin binary
-	Instances int               `yaml:"instances"` // processes run in parallel (default 1)
-	Params    map[string]string `yaml:"params"`    // handed to the plugin's configure call
-	Prescales map[string]uint32 `yaml:"prescales"` // per trigger line: keep 1 in N of the events the line fires on
-	Deferral  Deferral          `yaml:"deferral"`
-	Deadline  time.Duration     `yaml:"deadline"` // per batch; the plugin is restarted when it passes (default 10s)
-	// Online stages run in `sluice run`; replay stages run in `sluice replay`
-	// and in inter-fill replay. Default "online".
-	When string `yaml:"when"`
-}
-
-// Deferral is a stage's deferral policy: defer Fraction of the events
-// unprocessed (chosen by a hash of the event id), and/or defer whole
-// batches while more than Backlog events wait for the stage (the LHCb
-// deferred trigger).
-type Deferral struct {
-	Fraction float64 `yaml:"fraction"` // in [0, 1]
-	Backlog  int     `yaml:"backlog"`  // events; 0 = no backlog deferral
-}
-
 // Replay configures deferred replay, by `sluice replay` and inter-fill.
 type Replay struct {
 	// Stages names the trigger stages run in replay; empty means the stages
@@ -199,46 +172,8 @@ func (c *Config) Groups() ([]schemas.SourceGroup, error) {
 }
 
 // OnlineStages are the stages run by `sluice run`, in order.
-func (c *Config) OnlineStages() []Stage {
-	var out []Stage
-	for _, s := range c.Trigger.Stages {
-		if s.When == WhenOnline || s.When == WhenBoth {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func (c *Config) OnlineStages() []plugins.StageConfig { return c.Trigger.Online() }
 
 // ReplayStages are the stages run in replay, in chain order: those listed
 // in replay.stages, else those marked when: replay/both, else all.
-func (c *Config) ReplayStages() []Stage {
-	var out []Stage
-	if len(c.Replay.Stages) > 0 {
-		want := map[string]bool{}
-		for _, n := range c.Replay.Stages {
-			want[n] = true
-		}
-		for _, s := range c.Trigger.Stages {
-			if want[s.Name] {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	for _, s := range c.Trigger.Stages {
-		if s.When == WhenReplay || s.When == WhenBoth {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return append(out, c.Trigger.Stages...)
-	}
-	return out
-}
-
-// Stage.When values.
-const (
-	WhenOnline = "online"
-	WhenReplay = "replay"
-	WhenBoth   = "both"
-)
+func (c *Config) ReplayStages() []plugins.StageConfig { return c.Trigger.Replay(c.Replay.Stages) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-daq/sluice/plugins"
 )
 
 // minimal is the smallest valid configuration; table cases append to it.
@@ -43,7 +45,7 @@ func TestDefaultsFilled(t *testing.T) {
 	if c.Builder.Timeout != time.Second || c.Builder.MemoryBudget != DefaultMemoryBudget || c.HTTP.Address != DefaultHTTPAddress {
 		t.Fatalf("scalar defaults not applied: %+v %+v", c.Builder, c.HTTP)
 	}
-	if s := c.Trigger.Stages[0]; s.Instances != 1 || s.When != WhenOnline || s.Deadline != 10*time.Second {
+	if s := c.Trigger.Stages[0]; s.Instances != 1 || s.When != plugins.WhenOnline || s.Deadline != 10*time.Second {
 		t.Fatalf("stage defaults not applied: %+v", s)
 	}
 	if c.Inputs[0].ReorderWindow != 256 || c.Inputs[0].CreditWindow != 8<<20 {
@@ -200,7 +202,7 @@ trigger:
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := func(ss []Stage) (out []string) {
+	names := func(ss []plugins.StageConfig) (out []string) {
 		for _, s := range ss {
 			out = append(out, s.Name)
 		}

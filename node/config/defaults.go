@@ -88,18 +88,7 @@ func (c *Config) fillDefaults() {
 			}
 		}
 	}
-	for i := range c.Trigger.Stages {
-		s := &c.Trigger.Stages[i]
-		if s.Instances == 0 {
-			s.Instances = 1
-		}
-		if s.Deadline == 0 {
-			s.Deadline = 10 * time.Second
-		}
-		if s.When == "" {
-			s.When = WhenOnline
-		}
-	}
+	c.Trigger.SetDefaults()
 }
 
 // Default is the configuration DefaultYAML describes.

@@ -29,7 +29,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	c.validateInputs(ps)
 	c.validateSources(ps)
 	c.validateBuilder(ps)
-	c.validateTrigger(ps)
+	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
 	if a := c.HTTP.Address; a != "off" {
@@ -235,53 +235,9 @@ func (c *Config) validateBuilder(ps *conf.Problems) {
 	}
 }
 
-func (c *Config) validateTrigger(ps *conf.Problems) {
-	names := map[string]int{}
-	for i, s := range c.Trigger.Stages {
-		p := fmt.Sprintf("trigger.stages[%d]", i)
-		if !conf.ValidName(s.Name) {
-			ps.Add(p+".name", s.Name, conf.NameWant)
-		} else if j, dup := names[s.Name]; dup {
-			ps.Add(p+".name", s.Name, "want a unique stage name (also trigger.stages[%d])", j)
-		}
-		names[s.Name] = i
-		if s.Plugin == "" {
-			ps.Add(p+".plugin", nil, "want the path of the plugin binary, e.g. bin/plugins/passthrough")
-		}
-		if s.Instances < 1 || s.Instances > 64 {
-			ps.Add(p+".instances", s.Instances, "want 1..64 plugin processes")
-		}
-		for line, n := range s.Prescales {
-			if n < 1 {
-				ps.Add(p+".prescales."+line, n, "want N >= 1 (keep 1 in N)")
-			}
-		}
-		if d := s.Deferral.Fraction; !(d >= 0 && d <= 1) {
-			ps.Add(p+".deferral.fraction", d, "want a fraction in [0, 1]")
-		}
-		if s.Deferral.Backlog < 0 {
-			ps.Add(p+".deferral.backlog", s.Deferral.Backlog, "want >= 0 events (0 = off)")
-		}
-		if s.Deadline <= 0 {
-			ps.Add(p+".deadline", s.Deadline, "want a positive duration such as 10s")
-		}
-		if !oneOf(s.When, WhenOnline, WhenReplay, WhenBoth) {
-			ps.Add(p+".when", s.When, "want online, replay or both")
-		}
-	}
-}
-
 func (c *Config) validateReplay(ps *conf.Problems) {
 	r := c.Replay
-	stages := map[string]bool{}
-	for _, s := range c.Trigger.Stages {
-		stages[s.Name] = true
-	}
-	for i, n := range r.Stages {
-		if !stages[n] {
-			ps.Add(fmt.Sprintf("replay.stages[%d]", i), n, "want the name of a stage in trigger.stages")
-		}
-	}
+	*ps = append(*ps, c.Trigger.ValidateReplay(r.Stages).In("replay.stages")...)
 	if r.Rate < 0 || math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) {
 		ps.Add("replay.rate", r.Rate, "want events per second >= 0 (0 = unlimited)")
 	}
@@ -299,19 +255,7 @@ func (c *Config) validateReplay(ps *conf.Problems) {
 // problem. `sluice run` calls it after Validate, before opening any input.
 func (c *Config) Preflight() error {
 	var ps conf.Problems
-	for i, s := range c.Trigger.Stages {
-		p := fmt.Sprintf("trigger.stages[%d].plugin", i)
-		if s.Plugin == "" {
-			continue
-		}
-		st, err := os.Stat(s.Plugin)
-		switch {
-		case err != nil:
-			ps.Add(p, s.Plugin, "want an existing plugin binary (%v; build the examples with `make plugins`)", unwrapPath(err))
-		case st.IsDir() || st.Mode().Perm()&0o111 == 0:
-			ps.Add(p, s.Plugin, "want an executable file")
-		}
-	}
+	ps = append(ps, c.Trigger.Preflight().In("trigger")...)
 	for i, in := range c.Inputs {
 		if in.Emulator != nil && in.Emulator.From != "" {
 			if _, err := os.Stat(in.Emulator.From); err != nil {
