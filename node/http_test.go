@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,12 +20,12 @@ type fakeControl struct {
 
 func (f *fakeControl) Status() Status {
 	l := balancedLedger()
-	l.InputLosses = map[string]uint64{"udp://127.0.0.1:9000/lost": 3}
+	l.InputLosses = map[string]uint64{"udp://127.0.0.1:9000/lost": 3, "file:///data/runs/run7.mfp/decode": 2}
 	l.Lines = map[string]uint64{"hlt1/quiet": 8}
 	return Status{
 		Node: "n1", State: State(f.state.Load()), Run: 7,
 		Buffers: Buffers{QueueBatches: 2, QueueCapacity: 4, MemoryBudgetBytes: 256 << 20},
-		Inputs:  []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}},
+		Inputs:  []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}, {URI: "file:///data/runs/run7.mfp", Done: true}},
 		Plugins: []PluginStatus{{Stage: "hlt1", Plugin: "bin/plugins/gec", Instances: 2, Up: 2, Restarts: 1}},
 		Store:   StoreStatus{Path: "./data", HeadroomBytes: 1 << 30, Writable: true},
 		Ledger:  l,
@@ -35,13 +36,21 @@ func (f *fakeControl) Stop() { f.stops.Add(1); f.state.Store(int32(StateDraining
 
 func startTestHTTP(t *testing.T, f *fakeControl) string {
 	t.Helper()
+	return startAccessHTTP(t, f, "127.0.0.1:0", httpAccess{Loopback: true, ShowPaths: true}, slog.New(slog.DiscardHandler))
+}
+
+// startAccessHTTP serves f's endpoints on addr with acc and returns the
+// base URL, on 127.0.0.1 whatever addr binds to.
+func startAccessHTTP(t *testing.T, f *fakeControl, addr string, acc httpAccess, log *slog.Logger) string {
+	t.Helper()
 	reg := newRegistry(f.Status)
-	s, err := startHTTP("127.0.0.1:0", newHTTPHandler(reg, f), slog.New(slog.DiscardHandler))
+	s, err := startHTTP(addr, acc, newHTTPHandler(reg, f, acc, log), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.shutdown)
-	return "http://" + s.Addr()
+	_, port, _ := net.SplitHostPort(s.Addr())
+	return "http://127.0.0.1:" + port
 }
 
 func get(t *testing.T, url string) (int, string) {

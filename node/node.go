@@ -73,7 +73,16 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	n := &Node{cfg: cfg, opts: opts, flow: newFlow()}
 	n.log = opts.Logger.With("node", cfg.Node.ID, "run", cfg.Run)
 	n.rc = newRunControl(func(s State) { n.log.Info("run state", "state", s.String()) })
-	n.reg = newRegistry(func() Status { return n.status(false) })
+	// Metrics label inputs by URI: off loopback a file:// input's path is
+	// hidden there as in /status.
+	hidePaths := !cfg.HTTP.Loopback() && !cfg.HTTP.ShowPaths
+	n.reg = newRegistry(func() Status {
+		s := n.status(false)
+		if hidePaths {
+			s = s.withoutPaths()
+		}
+		return s
+	})
 	n.gate = newByteGate(int64(cfg.Builder.MemoryBudget / 2))
 	n.queue = make(chan batch, cfg.Builder.QueueBatches)
 	if err := n.rc.advance(StateConfigured); err != nil {
@@ -120,7 +129,13 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	n.started = time.Now()
 	n.mu.Unlock()
 	if a := n.cfg.HTTP.Address; a != "off" {
-		srv, err := startHTTP(a, newHTTPHandler(n.reg, n), n.log)
+		tok, err := n.cfg.HTTP.Token()
+		if err != nil {
+			return n.failedStart(nil, fmt.Errorf("http.token_file %s: %w", n.cfg.HTTP.TokenFile, err))
+		}
+		acc := httpAccess{Token: tok, Loopback: n.cfg.HTTP.Loopback()}
+		acc.ShowPaths = acc.Loopback || n.cfg.HTTP.ShowPaths
+		srv, err := startHTTP(a, acc, newHTTPHandler(n.reg, n, acc, n.log), n.log)
 		if err != nil {
 			return n.failedStart(nil, fmt.Errorf("http: %w", err))
 		}

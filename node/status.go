@@ -1,6 +1,9 @@
 package node
 
 import (
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +23,9 @@ type Status struct {
 	Replay        ReplayStatus   `json:"replay"`
 	LogSuppressed uint64         `json:"log_records_suppressed"`
 	Ledger        Ledger         `json:"ledger"`
+	// PathsHidden: the file paths (store, plugins, file inputs) are left
+	// out, as on an HTTP endpoint off loopback without http.show_paths.
+	PathsHidden bool `json:"paths_hidden,omitempty"`
 }
 
 // Rates are per-second averages over the last sampling interval (~1 s).
@@ -61,7 +67,7 @@ type PluginStatus struct {
 
 // StoreStatus is the event store's state.
 type StoreStatus struct {
-	Path          string `json:"path"`
+	Path          string `json:"path,omitempty"` // store directory; "" when paths are hidden
 	HeadroomBytes int64  `json:"headroom_bytes"` // bytes writable before the disk budget refuses writes
 	Writable      bool   `json:"writable"`
 	// DeferredBacklog is the number of events waiting in the deferred
@@ -114,4 +120,44 @@ func (m *rateMeter) update(now time.Time, l *Ledger) Rates {
 	m.rates = Rates{FragmentsPerSecond: r(0), EventsPerSecond: r(1), BytesPerSecond: r(2), AcceptedPerSecond: r(3), StoredPerSecond: r(4)}
 	m.last, m.prev = now, cur
 	return m.rates
+}
+
+// withoutPaths is s without the file paths it names, for an HTTP endpoint
+// reachable from other machines: the store directory (and the warning that
+// names it), plugin binaries and file:// inputs reduced to their file
+// names. PathsHidden says so. s itself is not changed.
+func (s Status) withoutPaths() Status {
+	s.PathsHidden = true
+	if s.Store.Path != "" {
+		s.Store.Path = ""
+		if s.Store.Warning != "" {
+			s.Store.Warning = reusedRunWarning(s.Run, s.Store.RunEventsAtStart, "(path hidden)")
+		}
+	}
+	s.Plugins = slices.Clone(s.Plugins)
+	for i := range s.Plugins {
+		s.Plugins[i].Plugin = filepath.Base(s.Plugins[i].Plugin)
+	}
+	s.Inputs = slices.Clone(s.Inputs)
+	for i := range s.Inputs {
+		s.Inputs[i].URI = uriWithoutPath(s.Inputs[i].URI)
+	}
+	if len(s.Ledger.InputLosses) > 0 {
+		m := make(map[string]uint64, len(s.Ledger.InputLosses))
+		for k, v := range s.Ledger.InputLosses {
+			in, reason := splitLossKey(k)
+			m[uriWithoutPath(in)+"/"+reason] += v
+		}
+		s.Ledger.InputLosses = m
+	}
+	return s
+}
+
+// uriWithoutPath is a file:// input URI reduced to the file's name; other
+// URIs (rings, listen addresses) name no file and are kept.
+func uriWithoutPath(uri string) string {
+	if p, ok := strings.CutPrefix(uri, "file://"); ok {
+		return "file://" + filepath.Base(p)
+	}
+	return uri
 }

@@ -142,12 +142,6 @@ type Replay struct {
 	BatchEvents int           `yaml:"batch_events"` // events per replayed batch (default 256)
 }
 
-// HTTP is the node's HTTP endpoint (/metrics, /status, /healthz, /readyz,
-// POST /run/stop).
-type HTTP struct {
-	Address string `yaml:"address"` // default 127.0.0.1:9464; "off" disables it
-}
-
 // Log configures log/slog output.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info (default), warn, error

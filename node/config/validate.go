@@ -32,11 +32,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
-	if a := c.HTTP.Address; a != "off" {
-		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port, true) {
-			ps.Add("http.address", a, `want HOST:PORT (e.g. 127.0.0.1:9464) or "off"`)
-		}
-	}
+	*ps = append(*ps, c.HTTP.Validate().In("http")...)
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
 		ps.Add("log.level", c.Log.Level, "want one of debug, info, warn, error")
 	}
@@ -269,6 +265,7 @@ func (c *Config) Preflight() error {
 		}
 	}
 	ps = append(ps, c.Store.Preflight().In("store")...)
+	ps = append(ps, c.HTTP.Preflight().In("http")...)
 	return errOf("", ps)
 }
 
