@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -88,7 +89,11 @@ func (f *Factory) testKillReceiver(t *testing.T) {
 			mu.Lock()
 			inflight++
 			mu.Unlock()
+			var called atomic.Bool
 			err := c.SendData(ctx, nil, r.Slice(0, 8<<20), func(err error) {
+				if called.Swap(true) {
+					t.Errorf("done called twice")
+				}
 				mu.Lock()
 				inflight--
 				if err != nil {

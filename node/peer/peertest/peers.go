@@ -25,6 +25,13 @@ func (f *Factory) testManyPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clients := make([]peer.Transport, n)
+	defer func() {
+		for _, tr := range clients {
+			if tr != nil {
+				tr.Close()
+			}
+		}
+	}()
 	conns := make([]peer.Conn, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -73,7 +80,7 @@ func (f *Factory) testManyPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s := srv.Stats(); s.Open != n || s.Accepted != n {
-		t.Fatalf("server: %d open, %d accepted, want %d", s.Open, s.Accepted, n)
+		t.Fatalf("server: %d open, %d accepted, want %d; %s", s.Open, s.Accepted, n, describe(s))
 	}
 	for _, c := range accepted {
 		var i int
