@@ -5,13 +5,17 @@ FUZZTIME ?= 3s
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# Build tags: `ucx` (the UCX peer transport, node/peer/ucx) when libucx is
+# installed (Debian: libucx-dev); `make TAGS=` builds without it.
+TAGS     ?= $(shell pkg-config --exists ucx 2>/dev/null && echo ucx)
+GOTAGS    = $(if $(strip $(TAGS)),-tags "$(TAGS)")
 
 .PHONY: all build plugins test vet unit invariants fuzz bench run golden generate clean
 
 all: build plugins
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+	$(GO) build $(GOTAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
 
 # Every example trigger plugin is its own binary under $(BIN)/plugins/.
 plugins:
@@ -19,10 +23,10 @@ plugins:
 	@if [ -d plugins/examples ]; then $(GO) build -o $(BIN)/plugins/ ./plugins/examples/...; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(GOTAGS) ./...
 
 unit:
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race $(GOTAGS) -timeout 20m ./...
 
 # The packages with invariant checks (internal/invariants), their property
 # and rule tests run again with every check on (without -race: the unit run
@@ -40,7 +44,7 @@ test: vet unit invariants fuzz
 # Every benchmark of the project, one line each with its figure and its
 # ratio to the baseline measured in the same run.
 bench: build plugins
-	GO=$(GO) bash scripts/bench.sh
+	GO=$(GO) TAGS="$(TAGS)" bash scripts/bench.sh
 
 run: build plugins
 	bash scripts/run-demo.sh

@@ -7,7 +7,7 @@ GO=${GO:-go}
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$GO" test -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 ./... 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
+"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 ./... 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
 awk '
 /^Benchmark/ {
   name=$1; sub(/-[0-9]+$/, "", name); fig=""; ratio=""

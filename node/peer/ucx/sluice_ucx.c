@@ -103,6 +103,9 @@ ucs_status_t sl_init(int wakeup, uintptr_t handle, sl_worker_t *out) {
 	ucs_global_opts_set_value("ERROR_SIGNALS", "");
 	// No malloc/mmap hooks and no memory events: cgo's libc mmap would go
 	// through them, and every buffer we hand UCX is registered explicitly.
+	// (UCX_MEM_MALLOC_HOOKS/UCX_MEM_EVENTS in the environment would be too
+	// late here: UCS reads them when the library loads, and warns that they
+	// went unused. The options themselves can still be set.)
 	// (mmap_hook_mode stays as it is: UCM_MMAP_HOOK_NONE makes UCM 1.13
 	// recurse into its own mmap when a thread is created.)
 	ucm_global_config_t ucm = ucm_global_opts;
@@ -110,8 +113,6 @@ ucs_status_t sl_init(int wakeup, uintptr_t handle, sl_worker_t *out) {
 	ucm.enable_malloc_hooks = 0;
 	ucm.enable_malloc_reloc = 0;
 	ucm_set_global_opts(&ucm);
-	setenv("UCX_MEM_MALLOC_HOOKS", "no", 0);
-	setenv("UCX_MEM_EVENTS", "no", 0);
 	// Shared-memory transports take part in endpoints with peer error
 	// handling only if they say they support it (UCX 1.13 keeps them out
 	// otherwise, and client-server endpoints then never use shared memory).
