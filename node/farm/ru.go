@@ -1,0 +1,403 @@
+package farm
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// RUConfig is what an RU's holdings tracker needs to know.
+type RUConfig struct {
+	// Sources are the sources this RU reads out: every assignment needs
+	// data of each of them.
+	Sources []uint32
+	// Release is the run's release policy: an assignment's bytes are freed
+	// when its BU reports this outcome.
+	Release Outcome
+	// Wait is how long an assignment waits for data of its elements that
+	// has not arrived before it is sent without it (flag DataMissing,
+	// counted by source).
+	Wait time.Duration
+}
+
+// Packet is one multi-fragment packet an RU holds: Source's data for
+// elements [First, First+N) of Key (event ids; for UnitPackets the
+// packet's sequence number with N 1). Handle is the caller's (its bytes
+// and how to release them); the tracker hands it back in RUSend and
+// RUFree.
+type Packet struct {
+	Key    UnitKey
+	Source uint32
+	First  uint64
+	N      uint32
+	Bytes  int
+	Handle any
+}
+
+// UnitKey names a numbering space: elements of one run, resync and kind.
+type UnitKey struct {
+	Run, Resync uint32
+	Kind        UnitKind
+}
+
+// KeyOf is u's numbering space.
+func KeyOf(u Unit) UnitKey { return UnitKey{u.Run, u.Resync, u.Kind} }
+
+// RUOutputKind says what an RUOutput asks the RU's driver to do.
+type RUOutputKind uint8
+
+// RU output kinds.
+const (
+	// RUSend: send Packets to BU (incarnation Incarnation) as the data of
+	// assignment Header.Assignment, with Header.
+	RUSend RUOutputKind = 1 + iota
+	// RUFree: no assignment needs Packet any more: release its bytes.
+	RUFree
+)
+
+// RUOutput is one thing the RU tracker wants done.
+type RUOutput struct {
+	Kind    RUOutputKind
+	BU      string
+	Header  DataHeader
+	Packets []*Packet // RUSend, in source then element order
+	Packet  *Packet   // RUFree
+}
+
+// RUStats counts what the RU tracker did and ignored.
+type RUStats struct {
+	Held       int   `json:"held_packets"`
+	HeldBytes  int64 `json:"held_bytes"`
+	Pending    int   `json:"pending_assignments"` // assigned, waiting for data
+	Sent       int   `json:"sent_assignments"`    // sent, not released
+	Freed      uint64
+	Duplicate  uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
+	Late       uint64            `json:"late_packets"`      // data for elements whose assignments already went without it
+	Stale      uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
+	Missing    map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
+	BytesPerBU map[string]int64  `json:"bytes_held_per_bu"` // bytes of sent, unreleased assignments
+}
+
+type ruPacket struct {
+	p        *Packet
+	refs     int    // assignments holding it, not released
+	assigned uint64 // its elements covered by assignments so far
+}
+
+type ruAssign struct {
+	a       Assign
+	packets []*ruPacket
+	since   time.Time
+	sent    bool
+	bytes   int64
+}
+
+// RU tracks what an RU holds and for whom: packets from its readout,
+// assignments (push: announced by the EM; pull: requested by BUs), the
+// data each assignment gets sent, and releases. A packet is freed once
+// every element of it was assigned and every assignment holding it was
+// released at the run's policy (an overlap packet serves two assignments:
+// its release is reference-counted). A reassignment takes over the
+// holdings of the assignment it supersedes and is sent again, to its new
+// BU. Pure state machine like EM: drive it, read Outputs.
+type RU struct {
+	cfg     RUConfig
+	clock   Clock
+	sources map[uint32]bool
+	// held[key][source]: packets sorted by First.
+	held    map[UnitKey]map[uint32][]*ruPacket
+	assigns map[uint64]*ruAssign
+	pending []*ruAssign // not sent yet, oldest first
+	stats   RUStats
+	out     []RUOutput
+}
+
+// NewRU returns an RU tracker.
+func NewRU(cfg RUConfig, clock Clock) (*RU, error) {
+	if len(cfg.Sources) == 0 {
+		return nil, fmt.Errorf("ru: no source")
+	}
+	if cfg.Release < OutcomeReceived || cfg.Release > OutcomeDurable {
+		return nil, fmt.Errorf("ru: release policy %v: want received, decided or durable", cfg.Release)
+	}
+	r := &RU{cfg: cfg, clock: clock, sources: map[uint32]bool{}, held: map[UnitKey]map[uint32][]*ruPacket{},
+		assigns: map[uint64]*ruAssign{}}
+	for _, s := range cfg.Sources {
+		r.sources[s] = true
+	}
+	r.stats.Missing = map[uint32]uint64{}
+	r.stats.BytesPerBU = map[string]int64{}
+	return r, nil
+}
+
+// Outputs returns what the RU wants done since the last call (reused by
+// the next input).
+func (r *RU) Outputs() []RUOutput {
+	o := r.out
+	r.out = r.out[:0]
+	return o
+}
+
+// Stats returns the tracker's counters.
+func (r *RU) Stats() RUStats {
+	s := r.stats
+	s.Pending = len(r.pending)
+	s.Sent = 0
+	for _, a := range r.assigns {
+		if a.sent {
+			s.Sent++
+		}
+	}
+	s.Missing = make(map[uint32]uint64, len(r.stats.Missing))
+	for k, v := range r.stats.Missing {
+		s.Missing[k] = v
+	}
+	s.BytesPerBU = make(map[string]int64, len(r.stats.BytesPerBU))
+	for k, v := range r.stats.BytesPerBU {
+		if v != 0 {
+			s.BytesPerBU[k] = v
+		}
+	}
+	return s
+}
+
+// Add takes a packet from the readout. A packet of a source this RU does
+// not read out, or overlapping a held packet of the same source, is
+// refused (the caller releases it; the second case is counted).
+func (r *RU) Add(p *Packet) error {
+	if !r.sources[p.Source] {
+		return fmt.Errorf("ru: packet of source %d, which this RU does not read out", p.Source)
+	}
+	if p.N == 0 {
+		return fmt.Errorf("ru: empty packet of source %d", p.Source)
+	}
+	bySource := r.held[p.Key]
+	if bySource == nil {
+		bySource = map[uint32][]*ruPacket{}
+		r.held[p.Key] = bySource
+	}
+	list := bySource[p.Source]
+	last := p.First + uint64(p.N) - 1
+	i := sort.Search(len(list), func(i int) bool { return list[i].p.First > p.First })
+	if (i > 0 && list[i-1].p.First+uint64(list[i-1].p.N) > p.First) || (i < len(list) && list[i].p.First <= last) {
+		r.stats.Duplicate++
+		return fmt.Errorf("ru: packet of source %d for %d-%d overlaps one held", p.Source, p.First, last)
+	}
+	rp := &ruPacket{p: p}
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = rp
+	bySource[p.Source] = list
+	r.stats.Held++
+	r.stats.HeldBytes += int64(p.Bytes)
+	// Assignments already sent cannot take it: it came too late for them.
+	for _, a := range r.assigns {
+		if a.sent && KeyOf(a.a.Unit) == p.Key && unitOverlap(a.a.Unit, p.First, last) > 0 {
+			rp.assigned += unitOverlap(a.a.Unit, p.First, last)
+			r.stats.Late++
+		}
+	}
+	for _, a := range r.pending {
+		if KeyOf(a.a.Unit) == p.Key {
+			if n := unitOverlap(a.a.Unit, p.First, last); n > 0 {
+				rp.refs++
+				rp.assigned += n
+				a.packets = append(a.packets, rp)
+				a.bytes += int64(p.Bytes)
+			}
+		}
+	}
+	r.trySend(false)
+	r.maybeFree(rp)
+	return nil
+}
+
+// unitOverlap counts u's elements in [lo, hi].
+func unitOverlap(u Unit, lo, hi uint64) uint64 {
+	var n uint64
+	for _, rg := range u.Ranges {
+		a, b := max(rg.First, lo), min(rg.Last(), hi)
+		if a <= b {
+			n += b - a + 1
+		}
+	}
+	return n
+}
+
+// Assign takes an assignment (push: the EM's announcement; pull: a BU's
+// request, converted with Assign(q)). Announcing the same id again is a
+// no-op (a new EM repeating what reached only some RUs).
+func (r *RU) Assign(a Assign) {
+	if _, ok := r.assigns[a.ID]; ok {
+		return
+	}
+	ra := &ruAssign{a: a, since: r.clock.Now()}
+	if old := r.assigns[a.Supersedes]; a.Supersedes != 0 && old != nil {
+		// Take over the old assignment's holdings: same elements, new BU.
+		ra.packets, ra.bytes = old.packets, old.bytes
+		r.forget(old)
+	} else {
+		key := KeyOf(a.Unit)
+		for _, list := range r.held[key] {
+			for _, rg := range a.Unit.Ranges {
+				lo, hi := rg.First, rg.Last()
+				i := sort.Search(len(list), func(i int) bool { return list[i].p.First+uint64(list[i].p.N)-1 >= lo })
+				for ; i < len(list) && list[i].p.First <= hi; i++ {
+					rp := list[i]
+					if len(ra.packets) > 0 && ra.packets[len(ra.packets)-1] == rp {
+						continue // one packet spanning two ranges of the unit
+					}
+					rp.refs++
+					rp.assigned += unitOverlap(a.Unit, rp.p.First, rp.p.First+uint64(rp.p.N)-1)
+					ra.packets = append(ra.packets, rp)
+					ra.bytes += int64(rp.p.Bytes)
+				}
+			}
+		}
+	}
+	r.assigns[a.ID] = ra
+	r.pending = append(r.pending, ra)
+	r.trySend(false)
+}
+
+// forget drops an assignment's record without touching its packets'
+// references (they moved to its successor).
+func (r *RU) forget(a *ruAssign) {
+	delete(r.assigns, a.a.ID)
+	if a.sent {
+		r.stats.BytesPerBU[a.a.BU] -= a.bytes
+	}
+	for i, p := range r.pending {
+		if p == a {
+			r.pending = append(r.pending[:i], r.pending[i+1:]...)
+			break
+		}
+	}
+}
+
+// covered reports, for each source, the elements of a's unit that a's
+// packets hold.
+func (r *RU) missing(a *ruAssign) map[uint32]uint64 {
+	want := uint64(a.a.Unit.Len())
+	have := map[uint32]uint64{}
+	for _, rp := range a.packets {
+		have[rp.p.Source] += unitOverlap(a.a.Unit, rp.p.First, rp.p.First+uint64(rp.p.N)-1)
+	}
+	var miss map[uint32]uint64
+	for s := range r.sources {
+		if have[s] < want {
+			if miss == nil {
+				miss = map[uint32]uint64{}
+			}
+			miss[s] = want - have[s]
+		}
+	}
+	return miss
+}
+
+// trySend sends pending assignments whose data is complete, or whose wait
+// is over (or all, when force).
+func (r *RU) trySend(force bool) {
+	now := r.clock.Now()
+	kept := r.pending[:0]
+	for _, a := range r.pending {
+		miss := r.missing(a)
+		if miss != nil && !force && now.Sub(a.since) < r.cfg.Wait {
+			kept = append(kept, a)
+			continue
+		}
+		r.send(a, miss)
+	}
+	for i := len(kept); i < len(r.pending); i++ {
+		r.pending[i] = nil
+	}
+	r.pending = kept
+}
+
+func (r *RU) send(a *ruAssign, miss map[uint32]uint64) {
+	a.sent = true
+	sort.Slice(a.packets, func(i, j int) bool {
+		x, y := a.packets[i].p, a.packets[j].p
+		if x.Source != y.Source {
+			return x.Source < y.Source
+		}
+		return x.First < y.First
+	})
+	h := DataHeader{Assignment: a.a.ID, Incarnation: a.a.Incarnation, PayloadBytes: uint64(a.bytes),
+		Group: GroupMixed, Packets: uint32(len(a.packets)), Flags: DataFinal}
+	if miss != nil {
+		h.Flags |= DataMissing
+		for s, n := range miss {
+			r.stats.Missing[s] += n
+		}
+	}
+	r.stats.BytesPerBU[a.a.BU] += a.bytes
+	ps := make([]*Packet, len(a.packets))
+	for i, rp := range a.packets {
+		ps[i] = rp.p
+	}
+	r.out = append(r.out, RUOutput{Kind: RUSend, BU: a.a.BU, Header: h, Packets: ps})
+}
+
+// Release takes a BU's release. Entries at or past the run's policy free
+// the assignment's hold on its packets; entries of assignments this RU
+// does not know for that BU incarnation are counted stale. Returned
+// assignments stay held: the EM reassigns them (Assign with Supersedes).
+func (r *RU) Release(rel Release) {
+	for _, e := range rel.Entries {
+		a := r.assigns[e.Assignment]
+		if a == nil || a.a.BU != rel.BU || a.a.Incarnation != rel.Incarnation {
+			r.stats.Stale++
+			continue
+		}
+		if e.Outcome == OutcomeReturned || e.Outcome < r.cfg.Release {
+			continue
+		}
+		r.forget(a)
+		for _, rp := range a.packets {
+			rp.refs--
+			r.maybeFree(rp)
+		}
+	}
+}
+
+// maybeFree frees a packet no assignment holds and none can still need.
+func (r *RU) maybeFree(rp *ruPacket) {
+	if rp.refs > 0 || rp.assigned < uint64(rp.p.N) {
+		return
+	}
+	r.free(rp)
+}
+
+func (r *RU) free(rp *ruPacket) {
+	bySource := r.held[rp.p.Key]
+	list := bySource[rp.p.Source]
+	i := sort.Search(len(list), func(i int) bool { return list[i].p.First >= rp.p.First })
+	if i == len(list) || list[i] != rp {
+		return // already freed
+	}
+	bySource[rp.p.Source] = append(list[:i], list[i+1:]...)
+	r.stats.Held--
+	r.stats.HeldBytes -= int64(rp.p.Bytes)
+	r.stats.Freed++
+	r.out = append(r.out, RUOutput{Kind: RUFree, Packet: rp.p})
+}
+
+// Tick sends assignments whose wait for missing data is over.
+func (r *RU) Tick() { r.trySend(false) }
+
+// Stop ends the run: pending assignments go as they are, and every packet
+// no sent assignment holds is freed (elements never assigned: the EM
+// counts them lost when it stops).
+func (r *RU) Stop() {
+	r.trySend(true)
+	for _, bySource := range r.held {
+		for _, list := range bySource {
+			for _, rp := range append([]*ruPacket(nil), list...) {
+				if rp.refs == 0 {
+					r.free(rp)
+				}
+			}
+		}
+	}
+}
