@@ -105,9 +105,14 @@
 //	|     |      |              | 2 missing (some of the RU's sources had no   |
 //	|     |      |              | data for part of it)                         |
 //
-// Release (kind 8), BU → EM and RUs, grouped (release_group entries at a
-// time): the BU has reached outcome for each assignment. An RU frees an
-// assignment's bytes once the outcome reaches the run's release policy.
+// Release (kind 8), BU → EM, grouped (release_group entries at a time):
+// the BU has reached outcome for each assignment. The EM relays to every
+// RU the entries it accepted that reach the run's release policy, and an
+// RU frees an assignment's bytes only on such a relay: the EM alone
+// decides, in one order, whether an assignment was released or is
+// reassigned (a BU release reaching the RUs while the EM, told first of
+// the BU's death, reassigns the work would leave the reassignment without
+// data; ATLAS's DFM sends the clears to the ROSs for the same reason).
 //
 //	|  12 |    8 | incarnation  | the BU's                                     |
 //	|  20 |    4 | n            | entries, 1 or more                           |

@@ -102,13 +102,22 @@ const (
 	// OutReserve: reserve the next block of assignment ids in etcd and
 	// hand it to Reserved.
 	OutReserve
+	// OutRelease: send Release to every RU: the entries the EM accepted
+	// that reached the run's release policy, so the RUs free those bytes.
+	// RUs free only on what the EM relays: the EM decides, in one order,
+	// whether an assignment was released or is reassigned, never both (a
+	// BU's release reaching the RUs while the EM, told of its death first,
+	// reassigns the work would leave the reassignment without data). ATLAS's
+	// DFM sends the clears to the ROSs the same way.
+	OutRelease
 )
 
 // Output is one thing the EM wants done.
 type Output struct {
-	Kind   OutputKind
-	Assign Assign
-	ToRUs  bool
+	Kind    OutputKind
+	Assign  Assign
+	ToRUs   bool
+	Release Release
 }
 
 // EMStats counts what the EM did and what it ignored.
@@ -412,21 +421,30 @@ func (m *EM) Release(r Release) {
 	if b == nil {
 		return
 	}
+	relay := Release{Incarnation: r.Incarnation, BU: r.BU}
 	for _, e := range r.Entries {
-		m.release(b, e)
+		if m.release(b, e) {
+			relay.Entries = append(relay.Entries, e)
+		}
+	}
+	if len(relay.Entries) > 0 {
+		m.out = append(m.out, Output{Kind: OutRelease, Release: relay})
 	}
 	m.pump()
 }
 
-func (m *EM) release(b *buState, e ReleaseEntry) {
+// release applies one entry; it reports whether the RUs may now free the
+// assignment's bytes (the entry reached the release policy for the first
+// time).
+func (m *EM) release(b *buState, e ReleaseEntry) bool {
 	a := m.live[e.Assignment]
 	switch {
 	case a == nil:
 		m.stats.StaleAssignment++
-		return
+		return false
 	case a.bu != b:
 		m.stats.NotYours++
-		return
+		return false
 	}
 	if e.Outcome == OutcomeReturned {
 		if _, ok := b.open[a.a.ID]; !ok {
@@ -434,35 +452,39 @@ func (m *EM) release(b *buState, e ReleaseEntry) {
 			delete(b.undecided, a.a.ID)
 			delete(m.live, a.a.ID)
 			m.ledger.Lost(a.a.Unit, LostBUDeadAfterRelease)
-			return
+			return false
 		}
 		m.stats.Returned++
 		delete(b.open, a.a.ID)
 		delete(m.live, a.a.ID)
 		m.queue.pushFront(a.a.Unit, a.a.ID, m.clock.Now())
-		return
+		return false
 	}
 	if e.Outcome <= a.reached {
-		return // repeated or late report of an outcome already known
+		return false // repeated or late report of an outcome already known
 	}
+	first := a.reached < m.cfg.Release && e.Outcome >= m.cfg.Release
 	a.reached = e.Outcome
 	if e.Bytes > 0 {
 		m.bytesSeen += e.Bytes
 		m.elementsSeen += uint64(a.a.Unit.Len())
 	}
-	if e.Outcome >= OutcomeDecided {
+	// Built means decided, and with policy durable also synced: until
+	// then a dead BU's work is reassigned (the RUs still hold it).
+	if e.Outcome >= max(OutcomeDecided, m.cfg.Release) {
 		delete(b.open, a.a.ID)
 		delete(b.undecided, a.a.ID)
 		delete(m.live, a.a.ID)
 		m.stats.Settled++
 		m.ledger.Built(a.a.Unit, b.id, e.Events)
-		return
+		return first
 	}
-	if e.Outcome >= m.cfg.Release {
-		// Policy received: the RUs dropped the bytes; the BU alone has them.
+	if first {
+		// Policy received: the RUs drop the bytes; the BU alone has them.
 		delete(b.open, a.a.ID)
 		b.undecided[a.a.ID] = a
 	}
+	return first
 }
 
 // Tick lets partly filled assignments whose linger passed go out.

@@ -50,6 +50,7 @@ type sim struct {
 	stale, staleEpoch         uint64
 	notYours, staleAssignment uint64
 	settled                   []Assign // assignments built, for repeated releases
+	relayed                   map[uint64]bool
 	// id reservation
 	reservePending bool
 	reservedEnd    uint64
@@ -60,7 +61,7 @@ type sim struct {
 
 func newSim(t *testing.T, seed uint64, cfg EMConfig) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 99)), cfg: cfg, clk: newClock(), bus: map[string]*simBU{},
-		ids: map[uint64]bool{}, live: map[uint64]Assign{}, undec: map[uint64]Assign{},
+		ids: map[uint64]bool{}, relayed: map[uint64]bool{}, live: map[uint64]Assign{}, undec: map[uint64]Assign{},
 		built: map[ledgerKey]*rangeSet{}, annSet: map[ledgerKey]*rangeSet{}, epoch: 1000 + seed, reservedEnd: 1}
 	m, err := NewEM(cfg, s.epoch, s.clk)
 	if err != nil {
@@ -106,6 +107,19 @@ func (s *sim) deliver() {
 				s.fail("a second reserve request while one is pending")
 			}
 			s.reservePending = true
+		case OutRelease:
+			// The RUs may free these bytes: each assignment once, only
+			// when the simulation's BU released it at the policy, never
+			// while it is live (it could still be reassigned).
+			for _, e := range o.Release.Entries {
+				if s.relayed[e.Assignment] || e.Outcome < s.cfg.Release || e.Outcome == OutcomeReturned {
+					s.fail("relayed %+v: twice, or below policy %v", e, s.cfg.Release)
+				}
+				if _, ok := s.live[e.Assignment]; ok {
+					s.fail("relayed the release of %d, which is still live", e.Assignment)
+				}
+				s.relayed[e.Assignment] = true
+			}
 		case OutAssign:
 			a := o.Assign
 			if s.ids[a.ID] || a.ID >= s.reservedEnd || a.Epoch != s.epoch {
@@ -256,7 +270,7 @@ func (s *sim) release(b *simBU, all bool) {
 			delete(s.live, id)
 			s.undec[id] = a
 		default:
-			if s.rng.IntN(2) == 0 {
+			if s.cfg.Release == OutcomeDurable || s.rng.IntN(2) == 0 {
 				e.Outcome = OutcomeDurable
 			}
 			if _, ok := s.live[id]; !ok {
@@ -501,6 +515,11 @@ func (s *sim) finish() {
 		}
 		if s.lost == 0 && nb != a.count {
 			s.fail("key %v: announced %d, built %d", k, a.count, nb)
+		}
+	}
+	for _, a := range s.settled {
+		if !s.relayed[a.ID] {
+			s.fail("assignment %d was built but its release never relayed to the RUs", a.ID)
 		}
 	}
 	if len(s.live) != 0 || len(s.undec) != 0 {

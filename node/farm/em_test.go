@@ -389,3 +389,28 @@ func TestQueueSplitAcrossRanges(t *testing.T) {
 		t.Fatalf("took %v old %d, %d left", u, old, w.elements)
 	}
 }
+
+// TestReleasePolicyDurable: under policy durable a decided assignment is
+// not built yet for the EM: if its BU dies before syncing, it is
+// reassigned (the RUs still hold it).
+func TestReleasePolicyDurable(t *testing.T) {
+	cfg := pushCfg()
+	cfg.Release = OutcomeDurable
+	m := newTestEM(t, cfg, newClock())
+	m.Join("a", 1)
+	m.Credit(Credit{Epoch: 7, Incarnation: 1, BU: "a", Events: 20, Bytes: 1 << 40})
+	m.Announce(events(0, 20))
+	as := assigns(m.Outputs())
+	m.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{
+		{Assignment: as[0].ID, Outcome: OutcomeDecided, Events: 10}, {Assignment: as[1].ID, Outcome: OutcomeDecided, Events: 10},
+		{Assignment: as[1].ID, Outcome: OutcomeDurable, Events: 10}}})
+	if s := m.Stats(); s.Settled != 1 || s.Open != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	m.Dead("a", 1)
+	m.Join("b", 2)
+	m.Credit(Credit{Epoch: 7, Incarnation: 2, BU: "b", Events: 20, Bytes: 1 << 40})
+	if re := assigns(m.Outputs()); len(re) != 1 || re[0].Supersedes != as[0].ID {
+		t.Fatalf("reassigned %+v", re)
+	}
+}

@@ -2,6 +2,7 @@ package farm
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 )
@@ -84,6 +85,14 @@ type ruPacket struct {
 	assigned uint64 // its elements covered by assignments so far
 }
 
+type unitSig struct {
+	key   UnitKey
+	first uint64
+	n     int
+}
+
+func sigOf(u Unit) unitSig { return unitSig{KeyOf(u), u.Ranges[0].First, u.Len()} }
+
 type ruAssign struct {
 	a       Assign
 	packets []*ruPacket
@@ -107,6 +116,11 @@ type RU struct {
 	// held[key][source]: packets sorted by First.
 	held    map[UnitKey]map[uint32][]*ruPacket
 	assigns map[uint64]*ruAssign
+	// byUnit finds the live assignment of a unit: the EM never gives the
+	// same elements to two live assignments, so a new one with the same
+	// elements replaces it, even when the RU never heard of the id it
+	// names as superseded (pull: a BU that died before requesting).
+	byUnit  map[unitSig]*ruAssign
 	pending []*ruAssign // not sent yet, oldest first
 	stats   RUStats
 	out     []RUOutput
@@ -121,7 +135,7 @@ func NewRU(cfg RUConfig, clock Clock) (*RU, error) {
 		return nil, fmt.Errorf("ru: release policy %v: want received, decided or durable", cfg.Release)
 	}
 	r := &RU{cfg: cfg, clock: clock, sources: map[uint32]bool{}, held: map[UnitKey]map[uint32][]*ruPacket{},
-		assigns: map[uint64]*ruAssign{}}
+		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}}
 	for _, s := range cfg.Sources {
 		r.sources[s] = true
 	}
@@ -232,7 +246,11 @@ func (r *RU) Assign(a Assign) {
 		return
 	}
 	ra := &ruAssign{a: a, since: r.clock.Now()}
-	if old := r.assigns[a.Supersedes]; a.Supersedes != 0 && old != nil {
+	old := r.assigns[a.Supersedes]
+	if old == nil || a.Supersedes == 0 {
+		old = r.byUnit[sigOf(a.Unit)]
+	}
+	if old != nil && reflect.DeepEqual(old.a.Unit, a.Unit) {
 		// Take over the old assignment's holdings: same elements, new BU.
 		ra.packets, ra.bytes = old.packets, old.bytes
 		r.forget(old)
@@ -256,6 +274,7 @@ func (r *RU) Assign(a Assign) {
 		}
 	}
 	r.assigns[a.ID] = ra
+	r.byUnit[sigOf(a.Unit)] = ra
 	r.pending = append(r.pending, ra)
 	r.trySend(false)
 }
@@ -264,6 +283,9 @@ func (r *RU) Assign(a Assign) {
 // references (they moved to its successor).
 func (r *RU) forget(a *ruAssign) {
 	delete(r.assigns, a.a.ID)
+	if r.byUnit[sigOf(a.a.Unit)] == a {
+		delete(r.byUnit, sigOf(a.a.Unit))
+	}
 	if a.sent {
 		r.stats.BytesPerBU[a.a.BU] -= a.bytes
 	}
@@ -339,7 +361,8 @@ func (r *RU) send(a *ruAssign, miss map[uint32]uint64) {
 	r.out = append(r.out, RUOutput{Kind: RUSend, BU: a.a.BU, Header: h, Packets: ps})
 }
 
-// Release takes a BU's release. Entries at or past the run's policy free
+// Release takes a release the EM relayed (Output OutRelease: RUs free
+// only what the EM accepted). Entries at or past the run's policy free
 // the assignment's hold on its packets; entries of assignments this RU
 // does not know for that BU incarnation are counted stale. Returned
 // assignments stay held: the EM reassigns them (Assign with Supersedes).

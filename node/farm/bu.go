@@ -1,0 +1,379 @@
+package farm
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// BUConfig is what a BU's tracker needs to know.
+type BUConfig struct {
+	Node     string
+	Protocol Protocol
+	// Release is the run's release policy: the BU tells the EM when each
+	// assignment reaches it (and when it is decided).
+	Release Outcome
+	// ReleaseGroup is how many release entries go in one message; a
+	// partial group goes after ReleaseLinger.
+	ReleaseGroup  int
+	ReleaseLinger time.Duration
+	// Slots and SlotBytes are the BU's capacity: elements and payload
+	// bytes it can hold from assignment to decision. Its credits never
+	// promise more.
+	Slots     int
+	SlotBytes int64
+	// Wait is how long an assignment waits for the data of every RU
+	// before the BU builds it without the rest (flagged incomplete).
+	Wait time.Duration
+}
+
+// BUOutputKind says what a BUOutput asks the BU's driver to do.
+type BUOutputKind uint8
+
+// BU output kinds.
+const (
+	// BUCredit: send Credit to the EM.
+	BUCredit BUOutputKind = 1 + iota
+	// BURequest: send Request to RU (pull).
+	BURequest
+	// BUComplete: every RU's data of Assignment is in, or the wait ended
+	// or the missing RUs died: build it now; MissingRUs did not send it
+	// all (their sources are incomplete in its events).
+	BUComplete
+	// BURelease: send Release to the EM (which relays to the RUs what
+	// they may free: see OutRelease).
+	BURelease
+	// BUDrained: the draining BU has nothing in flight: it may leave.
+	BUDrained
+)
+
+// BUOutput is one thing the BU tracker wants done.
+type BUOutput struct {
+	Kind       BUOutputKind
+	Credit     Credit
+	RU         string
+	Request    Request
+	Assignment Assign
+	MissingRUs []string
+	Release    Release
+}
+
+// BUStats counts what the BU tracker did and ignored.
+type BUStats struct {
+	Epoch      uint64 `json:"epoch"`
+	InFlight   int    `json:"in_flight"`   // assignments not decided
+	SlotsUsed  int    `json:"slots_used"`  // their elements
+	BytesUsed  int64  `json:"bytes_used"`  // their payload bytes received
+	Completed  uint64 `json:"completed"`   // assignments whose data is all in
+	Incomplete uint64 `json:"incomplete"`  // completed with RUs missing
+	OldEpoch   uint64 `json:"old_epoch"`   // assignments of a deposed EM: ignored
+	StaleData  uint64 `json:"stale_data"`  // data for another incarnation or an assignment settled
+	EarlyData  uint64 `json:"early_data"`  // data before its assignment (kept until it comes)
+	Duplicates uint64 `json:"duplicates"`  // a second final data message of one RU
+	Released   uint64 `json:"released"`    // release entries sent
+	Unknown    uint64 `json:"unknown_ids"` // outcomes reported for ids not in flight
+}
+
+type buAssign struct {
+	a        Assign
+	expect   map[string]bool // RUs whose data it waits for
+	missing  map[string]bool // RUs that did not send it all
+	bytes    uint64
+	since    time.Time
+	complete bool
+	reached  Outcome
+}
+
+// maxEarly bounds the assignments a BU keeps data for before their
+// assignment comes (beyond it, data is refused as stale: counted).
+const maxEarly = 1 << 14
+
+type earlyData struct {
+	from string
+	h    DataHeader
+}
+
+// BU tracks one BU incarnation's assignments: credits to the EM within
+// its capacity, requests to the RUs (pull), completeness of each
+// assignment from the RUs' data (per assignment: assignments complete out
+// of order and reassigned ones arrive late by design), and grouped
+// releases as the build pipeline reports outcomes. Pure state machine
+// like EM.
+type BU struct {
+	cfg    BUConfig
+	inc    uint64
+	clock  Clock
+	epoch  uint64
+	rus    map[string]bool
+	as     map[uint64]*buAssign
+	early  map[uint64][]earlyData
+	done   rangeSet // settled ids, to tell stale data apart (ids grow: a few ranges)
+	slots  int
+	bytes  int64
+	credit int // slots granted to the EM of this epoch, not yet assigned
+	rel    []ReleaseEntry
+	relAt  time.Time
+	drain  bool
+	stats  BUStats
+	out    []BUOutput
+}
+
+// NewBU returns the tracker of BU incarnation inc.
+func NewBU(cfg BUConfig, inc uint64, clock Clock) (*BU, error) {
+	switch {
+	case cfg.Node == "":
+		return nil, fmt.Errorf("bu: no node id")
+	case cfg.Protocol != Push && cfg.Protocol != Pull:
+		return nil, fmt.Errorf("bu: protocol %v", cfg.Protocol)
+	case cfg.Release < OutcomeReceived || cfg.Release > OutcomeDurable:
+		return nil, fmt.Errorf("bu: release policy %v", cfg.Release)
+	case cfg.ReleaseGroup < 1 || cfg.Slots < 1 || cfg.SlotBytes < 1:
+		return nil, fmt.Errorf("bu: release group %d, slots %d, slot bytes %d: want positive", cfg.ReleaseGroup, cfg.Slots, cfg.SlotBytes)
+	}
+	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string]bool{}, as: map[uint64]*buAssign{},
+		early: map[uint64][]earlyData{}}, nil
+}
+
+// Outputs returns what the BU wants done since the last call (reused by
+// the next input).
+func (b *BU) Outputs() []BUOutput {
+	o := b.out
+	b.out = b.out[:0]
+	return o
+}
+
+// Stats returns the tracker's counters.
+func (b *BU) Stats() BUStats {
+	s := b.stats
+	s.Epoch, s.InFlight, s.SlotsUsed, s.BytesUsed = b.epoch, len(b.as), b.slots, b.bytes
+	return s
+}
+
+// Lead tells the BU that the EM of epoch leads. The BU grants it all its
+// free capacity (credits are per epoch: what an earlier EM was granted is
+// void).
+func (b *BU) Lead(epoch uint64) {
+	if epoch <= b.epoch {
+		return
+	}
+	b.epoch = epoch
+	b.credit = 0
+	b.grant()
+}
+
+// grant credits the EM with the capacity neither in use nor granted.
+func (b *BU) grant() {
+	if b.epoch == 0 || b.drain {
+		return
+	}
+	free := b.cfg.Slots - b.slots - b.credit
+	if free <= 0 {
+		return
+	}
+	b.credit += free
+	bytes := b.cfg.SlotBytes - b.bytes
+	if bytes < 0 {
+		bytes = 0
+	}
+	b.out = append(b.out, BUOutput{Kind: BUCredit, Credit: Credit{Epoch: b.epoch, Incarnation: b.inc, BU: b.cfg.Node,
+		Events: uint32(min(free, 1<<31)), Bytes: uint64(bytes)}})
+}
+
+// RUJoin adds an RU whose data later assignments wait for.
+func (b *BU) RUJoin(ru string) { b.rus[ru] = true }
+
+// RUDead stops waiting for ru at once: its assignments' events are built
+// without its sources.
+func (b *BU) RUDead(ru string) {
+	if !b.rus[ru] {
+		return
+	}
+	delete(b.rus, ru)
+	for _, a := range b.sorted() {
+		if !a.complete && a.expect[ru] {
+			delete(a.expect, ru)
+			a.missing[ru] = true
+			b.check(a)
+		}
+	}
+}
+
+func (b *BU) sorted() []*buAssign {
+	out := make([]*buAssign, 0, len(b.as))
+	for _, a := range b.as {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].a.ID < out[j].a.ID })
+	return out
+}
+
+// Assign takes an assignment from the EM. One of a deposed EM (epoch
+// below the leader's) is ignored and counted.
+func (b *BU) Assign(a Assign) {
+	if a.Incarnation != b.inc || a.BU != b.cfg.Node {
+		b.stats.StaleData++
+		return
+	}
+	if a.Epoch < b.epoch {
+		b.stats.OldEpoch++
+		return
+	}
+	if _, ok := b.as[a.ID]; ok || b.done.overlap(a.ID, a.ID) > 0 {
+		return
+	}
+	ba := &buAssign{a: a, expect: map[string]bool{}, missing: map[string]bool{}, since: b.clock.Now()}
+	for ru := range b.rus {
+		ba.expect[ru] = true
+	}
+	b.as[a.ID] = ba
+	n := a.Unit.Len()
+	b.slots += n
+	b.credit = max(0, b.credit-n)
+	if b.cfg.Protocol == Pull {
+		rus := make([]string, 0, len(ba.expect))
+		for ru := range ba.expect {
+			rus = append(rus, ru)
+		}
+		sort.Strings(rus)
+		for _, ru := range rus {
+			b.out = append(b.out, BUOutput{Kind: BURequest, RU: ru, Request: Request(a)})
+		}
+	}
+	for _, d := range b.early[a.ID] {
+		b.data(ba, d.from, d.h)
+	}
+	delete(b.early, a.ID)
+	b.check(ba)
+}
+
+// Data takes the header of an RU's data message. It reports whether the
+// payload belongs to a live assignment of this incarnation (false: the
+// caller drops it, counted here). Data may come before its assignment
+// (push: RUs and BU hear of it at once): it is kept until the assignment
+// comes.
+func (b *BU) Data(from string, h DataHeader) bool {
+	if h.Incarnation != b.inc || b.done.overlap(h.Assignment, h.Assignment) > 0 {
+		b.stats.StaleData++
+		return false
+	}
+	a := b.as[h.Assignment]
+	if a == nil {
+		if len(b.early) >= maxEarly {
+			b.stats.StaleData++
+			return false
+		}
+		b.stats.EarlyData++
+		b.early[h.Assignment] = append(b.early[h.Assignment], earlyData{from, h})
+		return true
+	}
+	b.data(a, from, h)
+	b.check(a)
+	return true
+}
+
+func (b *BU) data(a *buAssign, from string, h DataHeader) {
+	a.bytes += h.PayloadBytes
+	b.bytes += int64(h.PayloadBytes)
+	if h.Flags&DataMissing != 0 {
+		a.missing[from] = true
+	}
+	if h.Flags&DataFinal != 0 {
+		if !a.expect[from] && !a.missing[from] && !a.complete {
+			b.stats.Duplicates++
+		}
+		delete(a.expect, from)
+	}
+}
+
+// check completes an assignment whose data is all in.
+func (b *BU) check(a *buAssign) {
+	if a.complete || len(a.expect) > 0 {
+		return
+	}
+	b.complete(a)
+}
+
+func (b *BU) complete(a *buAssign) {
+	a.complete = true
+	b.stats.Completed++
+	var miss []string
+	for ru := range a.missing {
+		miss = append(miss, ru)
+	}
+	for ru := range a.expect {
+		miss = append(miss, ru)
+	}
+	sort.Strings(miss)
+	if len(miss) > 0 {
+		b.stats.Incomplete++
+	}
+	b.out = append(b.out, BUOutput{Kind: BUComplete, Assignment: a.a, MissingRUs: miss})
+	b.Outcome(a.a.ID, OutcomeReceived, 0)
+}
+
+// Outcome is the build pipeline reporting how far assignment id got
+// (events built, for decided and durable). Outcomes at or past the
+// release policy, and decided (the EM settles on it), are released in
+// groups; decided frees the assignment's capacity for new credit.
+func (b *BU) Outcome(id uint64, o Outcome, events uint32) {
+	a := b.as[id]
+	if a == nil {
+		b.stats.Unknown++
+		return
+	}
+	if o <= a.reached {
+		return
+	}
+	a.reached = o
+	if o >= b.cfg.Release || o >= OutcomeDecided {
+		b.rel = append(b.rel, ReleaseEntry{Assignment: id, Outcome: o, Events: events, Bytes: a.bytes})
+		if len(b.rel) == 1 {
+			b.relAt = b.clock.Now()
+		}
+	}
+	if o >= OutcomeDecided && o >= b.cfg.Release {
+		delete(b.as, id)
+		b.done.add(id, id)
+		b.slots -= a.a.Unit.Len()
+		b.bytes -= int64(a.bytes)
+	}
+	if len(b.rel) >= b.cfg.ReleaseGroup {
+		b.flush()
+	}
+}
+
+func (b *BU) flush() {
+	if len(b.rel) == 0 {
+		return
+	}
+	b.stats.Released += uint64(len(b.rel))
+	b.out = append(b.out, BUOutput{Kind: BURelease, Release: Release{Incarnation: b.inc, BU: b.cfg.Node,
+		Entries: append([]ReleaseEntry(nil), b.rel...)}})
+	b.rel = b.rel[:0]
+	b.grant()
+	if b.drain && len(b.as) == 0 {
+		b.out = append(b.out, BUOutput{Kind: BUDrained})
+	}
+}
+
+// Tick completes assignments whose wait for data is over and sends a
+// partial group of releases whose linger passed.
+func (b *BU) Tick() {
+	now := b.clock.Now()
+	for _, a := range b.sorted() {
+		if !a.complete && now.Sub(a.since) >= b.cfg.Wait {
+			b.complete(a)
+		}
+	}
+	if len(b.rel) > 0 && now.Sub(b.relAt) >= b.cfg.ReleaseLinger {
+		b.flush()
+	}
+}
+
+// Drain stops new credit; BUDrained comes once nothing is in flight.
+func (b *BU) Drain() {
+	b.drain = true
+	if len(b.as) == 0 && len(b.rel) == 0 {
+		b.out = append(b.out, BUOutput{Kind: BUDrained})
+	}
+}

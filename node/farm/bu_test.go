@@ -1,0 +1,140 @@
+package farm
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func newTestBU(t *testing.T, clk Clock, proto Protocol, pol Outcome) *BU {
+	t.Helper()
+	b, err := NewBU(BUConfig{Node: "bu", Protocol: proto, Release: pol, ReleaseGroup: 2, ReleaseLinger: 5 * time.Millisecond,
+		Slots: 100, SlotBytes: 1 << 20, Wait: 50 * time.Millisecond}, 9, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.RUJoin("ru1")
+	b.RUJoin("ru2")
+	return b
+}
+
+func kinds(out []BUOutput) (k []BUOutputKind) {
+	for _, o := range out {
+		k = append(k, o.Kind)
+	}
+	return
+}
+
+func final(id uint64) DataHeader {
+	return DataHeader{Assignment: id, Incarnation: 9, PayloadBytes: 1000, Group: GroupMixed, Packets: 2, Flags: DataFinal}
+}
+
+// TestBUCredits: a new EM gets the BU's whole free capacity; assignments
+// use it; an EM of a newer epoch gets what is free then.
+func TestBUCredits(t *testing.T) {
+	b := newTestBU(t, newClock(), Push, OutcomeDecided)
+	b.Lead(3)
+	out := b.Outputs()
+	if len(out) != 1 || out[0].Credit != (Credit{Epoch: 3, Incarnation: 9, BU: "bu", Events: 100, Bytes: 1 << 20}) {
+		t.Fatalf("first credit %+v", out)
+	}
+	b.Assign(Assign{Epoch: 3, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 30)})
+	b.Lead(2) // an older epoch: nothing
+	b.Lead(5)
+	out = b.Outputs()
+	if len(out) != 1 || out[0].Credit.Epoch != 5 || out[0].Credit.Events != 70 {
+		t.Fatalf("credit to the new EM %+v", out)
+	}
+	b.Assign(Assign{Epoch: 3, ID: 2, Incarnation: 9, BU: "bu", Unit: events(30, 10)})
+	if b.Stats().OldEpoch != 1 || b.Stats().InFlight != 1 {
+		t.Fatalf("deposed EM's assignment taken: %+v", b.Stats())
+	}
+}
+
+// TestBUCompleteness: an assignment completes when every RU's final data
+// is in (in any order, data possibly before the assignment), at once when
+// an RU dies, or after the wait; it is then released at the policy and
+// its capacity credited back, releases grouped.
+func TestBUCompleteness(t *testing.T) {
+	clk := newClock()
+	b := newTestBU(t, clk, Push, OutcomeDecided)
+	b.Lead(1)
+	b.Outputs()
+	if !b.Data("ru2", final(1)) { // before its assignment
+		t.Fatal("early data refused")
+	}
+	b.Assign(Assign{Epoch: 1, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 10)})
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed with ru1 missing: %v", k)
+	}
+	b.Data("ru1", final(1))
+	out := b.Outputs()
+	if len(out) != 1 || out[0].Kind != BUComplete || out[0].Assignment.ID != 1 || out[0].MissingRUs != nil {
+		t.Fatalf("complete %+v", out)
+	}
+	// ru2 dies while assignment 2 waits for it.
+	b.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(10, 10)})
+	b.Data("ru1", final(2))
+	b.RUDead("ru2")
+	out = b.Outputs()
+	if len(out) != 1 || out[0].Kind != BUComplete || !reflect.DeepEqual(out[0].MissingRUs, []string{"ru2"}) {
+		t.Fatalf("after RU death %+v", out)
+	}
+	// Assignment 3 waits only for ru1 now, and it never sends: the wait.
+	b.Assign(Assign{Epoch: 1, ID: 3, Incarnation: 9, BU: "bu", Unit: events(20, 10)})
+	clk.advance(50 * time.Millisecond)
+	b.Tick()
+	out = b.Outputs()
+	if len(out) != 1 || !reflect.DeepEqual(out[0].MissingRUs, []string{"ru1"}) || b.Stats().Incomplete != 2 {
+		t.Fatalf("after the wait %+v %+v", out, b.Stats())
+	}
+	// Stale data: another incarnation's.
+	if b.Data("ru1", DataHeader{Assignment: 4, Incarnation: 8, Flags: DataFinal}) || b.Stats().StaleData != 1 {
+		t.Fatal("stale data accepted")
+	}
+	// Decisions: grouped by 2, with the freed capacity credited.
+	b.Outcome(1, OutcomeDecided, 10)
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("a group of 1 sent: %v", k)
+	}
+	b.Outcome(2, OutcomeDecided, 10)
+	out = b.Outputs()
+	if len(out) != 2 || out[0].Kind != BURelease || len(out[0].Release.Entries) != 2 ||
+		out[0].Release.Entries[0] != (ReleaseEntry{Assignment: 1, Outcome: OutcomeDecided, Events: 10, Bytes: 2000}) ||
+		out[1].Kind != BUCredit || out[1].Credit.Events != 20 {
+		t.Fatalf("release %+v", out)
+	}
+	b.Outcome(3, OutcomeDecided, 10)
+	clk.advance(5 * time.Millisecond)
+	b.Tick()
+	if out = b.Outputs(); len(out) != 2 || len(out[0].Release.Entries) != 1 {
+		t.Fatalf("lingering release %+v", out)
+	}
+	if b.Data("ru1", final(1)) {
+		t.Fatal("data of a settled assignment accepted")
+	}
+	b.Drain()
+	if k := kinds(b.Outputs()); !reflect.DeepEqual(k, []BUOutputKind{BUDrained}) {
+		t.Fatalf("drain %v", k)
+	}
+}
+
+// TestBUPull: a pull BU requests each assignment from every RU.
+func TestBUPull(t *testing.T) {
+	b := newTestBU(t, newClock(), Pull, OutcomeReceived)
+	a := Assign{Epoch: 1, ID: 5, Incarnation: 9, BU: "bu", Unit: events(0, 10)}
+	b.Assign(a)
+	out := b.Outputs()
+	if len(out) != 2 || out[0].Kind != BURequest || out[0].RU != "ru1" || out[1].RU != "ru2" || !reflect.DeepEqual(Assign(out[0].Request), a) {
+		t.Fatalf("requests %+v", out)
+	}
+	// Policy received: the release goes when the data is in.
+	b.Data("ru1", final(5))
+	b.Data("ru2", final(5))
+	b.Outcome(5, OutcomeDecided, 10)
+	out = b.Outputs()
+	if len(out) != 2 || out[1].Kind != BURelease || !reflect.DeepEqual(out[1].Release.Entries, []ReleaseEntry{
+		{Assignment: 5, Outcome: OutcomeReceived, Bytes: 2000}, {Assignment: 5, Outcome: OutcomeDecided, Events: 10, Bytes: 2000}}) {
+		t.Fatalf("outputs %+v", out)
+	}
+}
