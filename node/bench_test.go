@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/benchratio"
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -43,7 +43,7 @@ func newLoopInput(sources, packing, size int, events uint64) *loopInput {
 	return in
 }
 
-func (in *loopInput) Run(ctx context.Context, sink readout.Sink) error {
+func (in *loopInput) Run(ctx context.Context, sink transport.Sink) error {
 	n := uint64(in.packets[0].N)
 	for ev := uint64(0); ev < in.events; ev += n {
 		for _, p := range in.packets {
@@ -57,7 +57,8 @@ func (in *loopInput) Run(ctx context.Context, sink readout.Sink) error {
 	return nil
 }
 
-func (in *loopInput) Stats() readout.Stats { return readout.Stats{Packets: in.sent} }
+func (in *loopInput) Stats() transport.Stats { return transport.Stats{Packets: in.sent} }
+func (in *loopInput) Close() error           { return nil }
 
 // BenchmarkNodePipeline: 100 kB events from 100 sources through the
 // builder, the batch queue, an in-process trigger accepting 10 % and the
@@ -79,7 +80,7 @@ func BenchmarkNodePipeline(b *testing.B) {
 		cfg.Store.Sync = storage.SyncNever
 		cfg.Store.MinFreeBytes = 64 << 20
 		cfg.HTTP.Address = "off"
-		parts := &Parts{Inputs: []readout.Input{newLoopInput(sources, packing, size, events)}, Finite: []bool{true}, Chain: &fakeChain{}}
+		parts := &Parts{Inputs: []transport.Input{newLoopInput(sources, packing, size, events)}, Finite: []bool{true}, Chain: &fakeChain{}}
 		n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
 			Open: func(_ context.Context, cfg *config.Config, reg prometheus.Registerer, _ *slog.Logger) (*Parts, error) {
 				st, err := OpenStore(cfg, reg)

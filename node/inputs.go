@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport"
 )
 
 // tracker follows one input's counters to tell how long it has been idle.
 type tracker struct {
-	in       readout.Input
+	in       transport.Input
 	emulated bool // fed by an embedded emulator
 	mu       sync.Mutex
 	packets  uint64
@@ -19,7 +19,7 @@ type tracker struct {
 	done     bool
 }
 
-func newTracker(in readout.Input) *tracker { return &tracker{in: in, activity: time.Now()} }
+func newTracker(in transport.Input) *tracker { return &tracker{in: in, activity: time.Now()} }
 
 // status reads the input's counters; a change of the packet count since the
 // last call is activity.
@@ -40,13 +40,13 @@ func (t *tracker) setDone() {
 }
 
 // losses are the packets the input received and did not hand on, by
-// reason, plus UDP datagrams declared lost (every reason, 0 included, so
-// the metrics exist before the first loss).
+// reason (those that occurred), plus UDP datagrams declared lost ("lost",
+// 0 included, so that metric exists before the first loss).
 func (t *tracker) losses() map[string]uint64 {
 	st := t.in.Stats()
 	out := make(map[string]uint64, len(st.Discarded)+1)
 	for k, v := range st.Discarded {
-		out[k] = v
+		out[k.String()] = v
 	}
 	out["lost"] = st.Lost
 	return out
@@ -63,7 +63,7 @@ type runningInputs struct {
 // startInputs runs each emulator (on emuCtx) and each input (on inCtx)
 // feeding sink. An input (or emulator) that fails is reported and counts
 // as ended, so that a run whose inputs all ended drains.
-func (n *Node) startInputs(inCtx, emuCtx context.Context, parts *Parts, sink readout.Sink) *runningInputs {
+func (n *Node) startInputs(inCtx, emuCtx context.Context, parts *Parts, sink transport.Sink) *runningInputs {
 	r := &runningInputs{finished: make(chan struct{})}
 	var pending sync.WaitGroup // finite inputs (and their emulators) not done yet
 	finite := len(parts.Inputs) > 0

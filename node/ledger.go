@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
 )
 
 // Ledger is the end-of-run account of a node (and, during the run, a live
@@ -73,7 +73,7 @@ type Ledger struct {
 
 	// Emulators is what each embedded readout emulator reported sending
 	// (and the faults it injected), to compare with what was received.
-	Emulators []readout.Summary `json:"emulators,omitempty"`
+	Emulators []emulator.Summary `json:"emulators,omitempty"`
 
 	DurationSeconds float64 `json:"duration_seconds"` // from start-up to stopped
 	// StartupSeconds of the duration went to opening the store and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
 )
 
 func balancedLedger() Ledger {
@@ -107,7 +107,7 @@ func TestLedgerTable(t *testing.T) {
 	}
 	// The byte counts say what they count, next to the emulator's.
 	l.InputBytes, l.BytesReceived = 4002580800, 3708367200
-	l.Emulators = []readout.Summary{{To: "shm://demo", FragmentsSent: 100, BytesSent: 4002580800}}
+	l.Emulators = []emulator.Summary{{To: "shm://demo", FragmentsSent: 100, BytesSent: 4002580800}}
 	buf.Reset()
 	_ = l.WriteTable(&buf)
 	for _, r := range [][2]string{

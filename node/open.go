@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/transport"
+	_ "github.com/sluice-daq/sluice/node/transport/all" // every transport, for the inputs
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
@@ -75,39 +74,35 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	}
 	summaries := &emulatorSummaries{}
 	for i, ic := range cfg.Inputs {
-		scheme, addr, _ := config.ParseURI(ic.URI)
-		if scheme == "shm" && ic.Emulator != nil {
-			// The embedded emulator creates this ring; a ring left by a
-			// node that was killed must not be attached to meanwhile.
-			if err := os.Remove(filepath.Join(readout.ShmDir, addr)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fail(fmt.Errorf("inputs[%d]: removing the stale ring: %w", i, err))
+		// Validate parsed every URI: an error here is a configuration made
+		// in code that skipped it.
+		u, err := transport.ParseURI(ic.URI)
+		if err != nil {
+			return fail(fmt.Errorf("inputs[%d]: %w", i, err))
+		}
+		t := transport.Lookup(u.Scheme)
+		if ic.Emulator != nil && t.ClearStale != nil {
+			if err := t.ClearStale(u); err != nil {
+				return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
 			}
 		}
-		in, err := readout.Open(ic.URI, readout.Config{
-			CreditWindow:  int(ic.CreditWindow),
-			SocketBuffer:  int(ic.SocketBuffer),
-			ReorderWindow: ic.ReorderWindow,
-			LatencyBudget: ic.LatencyBudget,
-			ExpectStreams: ic.ExpectStreams,
-		})
+		in, err := transport.OpenInput(ic.URI, ic.Options)
 		if err != nil {
 			return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
 		}
 		p.Inputs = append(p.Inputs, in)
-		if c, ok := in.(interface{ Close() error }); ok {
-			prev := p.Close
-			p.Close = func() {
-				_ = c.Close()
-				if prev != nil {
-					prev()
-				}
+		prev := p.Close
+		p.Close = func() {
+			_ = in.Close()
+			if prev != nil {
+				prev()
 			}
 		}
-		// A file ends; a ring ends when its writer closes it after its last
-		// packet (a writer that dies instead fails the run with
-		// readout.ErrWriterDead); a socket ends only when its expected
-		// senders finished, if it was told how many there are.
-		finite := scheme == "file" || scheme == "shm" || ic.ExpectStreams > 0
+		opts := ic.Options
+		if opts == nil {
+			opts = t.NewInputOptions()
+		}
+		finite := opts.Ends()
 		var emu func(context.Context) error
 		if e := ic.Emulator; e != nil {
 			ec, err := emulatorConfig(ic.URI, e, groups)
@@ -116,7 +111,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 			}
 			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
 			emu = func(ctx context.Context) error {
-				s, err := readout.RunEmulator(ctx, ec)
+				s, err := emulator.Run(ctx, ec)
 				summaries.add(s)
 				log.Info("emulator sent", "input", ic.URI, "packets", s.PacketsSent, "fragments", s.FragmentsSent,
 					"bytes", s.BytesSent, "throttled_ms", s.ThrottledNs/1e6, "faults", s.Faults)
@@ -136,33 +131,33 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 // emulatorSummaries collects what the embedded emulators sent.
 type emulatorSummaries struct {
 	mu   sync.Mutex
-	sums []readout.Summary
+	sums []emulator.Summary
 }
 
-func (e *emulatorSummaries) add(s readout.Summary) {
+func (e *emulatorSummaries) add(s emulator.Summary) {
 	e.mu.Lock()
 	e.sums = append(e.sums, s)
 	e.mu.Unlock()
 }
 
-func (e *emulatorSummaries) get() []readout.Summary {
+func (e *emulatorSummaries) get() []emulator.Summary {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]readout.Summary(nil), e.sums...)
+	return append([]emulator.Summary(nil), e.sums...)
 }
 
 // emulatorConfig maps an embedded emulator's settings onto the readout
 // emulator's.
-func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup) (readout.EmulatorConfig, error) {
-	ec := readout.EmulatorConfig{
+func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup) (emulator.Config, error) {
+	ec := emulator.Config{
 		To: uri, From: e.From, Events: e.Events, Duration: e.Duration, Rate: e.Rate, Loop: e.Loop,
 		Groups: groups, Packing: e.Packing, Seed: e.Seed, FirstEvent: e.FirstEventID,
-		Faults: readout.Faults{
+		Faults: emulator.Faults{
 			Drop: e.Faults.Drop, Duplicate: e.Faults.Duplicate, Corrupt: e.Faults.Corrupt, Truncate: e.Faults.Truncate,
 			Reorder: e.Faults.Reorder, Stall: e.Faults.Stall,
 			ReorderWindow: e.Faults.ReorderWindow, StallDuration: e.Faults.StallDuration,
 		},
-		Connections: e.Connections, RingSize: uint64(e.RingSize), SocketBuffer: int(e.SocketBuffer),
+		Sender: e.Sender,
 	}
 	if e.Sources != "" {
 		ids, err := schemas.ParseSourceList(e.Sources)
@@ -174,11 +169,11 @@ func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup
 	sd := e.FragmentSize
 	switch sd.Dist {
 	case "uniform":
-		ec.Size = readout.SizeDist{Kind: "uniform", A: float64(sd.Min), B: float64(sd.Max)}
+		ec.Size = emulator.SizeDist{Kind: "uniform", A: float64(sd.Min), B: float64(sd.Max)}
 	case "lognormal":
-		ec.Size = readout.SizeDist{Kind: "lognormal", A: float64(sd.Mean), B: sd.Sigma}
+		ec.Size = emulator.SizeDist{Kind: "lognormal", A: float64(sd.Mean), B: sd.Sigma}
 	default:
-		ec.Size = readout.SizeDist{Kind: "fixed", A: float64(sd.Mean)}
+		ec.Size = emulator.SizeDist{Kind: "fixed", A: float64(sd.Mean)}
 	}
 	return ec, nil
 }

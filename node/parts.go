@@ -7,7 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/builder"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -31,7 +32,7 @@ type Decider interface {
 
 // eventBuilder is what the node uses of *builder.Builder.
 type eventBuilder interface {
-	readout.Sink
+	transport.Sink
 	Batches() <-chan arrow.RecordBatch
 	Close(ctx context.Context) error
 	Ledger() builder.Ledger
@@ -48,7 +49,7 @@ type eventStore interface {
 
 // Parts are a run's components, opened before the run starts.
 type Parts struct {
-	Inputs []readout.Input
+	Inputs []transport.Input
 	// Finite[i] says input i ends by itself (a file, a shm ring, which its
 	// writer closes at the end of its stream, a socket with expected
 	// senders, or an input fed only by an embedded emulator that sends a
@@ -76,7 +77,7 @@ type Parts struct {
 	NewReplayChain func(ctx context.Context) (Decider, error)
 	// EmulatorSummaries returns what the embedded emulators reported when
 	// they ended (nil: none).
-	EmulatorSummaries func() []readout.Summary
+	EmulatorSummaries func() []emulator.Summary
 	// Close releases what the parts hold besides the above (e.g. sockets).
 	Close func()
 }

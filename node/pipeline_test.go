@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -38,7 +38,7 @@ type fakeInput struct {
 	packets, frags, bytes atomic.Uint64
 }
 
-func (f *fakeInput) Run(ctx context.Context, sink readout.Sink) error {
+func (f *fakeInput) Run(ctx context.Context, sink transport.Sink) error {
 	packing := max(f.packing, 1)
 	n := 0
 	for ev := f.first; f.events == 0 || ev < f.first+f.events; ev += uint64(packing) {
@@ -88,9 +88,11 @@ func (f *fakeInput) Run(ctx context.Context, sink readout.Sink) error {
 	return nil
 }
 
-func (f *fakeInput) Stats() readout.Stats {
-	return readout.Stats{Packets: f.packets.Load(), Fragments: f.frags.Load(), Bytes: f.bytes.Load()}
+func (f *fakeInput) Stats() transport.Stats {
+	return transport.Stats{Packets: f.packets.Load(), Fragments: f.frags.Load(), Bytes: f.bytes.Load()}
 }
+
+func (f *fakeInput) Close() error { return nil }
 
 // fakeChain decides by event id: id%10 == 0 accept (line 1), 1-2 defer,
 // 3 defer with a trigger error, else reject.
@@ -205,7 +207,7 @@ func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
 	in1 := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100, duplicateEvery: 50}
 	in2 := &fakeInput{sources: []uint32{10, 11}, events: 1000, packing: 1, size: 300}
 	chain := &fakeChain{}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in1, in2}, Finite: []bool{true, true}, Chain: chain}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in1, in2}, Finite: []bool{true, true}, Chain: chain}, nil)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, l.String())
 	}
@@ -249,7 +251,7 @@ func TestPipelineStopDrains(t *testing.T) {
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
 	in := &fakeInput{sources: []uint32{0, 1}, size: 1000} // endless
 	var states []State
-	l, err, n := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+	l, err, n := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
 		for n.Status().Ledger.EventsStored < 200 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -278,7 +280,7 @@ func TestPipelineNoOnlineStageDefersAll(t *testing.T) {
 	cfg.Store.Sync = storage.SyncInterval
 	cfg.Store.SyncInterval = 20 * time.Millisecond
 	in := &fakeInput{sources: []uint32{0, 1}, events: 300, packing: 3}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
 	if err != nil || !l.Balanced {
 		t.Fatalf("run: %v %+v", err, l)
 	}
@@ -311,7 +313,7 @@ func TestReplayRateAndSelection(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}, events: 100}
-	if l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil); err != nil {
+	if l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil); err != nil {
 		t.Fatal(err, l)
 	}
 	st, err := OpenStore(cfg, nil)
@@ -339,7 +341,7 @@ func TestPipelineStatusWhileRunning(t *testing.T) {
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}}
 	var st Status
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
 		for n.Status().Ledger.EventsStored < 50 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -378,7 +380,7 @@ func TestInterFillReplay(t *testing.T) {
 	}}
 	replayChain := &fakeChain{accept: true}
 	var during ReplayStatus
-	parts := &Parts{Inputs: []readout.Input{in}, Finite: []bool{true},
+	parts := &Parts{Inputs: []transport.Input{in}, Finite: []bool{true},
 		NewReplayChain: func(context.Context) (Decider, error) { return replayChain, nil }}
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
@@ -433,7 +435,7 @@ func TestPipelineFailingInputFailsRun(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	bad := &failingInput{err: errors.New("ring writer died")}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{bad}, Finite: []bool{false}}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{bad}, Finite: []bool{false}}, nil)
 	if err == nil || !errors.Is(err, bad.err) || !l.Balanced {
 		t.Fatalf("want the input's error with a balanced ledger, got %v %+v", err, l)
 	}
@@ -441,8 +443,9 @@ func TestPipelineFailingInputFailsRun(t *testing.T) {
 
 type failingInput struct{ err error }
 
-func (f *failingInput) Run(context.Context, readout.Sink) error { return f.err }
-func (f *failingInput) Stats() readout.Stats                    { return readout.Stats{} }
+func (f *failingInput) Run(context.Context, transport.Sink) error { return f.err }
+func (f *failingInput) Stats() transport.Stats                    { return transport.Stats{} }
+func (f *failingInput) Close() error                              { return nil }
 
 // brokenChain fails every batch (not by the run being aborted).
 type brokenChain struct{ fakeChain }
@@ -455,7 +458,7 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}, events: 100}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Chain: &brokenChain{}}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &brokenChain{}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "plugin protocol violated") {
 		t.Fatalf("want the chain's error, got %v", err)
 	}
@@ -475,7 +478,7 @@ func TestFailedStartClosesWhatOpened(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Builder.MaxOpenEvents = -1 // the builder refuses it after the parts opened
 	chain := &fakeChain{}
-	l, err, n := runNode(t, cfg, &Parts{Inputs: []readout.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
+	l, err, n := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
 	if err == nil || !chain.closed || n.Status().State != StateStopped || !l.Balanced || l.FragmentsReceived != 0 {
 		t.Fatalf("err %v, chain closed %v, state %v, ledger %+v", err, chain.closed, n.Status().State, l)
 	}
@@ -519,7 +522,7 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 				return nil, err
 			}
 			bs = &budgetStore{eventStore: st, refusals: 3, writable: writable}
-			return &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Store: bs, BatchAllocator: mem}, nil
+			return &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Store: bs, BatchAllocator: mem}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -543,7 +546,7 @@ func TestTimesliceMode(t *testing.T) {
 	cfg.Builder.Mode = "timeslice"
 	cfg.Builder.SliceDuration = 100 * time.Nanosecond
 	in := &fakeInput{sources: []uint32{0, 1}, events: 1000, packing: 50}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
 	if err != nil || !l.Balanced {
 		t.Fatal(err, l)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport"
 )
 
 // TestReusedRunNumber: a second run with the same run number on the same
@@ -21,7 +21,7 @@ func TestReusedRunNumber(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	first := func() *Parts {
-		return &Parts{Inputs: []readout.Input{&fakeInput{sources: []uint32{0}, events: 100}}, Finite: []bool{true}, Chain: &fakeChain{}}
+		return &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}, events: 100}}, Finite: []bool{true}, Chain: &fakeChain{}}
 	}
 	l, err, _ := runNode(t, cfg, first(), nil)
 	if err != nil || l.EventsStored != 40 {

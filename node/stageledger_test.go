@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -51,7 +51,7 @@ func (*twoStageChain) Lines(stage string) []string {
 func TestLedgerPerStage(t *testing.T) {
 	cfg := testConfig(t, 1)
 	in := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []readout.Input{in}, Finite: []bool{true}, Chain: &twoStageChain{}}, nil)
+	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &twoStageChain{}}, nil)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, l.String())
 	}

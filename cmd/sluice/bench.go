@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -98,10 +98,10 @@ as the baseline, with the ratio.`,
 			if events%perLoop != 0 {
 				return fmt.Errorf("bench: --events must be a multiple of %d (100 x --packing)", perLoop)
 			}
-			if _, err := readout.RunEmulator(cmd.Context(), readout.EmulatorConfig{
+			if _, err := emulator.Run(cmd.Context(), emulator.Config{
 				To: "file://" + sample, Events: perLoop, Packing: packing,
 				Groups: []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
-				Size:   readout.SizeDist{Kind: "fixed", A: float64(eventBytes / sources)},
+				Size:   emulator.SizeDist{Kind: "fixed", A: float64(eventBytes / sources)},
 			}); err != nil {
 				return fmt.Errorf("bench: generating the events: %w", err)
 			}

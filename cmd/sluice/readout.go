@@ -6,23 +6,31 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/transport"
+	_ "github.com/sluice-daq/sluice/node/transport/all" // every transport, for --to
+	"github.com/sluice-daq/sluice/node/transport/shm"
+	"github.com/sluice-daq/sluice/node/transport/tcp"
 )
 
 func init() { register(newReadoutCmd) }
 
 // newReadoutCmd builds `sluice readout`, the readout-board emulator. The
-// generator lives in node/readout (RunEmulator) so the node can embed it.
+// generator lives in node/emulator (Run) so the node can embed it.
 func newReadoutCmd() *cobra.Command {
 	var (
-		cfg         readout.EmulatorConfig
+		cfg         emulator.Config
 		groups      string
 		sizeDist    string
 		summaryJSON string
+		settings    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "readout --to URI [--from FILE] [--events N | --duration D] [--rate HZ] [--loop N] [fault options]",
@@ -41,17 +49,20 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 				return fmt.Errorf("--to is required (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
 			}
 			var err error
-			if cfg.Size, err = readout.ParseSizeDist(sizeDist); err != nil {
+			if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
+				return err
+			}
+			if cfg.Size, err = emulator.ParseSizeDist(sizeDist); err != nil {
 				return fmt.Errorf("--size-dist: %w", err)
 			}
 			if groups != "" {
-				if cfg.Groups, err = readout.ParseGroups(groups); err != nil {
+				if cfg.Groups, err = emulator.ParseGroups(groups); err != nil {
 					return fmt.Errorf("--groups: %w", err)
 				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			sum, runErr := readout.RunEmulator(ctx, cfg)
+			sum, runErr := emulator.Run(ctx, cfg)
 			fmt.Fprintln(cmd.OutOrStdout(), sum.String())
 			if summaryJSON != "" {
 				b, err := json.MarshalIndent(sum, "", "  ")
@@ -81,9 +92,10 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 	f.StringVar(&sizeDist, "size-dist", "fixed:128", "payload bytes: fixed:N, uniform:MIN,MAX or lognormal:MEAN,SIGMA")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of payload contents and fault draws")
 	f.Uint64Var(&cfg.FirstEvent, "first-event", 0, "event id of the first event")
-	f.IntVar(&cfg.Connections, "connections", 0, "TCP connections (default min(sources, 4))")
-	f.Uint64Var(&cfg.RingSize, "ring-size", readout.DefaultRingData, "shm ring data size in bytes (power of two)")
-	f.IntVar(&cfg.SocketBuffer, "socket-buffer", 4<<20, "TCP/UDP send buffer in bytes")
+	f.StringArrayVar(&settings, "set", nil, "a setting of the transport's sender, KEY=VALUE as in the emulator section of a node config (repeatable)")
+	f.Int("connections", 0, "tcp: sender connections (0: min(sources, 4)); --set connections=N")
+	f.String("ring-size", conf.ByteSize(shm.DefaultRingData).String(), "shm: ring data size, a power of two; --set ring_size=SIZE")
+	f.String("socket-buffer", conf.ByteSize(tcp.DefaultSendBuffer).String(), "tcp/udp: SO_SNDBUF; --set socket_buffer=SIZE")
 	f.Float64Var(&cfg.Faults.Drop, "drop", 0, "probability a packet is not sent")
 	f.Float64Var(&cfg.Faults.Duplicate, "duplicate", 0, "probability a packet is sent twice")
 	f.Float64Var(&cfg.Faults.Corrupt, "corrupt", 0, "probability one fragment of a packet gets a payload byte flipped (bad CRC)")
@@ -94,4 +106,50 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 	f.DurationVar(&cfg.Faults.StallDuration, "stall-duration", 0, "how long a stalled source waits (default 10ms)")
 	f.StringVar(&summaryJSON, "summary-json", "", "write the summary of what was sent as JSON to this file")
 	return cmd
+}
+
+// senderFlags are the flags that stand for a setting of the transport's
+// sender (its key in the emulator section of a node config).
+var senderFlags = []struct{ flag, key string }{
+	{"connections", "connections"}, {"ring-size", "ring_size"}, {"socket-buffer", "socket_buffer"},
+}
+
+// senderOptions decodes the sender settings given for uri (flags the user
+// set, and --set KEY=VALUE) into its transport's own settings, strictly: a
+// setting the transport does not take is an error naming those it does.
+func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport.SenderOptions, error) {
+	u, err := transport.ParseURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("--to: %w", err)
+	}
+	t := transport.Lookup(u.Scheme)
+	if t.NewSenderOptions == nil {
+		return nil, fmt.Errorf("--to %s: %s:// has no sender", uri, u.Scheme)
+	}
+	keys := map[string]yaml.Node{}
+	from := map[string]string{} // key -> how it was given, for messages
+	for _, sf := range senderFlags {
+		if f := cmd.Flags().Lookup(sf.flag); f.Changed {
+			keys[sf.key] = yaml.Node{Kind: yaml.ScalarNode, Value: f.Value.String()}
+			from[sf.key] = "--" + sf.flag
+		}
+	}
+	for _, kv := range settings {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: want KEY=VALUE", kv)
+		}
+		keys[k] = yaml.Node{Kind: yaml.ScalarNode, Value: v}
+		from[k] = "--set " + k
+	}
+	opts := t.NewSenderOptions()
+	if ps := conf.Decode(opts, keys); len(ps) > 0 {
+		msgs := make([]string, len(ps))
+		for i, p := range ps {
+			p.Path = from[p.Path]
+			msgs[i] = p.String()
+		}
+		return nil, fmt.Errorf("%s:// sender: %s", u.Scheme, strings.Join(msgs, "; "))
+	}
+	return opts, nil
 }

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/transport/file"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -30,7 +31,7 @@ func TestReadoutToFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum readout.Summary
+	var sum emulator.Summary
 	b, err := os.ReadFile(js)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestReadoutToFile(t *testing.T) {
 		t.Fatalf("output %q does not say what was sent and injected", stdout)
 	}
 	sink := &countSink{}
-	if err := readout.NewFileInput(out).Run(context.Background(), sink); err != nil {
+	if err := file.NewInput(out).Run(context.Background(), sink); err != nil {
 		t.Fatal(err)
 	}
 	if uint64(sink.packets) != sum.PacketsSent || uint64(sink.fragments) != sum.FragmentsSent {

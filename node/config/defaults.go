@@ -45,48 +45,7 @@ func (c *Config) fillDefaults() {
 		}
 	}
 	for i := range c.Inputs {
-		in := &c.Inputs[i]
-		if in.CreditWindow == 0 {
-			in.CreditWindow = 8 << 20
-		}
-		if in.SocketBuffer == 0 {
-			in.SocketBuffer = 8 << 20
-		}
-		if in.ReorderWindow == 0 {
-			in.ReorderWindow = 256
-		}
-		if in.LatencyBudget == 0 {
-			in.LatencyBudget = 20 * time.Millisecond
-		}
-		if e := in.Emulator; e != nil {
-			if e.Loop == 0 {
-				e.Loop = 1
-			}
-			if e.Packing == 0 {
-				e.Packing = 1
-			}
-			if e.FragmentSize.Dist == "" {
-				e.FragmentSize.Dist = "fixed"
-			}
-			if e.FragmentSize.Mean == 0 {
-				e.FragmentSize.Mean = 128
-			}
-			if e.FragmentSize.Sigma == 0 {
-				e.FragmentSize.Sigma = 0.5
-			}
-			if e.Faults.ReorderWindow == 0 {
-				e.Faults.ReorderWindow = 8
-			}
-			if e.Faults.StallDuration == 0 {
-				e.Faults.StallDuration = 10 * time.Millisecond
-			}
-			if e.RingSize == 0 {
-				e.RingSize = 64 << 20
-			}
-			if e.SocketBuffer == 0 {
-				e.SocketBuffer = 4 << 20
-			}
-		}
+		fillInputDefaults(&c.Inputs[i])
 	}
 	c.Trigger.SetDefaults()
 }

@@ -60,6 +60,7 @@ func Parse(data []byte) (*Config, error) {
 			}
 		}
 	}
+	c.decodeInputs(&ps)
 	c.fillDefaults()
 	c.validate(&ps)
 	return c, errOf("", ps)

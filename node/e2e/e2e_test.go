@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/node"
-	"github.com/sluice-daq/sluice/node/readout"
+	"github.com/sluice-daq/sluice/node/transport/shm"
 	"github.com/sluice-daq/sluice/plugins"
 )
 
@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 		}
 		code := m.Run()
 		if left := shmLeftovers(); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "e2e: files left in %s by the tests or the processes they started: %v\n", readout.ShmDir, left)
+			fmt.Fprintf(os.Stderr, "e2e: files left in %s by the tests or the processes they started: %v\n", shm.Dir, left)
 			return 1
 		}
 		return code
@@ -95,7 +95,7 @@ func shmLeftovers() []string {
 	started.mu.Unlock()
 	var out []string
 	for _, p := range patterns {
-		m, _ := filepath.Glob(filepath.Join(readout.ShmDir, p))
+		m, _ := filepath.Glob(filepath.Join(shm.Dir, p))
 		out = append(out, m...)
 	}
 	return out
@@ -107,7 +107,7 @@ func shmLeftovers() []string {
 func removeShmOf(t *testing.T, pid int) {
 	ring := shmName(t)
 	for _, p := range []string{ring + "*", "." + ring + "*", fmt.Sprintf("%s%d-*", regionPrefix, pid)} {
-		m, _ := filepath.Glob(filepath.Join(readout.ShmDir, p))
+		m, _ := filepath.Glob(filepath.Join(shm.Dir, p))
 		for _, f := range m {
 			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 				t.Errorf("removing %s left by killed pid %d: %v", f, pid, err)

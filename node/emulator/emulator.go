@@ -1,0 +1,371 @@
+package emulator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/transport"
+	_ "github.com/sluice-daq/sluice/node/transport/all"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Fault names, as used in Summary.Faults and by the CLI flags.
+const (
+	FaultDrop      = "drop"
+	FaultDuplicate = "duplicate"
+	FaultCorrupt   = "corrupt"
+	FaultTruncate  = "truncate"
+	FaultReorder   = "reorder"
+	FaultStall     = "stall"
+)
+
+// Summary is what Run sent (`sluice readout --summary-json`).
+// Receivers reconcile against it: packets received = generated - drop -
+// truncate + duplicate, and so on.
+type Summary struct {
+	To                 string `json:"to"`
+	Mode               string `json:"mode"` // "synthetic" or "file:mfp", "file:mdf", "file:vdif"
+	Sources            int    `json:"sources"`
+	PacketsGenerated   uint64 `json:"packets_generated"`
+	FragmentsGenerated uint64 `json:"fragments_generated"`
+	// Sent counts what went onto the transport: duplicates twice, truncated
+	// packets once, dropped ones not at all.
+	PacketsSent   uint64 `json:"packets_sent"`
+	FragmentsSent uint64 `json:"fragments_sent"`
+	BytesSent     uint64 `json:"bytes_sent"`
+	ThrottledNs   uint64 `json:"throttled_ns"` // waiting for ring space or TCP credit
+	DurationNs    int64  `json:"duration_ns"`
+	// Faults counts the packets each fault hit; FaultFragments the
+	// fragments in them (corrupt: the one fragment corrupted per packet).
+	Faults         map[string]uint64 `json:"faults"`
+	FaultFragments map[string]uint64 `json:"fault_fragments"`
+	// SequenceNumbers (UDP) are the numbers used: one per generated packet.
+	SequenceNumbers uint64 `json:"sequence_numbers,omitempty"`
+	Reconnects      int    `json:"reconnects,omitempty"` // TCP, truncation faults included
+	Resent          int    `json:"resent,omitempty"`     // TCP packets sent again after a failure
+	Refused         int    `json:"refused,omitempty"`    // UDP datagrams refused: nothing listened
+}
+
+// Run generates (or replays from a file) multi-fragment packets, injects
+// the configured faults and sends them to cfg.To through the sender of its
+// transport (package transport), pacing them at cfg.Rate events per
+// second. It returns what it sent and injected; the Summary is valid (what
+// was sent so far) also when it returns an error.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	if cfg.Packing <= 0 {
+		cfg.Packing = 1
+	}
+	if cfg.Packing > schemas.MaxPacking {
+		return Summary{}, fmt.Errorf("packing %d exceeds %d", cfg.Packing, schemas.MaxPacking)
+	}
+	if cfg.Size.Kind == "" {
+		cfg.Size = SizeDist{Kind: "fixed", A: 128}
+	}
+	if cfg.Loop <= 0 {
+		cfg.Loop = 1
+	}
+	if cfg.Events == 0 && cfg.Duration == 0 {
+		cfg.Events = 1000
+	}
+	if cfg.Rate < 0 {
+		return Summary{}, fmt.Errorf("rate %v is negative", cfg.Rate)
+	}
+	if cfg.Faults.ReorderWindow == 0 {
+		cfg.Faults.ReorderWindow = 8
+	}
+	if cfg.Faults.StallDuration == 0 {
+		cfg.Faults.StallDuration = 10 * time.Millisecond
+	}
+	if err := cfg.Faults.validate(); err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{To: cfg.To, Faults: map[string]uint64{}, FaultFragments: map[string]uint64{}}
+	u, err := transport.ParseURI(cfg.To)
+	if err != nil {
+		return sum, err
+	}
+	vtp := transport.PayloadOf(u) == transport.PayloadVDIF
+	var src packetSource
+	if cfg.From != "" {
+		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, vtp)
+		if err != nil {
+			return sum, err
+		}
+		src, sum.Mode = fs, "file:"+format
+	} else {
+		if vtp {
+			return sum, fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)
+		}
+		if len(cfg.Groups) == 0 {
+			if cfg.Sources <= 0 {
+				cfg.Sources = 4
+			}
+			ids := make([]uint32, cfg.Sources)
+			for i := range ids {
+				ids[i] = uint32(i)
+			}
+			cfg.Groups = []schemas.SourceGroup{{Name: "tracker", Sources: ids}}
+		}
+		src, sum.Mode = newSynthSource(&cfg), "synthetic"
+	}
+	if vtp && cfg.Faults.Corrupt > 0 {
+		return sum, fmt.Errorf("--corrupt needs a CRC in the packet; VTP frames carry none")
+	}
+	sum.Sources = src.sources()
+	out, err := transport.OpenSender(ctx, cfg.To, cfg.Sender, sum.Sources)
+	if err != nil {
+		return sum, err
+	}
+	em := &emulator{cfg: &cfg, out: out, sum: &sum, rng: rand.New(rand.NewPCG(cfg.Seed, 0xFA017)),
+		stalled: map[uint32]*stallQueue{}}
+	t0 := time.Now()
+	err = em.run(ctx, src, t0)
+	if cerr := out.Close(ctx, em.seq); err == nil {
+		err = cerr
+	}
+	st := out.Stats()
+	sum.ThrottledNs = st.ThrottleNs
+	sum.Reconnects, sum.Resent, sum.Refused, sum.SequenceNumbers = st.Reconnects, st.Resent, st.Refused, st.SequenceNumbers
+	sum.DurationNs = int64(time.Since(t0))
+	return sum, err
+}
+
+// emulator is one run's fault injection and pacing.
+type emulator struct {
+	cfg     *Config
+	out     transport.Sender
+	sum     *Summary
+	rng     *rand.Rand
+	seq     uint64 // next sequence number (one per generated packet)
+	held    []heldPacket
+	stalled map[uint32]*stallQueue
+	free    [][]byte // spare packet buffers
+}
+
+type heldPacket struct {
+	p     emuPacket
+	seq   uint64
+	after int // sends still to pass before this one goes
+	dup   bool
+}
+
+type stallQueue struct {
+	until time.Time
+	q     []heldPacket
+}
+
+func (em *emulator) buf() []byte {
+	if n := len(em.free); n > 0 {
+		b := em.free[n-1]
+		em.free = em.free[:n-1]
+		return b
+	}
+	return nil
+}
+
+func (em *emulator) recycle(b []byte) { em.free = append(em.free, b[:0]) }
+
+func (em *emulator) count(f string, frags int) {
+	em.sum.Faults[f]++
+	em.sum.FaultFragments[f] += uint64(frags)
+}
+
+func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) error {
+	f := em.cfg.Faults
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if em.cfg.Duration > 0 && time.Since(t0) >= em.cfg.Duration {
+			break
+		}
+		p, ok := src.next(em.buf())
+		if !ok {
+			break
+		}
+		if em.cfg.Rate > 0 {
+			// Pace by event: packets of event k go out at t0 + k/rate.
+			if d := time.Until(t0.Add(time.Duration(float64(p.event) / em.cfg.Rate * 1e9))); d > 0 {
+				if err := em.out.Flush(); err != nil {
+					return err
+				}
+				time.Sleep(d)
+			}
+		}
+		em.sum.PacketsGenerated++
+		em.sum.FragmentsGenerated += uint64(p.n)
+		h := heldPacket{p: p, seq: em.seq}
+		em.seq++
+		// One exclusive fault per packet, then the independent ones.
+		r := em.rng.Float64()
+		cut := 0
+		switch {
+		case r < f.Drop:
+			em.count(FaultDrop, p.n)
+			em.recycle(p.b)
+			if err := em.passed(ctx); err != nil {
+				return err
+			}
+			continue
+		case r < f.Drop+f.Truncate:
+			em.count(FaultTruncate, p.n)
+			cut = 1 + em.rng.IntN(len(p.b)-1)
+		case r < f.Drop+f.Truncate+f.Corrupt:
+			if em.corrupt(&p) {
+				em.count(FaultCorrupt, 1)
+			}
+		case r < f.Drop+f.Truncate+f.Corrupt+f.Duplicate:
+			em.count(FaultDuplicate, p.n)
+			h.dup = true
+		}
+		if cut > 0 {
+			// A truncated packet is sent at once: on TCP it ends its connection.
+			err := em.out.SendTruncated(ctx, p.packet(h.seq), cut)
+			em.sum.PacketsSent++
+			em.sum.FragmentsSent += uint64(p.n)
+			em.sum.BytesSent += uint64(cut)
+			em.recycle(p.b)
+			if err != nil {
+				return err
+			}
+			if err := em.passed(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.Stall > 0 && em.rng.Float64() < f.Stall {
+			em.count(FaultStall, p.n)
+			sq := em.stalled[p.source]
+			if sq == nil {
+				sq = &stallQueue{}
+				em.stalled[p.source] = sq
+			}
+			sq.until = time.Now().Add(f.StallDuration)
+		}
+		if sq := em.stalled[p.source]; sq != nil && (len(sq.q) > 0 || time.Now().Before(sq.until)) {
+			sq.q = append(sq.q, h)
+		} else if f.Reorder > 0 && em.rng.Float64() < f.Reorder {
+			em.count(FaultReorder, p.n)
+			h.after = 1 + em.rng.IntN(f.ReorderWindow)
+			em.held = append(em.held, h)
+		} else if err := em.emit(ctx, h); err != nil {
+			return err
+		}
+		if err := em.releaseStalls(ctx, false); err != nil {
+			return err
+		}
+	}
+	// End of run: what is held back goes out now, stalls when they end.
+	for len(em.held) > 0 {
+		h := em.held[0]
+		em.held = em.held[1:] // emit may send (and remove) others
+		if err := em.emit(ctx, h); err != nil {
+			return err
+		}
+	}
+	return em.releaseStalls(ctx, true)
+}
+
+// emit sends h (twice if duplicated), then lets held packets whose turn
+// came go.
+func (em *emulator) emit(ctx context.Context, h heldPacket) error {
+	for range 1 + b2i(h.dup) {
+		if err := em.out.Send(ctx, h.p.packet(h.seq)); err != nil {
+			return err
+		}
+		em.sum.PacketsSent++
+		em.sum.FragmentsSent += uint64(h.p.n)
+		em.sum.BytesSent += uint64(len(h.p.b))
+	}
+	em.recycle(h.p.b)
+	return em.passed(ctx)
+}
+
+// passed counts one packet slot passing for the reorder-held packets and
+// sends those whose turn came.
+func (em *emulator) passed(ctx context.Context) error {
+	var due []heldPacket
+	kept := em.held[:0]
+	for _, h := range em.held {
+		if h.after--; h.after <= 0 {
+			due = append(due, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	em.held = kept
+	for _, h := range due {
+		if err := em.emit(ctx, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseStalls sends the queues of sources whose stall ended; at the end
+// of the run (wait) it waits for every stall to end.
+func (em *emulator) releaseStalls(ctx context.Context, wait bool) error {
+	for _, sq := range em.stalled {
+		if len(sq.q) == 0 {
+			continue
+		}
+		if d := time.Until(sq.until); d > 0 {
+			if !wait {
+				continue
+			}
+			time.Sleep(d)
+		}
+		q := sq.q
+		sq.q = nil
+		for _, h := range q {
+			if err := em.emit(ctx, h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// corrupt flips one payload byte of one non-empty fragment of MFP p after
+// its CRC was computed; false if p has no payload byte to flip.
+func (em *emulator) corrupt(p *emuPacket) bool {
+	m, _, err := schemas.DecodeMFP(p.b)
+	if err != nil {
+		return false
+	}
+	k := em.rng.IntN(m.N)
+	done := false
+	for try := 0; try < m.N && !done; try++ {
+		i := (k + try) % m.N
+		m.Fragments(func(j int, _ uint64, _ uint32, payload []byte) bool {
+			if j == i && len(payload) > 0 {
+				payload[em.rng.IntN(len(payload))] ^= 0x5A
+				done = true
+			}
+			return j < i
+		})
+	}
+	return done
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// String renders the human-readable account `sluice readout` prints.
+func (s *Summary) String() string {
+	line := fmt.Sprintf("sent %d packets (%d fragments, %d bytes) of %d generated to %s in %v; throttled %v",
+		s.PacketsSent, s.FragmentsSent, s.BytesSent, s.PacketsGenerated, s.To,
+		time.Duration(s.DurationNs).Round(time.Millisecond), time.Duration(s.ThrottledNs).Round(time.Microsecond))
+	for _, f := range []string{FaultDrop, FaultDuplicate, FaultCorrupt, FaultTruncate, FaultReorder, FaultStall} {
+		if n := s.Faults[f]; n > 0 {
+			line += fmt.Sprintf("; %s %d", f, n)
+		}
+	}
+	return line
+}

@@ -1,0 +1,332 @@
+package emulator
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+
+	"github.com/sluice-daq/sluice/internal/synth"
+	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/schemas/vdif"
+)
+
+// emuPacket is one unit the emulator sends: an MFP, or a bare VDIF frame
+// for VTP.
+type emuPacket struct {
+	b      []byte
+	source uint32
+	n      int    // fragments
+	event  uint64 // events since the start of the run, for pacing
+}
+
+// packet is p for a sender, numbered seq.
+func (p *emuPacket) packet(seq uint64) transport.Packet {
+	return transport.Packet{Bytes: p.b, Source: p.source, Seq: seq}
+}
+
+// packetSource yields the packets of a run in sending order.
+type packetSource interface {
+	// next returns the next packet, built in dst's storage, or ok=false at
+	// the end of the run.
+	next(dst []byte) (p emuPacket, ok bool)
+	sources() int
+}
+
+// synthSource generates detector-like packets: for each block of Packing
+// consecutive events, one MFP per source.
+type synthSource struct {
+	ids     []uint32
+	kinds   []synth.Kind
+	packing int
+	size    SizeDist
+	seed    uint64
+	first   uint64
+	events  uint64 // 0: unbounded (Duration ends the run)
+	rng     *rand.Rand
+
+	block, src int
+	payload    []byte
+	views      [][]byte
+}
+
+func newSynthSource(cfg *Config) *synthSource {
+	s := &synthSource{packing: cfg.Packing, size: cfg.Size, seed: cfg.Seed, first: cfg.FirstEvent, events: cfg.Events,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5EED))}
+	for _, g := range cfg.Groups {
+		for _, id := range g.Sources {
+			s.ids = append(s.ids, id)
+			s.kinds = append(s.kinds, synth.KindOf(g.Name))
+		}
+	}
+	return s
+}
+
+func (s *synthSource) sources() int { return len(s.ids) }
+
+func (s *synthSource) next(dst []byte) (emuPacket, bool) {
+	start := uint64(s.block) * uint64(s.packing)
+	if s.events > 0 && start >= s.events {
+		return emuPacket{}, false
+	}
+	n := s.packing
+	if s.events > 0 {
+		n = int(min(uint64(n), s.events-start))
+	}
+	id, kind := s.ids[s.src], s.kinds[s.src]
+	s.payload, s.views = s.payload[:0], s.views[:0]
+	offs := make([]int, 0, n+1)
+	for i := 0; i < n; i++ {
+		offs = append(offs, len(s.payload))
+		s.payload = synth.Append(s.payload, kind, s.seed, s.first+start+uint64(i), id, s.size.draw(s.rng))
+	}
+	offs = append(offs, len(s.payload))
+	for i := 0; i < n; i++ {
+		s.views = append(s.views, s.payload[offs[i]:offs[i+1]])
+	}
+	p := emuPacket{b: schemas.AppendMFP(dst[:0], id, s.first+start, 0, 3, s.views, nil), source: id, n: n, event: start}
+	if s.src++; s.src == len(s.ids) {
+		s.src = 0
+		s.block++
+	}
+	return p, true
+}
+
+// fileSource replays the packets split from a file Loop times, shifting
+// event ids by the file's span on each replay so they stay unique.
+//
+// A real readout replaying a file with shifted event ids sends data that
+// agree with them: in LHCb data the event id is the ODIN bank's event
+// number, so on a shifted pass the ODIN banks get the shifted id too (and
+// their fragments new CRCs). Otherwise the events exported from the store
+// would carry the ODIN numbers of the first pass, duplicated. The MDF
+// header the header fragment carries has no event number (versions 1–3:
+// run, orbit, bunch; the splitter takes the event id from ODIN only).
+type fileSource struct {
+	packets []emuPacket // from the file, first pass
+	span    uint64      // event ids the file covers
+	minID   uint64
+	loops   int
+	vtp     bool // packets are bare VDIF frames (no event id to shift)
+	nsrc    int
+	i, loop int
+
+	odin  map[int][]odinPatch // packet index -> the ODIN banks in it
+	spare []byte              // buffer a renumbered packet is re-encoded into
+	views [][]byte
+}
+
+// odinPatch locates the payload of one ODIN bank in a packet: in fragment
+// frag, off bytes into the fragment's payload.
+type odinPatch struct{ frag, off int }
+
+func (f *fileSource) sources() int { return f.nsrc }
+
+func (f *fileSource) next(dst []byte) (emuPacket, bool) {
+	if f.i == len(f.packets) {
+		f.i, f.loop = 0, f.loop+1
+	}
+	if f.loop >= f.loops || len(f.packets) == 0 {
+		return emuPacket{}, false
+	}
+	p := f.packets[f.i]
+	patches := f.odin[f.i]
+	f.i++
+	shift := uint64(f.loop) * f.span
+	p.b = append(dst[:0], p.b...)
+	p.event += shift
+	if !f.vtp {
+		first := binary.LittleEndian.Uint64(p.b[16:])
+		binary.LittleEndian.PutUint64(p.b[16:], first+shift)
+		if shift > 0 && len(patches) > 0 {
+			p.b = f.renumberODIN(p.b, patches)
+		}
+	}
+	return p, true
+}
+
+// renumberODIN sets the event number of every ODIN bank listed in patches
+// to the (shifted) event id of its fragment in packet b, and returns the
+// packet re-encoded so that the fragment CRCs cover the new bytes. The
+// returned buffer replaces b, which the source keeps for the next time.
+func (f *fileSource) renumberODIN(b []byte, patches []odinPatch) []byte {
+	m, _, err := schemas.DecodeMFP(b)
+	if err != nil {
+		return b // not reached: loadFile decoded every packet
+	}
+	f.views = f.views[:0]
+	m.Fragments(func(_ int, _ uint64, _ uint32, payload []byte) bool {
+		f.views = append(f.views, payload)
+		return true
+	})
+	for _, pt := range patches {
+		putODINEventNumber(f.views[pt.frag][pt.off:], m.FirstEventID+uint64(pt.frag))
+	}
+	out := schemas.AppendMFP(f.spare[:0], m.SourceID, m.FirstEventID, m.Flags, m.Align, f.views, nil)
+	f.spare = b
+	return out
+}
+
+// putODINEventNumber writes event number n into the ODIN version 6
+// payload at the start of w: word 3 the high, word 4 the low 32 bits,
+// little-endian (FORMATS.md "ODIN bank"). Every other bit stays as it is;
+// a DecodeODIN/AppendODIN round trip would clear the bits of word 8 the
+// ODIN struct has no field for (bit 15).
+func putODINEventNumber(w []byte, n uint64) {
+	binary.LittleEndian.PutUint32(w[12:], uint32(n>>32))
+	binary.LittleEndian.PutUint32(w[16:], uint32(n))
+}
+
+// findODIN lists, for each packet of an LHCb source that carries ODIN
+// banks (lhcb.BankTypeODIN), where their payloads are, and checks that each
+// is a version 6 ODIN payload whose event number can be rewritten.
+func (f *fileSource) findODIN() error {
+	for k := range f.packets {
+		if typ, _, ok := lhcb.SplitSourceID(f.packets[k].source); !ok || typ != lhcb.BankTypeODIN {
+			continue
+		}
+		m, _, err := schemas.DecodeMFP(f.packets[k].b)
+		if err != nil {
+			return err
+		}
+		m.Fragments(func(i int, ev uint64, _ uint32, payload []byte) bool {
+			for at := 0; at < len(payload); {
+				// Invariant: payload[:at] is whole banks, the ODIN ones listed.
+				b, n, berr := lhcb.DecodeBank(payload[at:])
+				if berr != nil {
+					err = fmt.Errorf("event %d, source %#x: %w", ev, m.SourceID, schemas.WithOffset(berr, int64(at)))
+					return false
+				}
+				if b.Type == lhcb.BankTypeODIN {
+					if _, oerr := lhcb.DecodeODIN(b.Version, b.Data); oerr != nil {
+						err = fmt.Errorf("event %d, source %#x: %w", ev, m.SourceID, schemas.WithOffset(oerr, int64(at+lhcb.BankHeaderSize)))
+						return false
+					}
+					if f.odin == nil {
+						f.odin = map[int][]odinPatch{}
+					}
+					f.odin[k] = append(f.odin[k], odinPatch{frag: i, off: at + lhcb.BankHeaderSize})
+				}
+				at += n
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadFile splits the file at path into packets of packing fragments per
+// source: a native MFP stream as is, MDF/MEP through lhcb.WriteMFPs, VDIF
+// through vdif.Packer (or, when vtp is set, one bare frame per packet).
+// The whole file is held in memory: it is a sample replayed in a loop.
+func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	head := data[:min(len(data), vdif.DetectBytes)]
+	f := &fileSource{loops: loops, vtp: vtp}
+	var format string
+	add := func(b []byte) error {
+		p, n, err := schemas.DecodeMFP(b)
+		if err != nil {
+			return err
+		}
+		f.packets = append(f.packets, emuPacket{b: append([]byte(nil), b[:n]...), source: p.SourceID, n: p.N, event: p.FirstEventID})
+		return nil
+	}
+	switch {
+	case len(data) >= 4 && binary.LittleEndian.Uint32(data) == schemas.MFPMagic:
+		format = "mfp"
+		for off := 0; off < len(data); {
+			_, n, err := schemas.DecodeMFP(data[off:])
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", path, schemas.WithOffset(err, int64(off)))
+			}
+			add(data[off : off+n])
+			off += n
+		}
+	case lhcb.DetectMDF(head) || lhcb.DetectMEP(head):
+		format = "mdf"
+		if _, err := lhcb.WriteMFPs(bytes.NewReader(data), nil, packing, 3, add); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
+	case vdif.Detect(head) == vdif.FormatVDIF:
+		format = "vdif"
+		pk, err := vdif.NewPacker(packing)
+		if err != nil {
+			return nil, "", err
+		}
+		r := vdif.NewReader(bytes.NewReader(data))
+		var out []byte
+		for {
+			fr, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", path, err)
+			}
+			if vtp {
+				f.packets = append(f.packets, emuPacket{b: append([]byte(nil), fr.Bytes...), source: vdif.SourceID(&fr.Header), n: 1, event: vdif.EventID(&fr.Header)})
+				continue
+			}
+			out = pk.Add(out[:0], &fr)
+			if err := splitMFPs(out, add); err != nil {
+				return nil, "", err
+			}
+		}
+		if err := splitMFPs(pk.Flush(out[:0]), add); err != nil {
+			return nil, "", err
+		}
+	default:
+		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP or VDIF file (by its first bytes)", path)
+	}
+	if vtp && format != "vdif" {
+		return nil, "", fmt.Errorf("%s: udp ?format=vtp sends VDIF frames, this file is %s", path, format)
+	}
+	if len(f.packets) == 0 {
+		return nil, "", fmt.Errorf("%s: no packets", path)
+	}
+	lo, hi := f.packets[0].event, f.packets[0].event
+	srcs := map[uint32]bool{}
+	for i := range f.packets {
+		p := &f.packets[i]
+		lo, hi = min(lo, p.event), max(hi, p.event+uint64(p.n)-1)
+		srcs[p.source] = true
+	}
+	f.minID, f.span, f.nsrc = lo, hi-lo+1, len(srcs)
+	// LHCb data: split from MDF/MEP here, or a native MFP stream recorded
+	// from such a split (it has the header fragment's source).
+	if format == "mdf" || (format == "mfp" && srcs[lhcb.HeaderSource]) {
+		if err := f.findODIN(); err != nil {
+			return nil, "", fmt.Errorf("%s: ODIN bank: %w", path, err)
+		}
+	}
+	for i := range f.packets {
+		f.packets[i].event -= lo // pacing counts events from the file's first
+	}
+	return f, format, nil
+}
+
+// splitMFPs calls add for each MFP in b (packets back to back).
+func splitMFPs(b []byte, add func([]byte) error) error {
+	for len(b) > 0 {
+		_, n, err := schemas.DecodeMFP(b)
+		if err != nil {
+			return err
+		}
+		if err := add(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// Transport registers shm://NAME (see package all).
+var Transport = transport.Transport{
+	Scheme: "shm",
+	Target: "NAME",
+	CheckTarget: func(u transport.URI) error {
+		if _, err := ringPath(u.Target); err != nil {
+			return fmt.Errorf("want shm://NAME, the ring name a plain file name under %s", Dir)
+		}
+		return nil
+	},
+	Embeddable:      true,
+	NewInputOptions: func() transport.InputOptions { return &Options{} },
+	OpenInput: func(u transport.URI, _ transport.InputOptions) (transport.Input, error) {
+		return NewInput(u.Target, ReaderConfig{}), nil
+	},
+	ClearStale: func(u transport.URI) error {
+		// The embedded emulator creates this ring; a ring left by a node
+		// that was killed must not be attached to meanwhile.
+		path, err := ringPath(u.Target)
+		if err == nil {
+			err = os.Remove(path)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the stale ring: %w", err)
+		}
+		return nil
+	},
+	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{RingSize: DefaultRingData} },
+	OpenSender: func(_ context.Context, u transport.URI, o transport.SenderOptions, _ int) (transport.Sender, error) {
+		w, err := CreateWriter(u.Target, WriterConfig{DataSize: uint64(o.(*SenderOptions).RingSize)})
+		if err != nil {
+			return nil, err
+		}
+		return &sender{w}, nil
+	},
+}
+
+// Options are a ring input's settings: none (the ring's writer sizes it).
+type Options struct{}
+
+// Check has nothing to check.
+func (*Options) Check(transport.URI) conf.Problems { return nil }
+
+// Ends: a ring ends when its writer closes it after its last packet (a
+// writer that dies instead fails the run with ErrWriterDead).
+func (*Options) Ends() bool { return true }
+
+// SenderOptions are the settings of a ring's writer.
+type SenderOptions struct {
+	// RingSize is the data region of the ring it creates, in bytes: a
+	// power of two (default DefaultRingData).
+	RingSize conf.ByteSize `yaml:"ring_size"`
+}
+
+// Check wants a ring of 1 MiB to 64 GiB, the sizes an operator would
+// give a board (CreateWriter itself takes MinRingData to MaxRingData).
+func (o *SenderOptions) Check(transport.URI) conf.Problems {
+	var ps conf.Problems
+	if s := o.RingSize; s < 1<<20 || s > 1<<36 || s&(s-1) != 0 {
+		ps.Add("ring_size", s, "want a power of two between 1MiB and 64GiB")
+	}
+	return ps
+}
+
+// sender writes packets into the ring it created.
+type sender struct{ w *Writer }
+
+func (s *sender) Send(ctx context.Context, p transport.Packet) error { return s.w.Write(ctx, p.Bytes) }
+
+func (s *sender) SendTruncated(ctx context.Context, p transport.Packet, cut int) error {
+	return s.w.Write(ctx, p.Bytes[:cut])
+}
+
+func (s *sender) Flush() error { s.w.Flush(); return nil }
+
+// Close waits until the reader acknowledged everything, then closes the
+// ring (the reader sees the end of the stream).
+func (s *sender) Close(ctx context.Context, _ uint64) error {
+	err := s.w.Drain(ctx)
+	if cerr := s.w.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *sender) Stats() transport.SenderStats {
+	return transport.SenderStats{ThrottleNs: s.w.ThrottleNs()}
+}

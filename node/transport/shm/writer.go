@@ -1,0 +1,253 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// WriterConfig configures a ring writer. Zero values take the defaults.
+type WriterConfig struct {
+	// DataSize is the data region in bytes, a power of two in
+	// [MinRingData, MaxRingData] (default 64 MiB).
+	DataSize uint64
+	// HeartbeatInterval and StaleAfter: see DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	StaleAfter        time.Duration
+	// ReaderGrace is how long a writer waiting for space keeps waiting
+	// after its reader died, for a restarted reader to attach, before it
+	// returns ErrReaderDead (default DefaultReaderGrace).
+	ReaderGrace time.Duration
+}
+
+// DefaultReaderGrace is the default WriterConfig.ReaderGrace.
+const DefaultReaderGrace = 5 * time.Second
+
+// DefaultRingData is the default data region size.
+const DefaultRingData = 64 << 20
+
+// Writer is the producing side of a readout ring: what a readout board's
+// DMA engine does. One writer per ring; Write is not safe for concurrent use.
+type Writer struct {
+	m     mapping
+	path  string
+	cfg   WriterConfig
+	w     uint64 // write pointer; only this writer changes it
+	seq   uint64 // records written, for record headers
+	stop  chan struct{}
+	beat  chan struct{}
+	close atomic.Bool
+	// throttle keeps ThrottleNs once the ring is unmapped.
+	throttle uint64
+}
+
+// CreateWriter creates (replacing any previous file) the ring /dev/shm/name
+// and starts its heartbeat. The file appears under its final name only once
+// its control page is complete, so a reader never sees half a header.
+func CreateWriter(name string, cfg WriterConfig) (*Writer, error) {
+	path, err := ringPath(name)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DataSize == 0 {
+		cfg.DataSize = DefaultRingData
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.ReaderGrace <= 0 {
+		cfg.ReaderGrace = DefaultReaderGrace
+	}
+	ds := cfg.DataSize
+	if ds < MinRingData || ds > MaxRingData || ds&(ds-1) != 0 {
+		return nil, fmt.Errorf("readout ring %s: data size %d is not a power of two in [%d, %d]", name, ds, MinRingData, uint64(MaxRingData))
+	}
+	tmp, err := os.CreateTemp(Dir, "."+name+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("readout ring %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	defer tmp.Close()
+	size := int(controlSize + ds)
+	if err := tmp.Truncate(int64(size)); err != nil {
+		return nil, fmt.Errorf("readout ring %s: %w", name, err)
+	}
+	mem, err := mapFile(tmp, size, true)
+	if err != nil {
+		return nil, fmt.Errorf("readout ring %s: mmap: %w", name, err)
+	}
+	wr := &Writer{
+		m:    mapping{name: name, mem: mem, data: mem[controlSize:], mask: ds - 1},
+		path: path, cfg: cfg,
+		stop: make(chan struct{}), beat: make(chan struct{}),
+	}
+	m := &wr.m
+	m.u32(offVersion).Store(ringVersion)
+	m.u32(offControlSize).Store(controlSize)
+	m.u64(offDataSize).Store(ds)
+	m.u32(offWriterPID).Store(uint32(os.Getpid()))
+	m.u64(offWriterBeat).Store(uint64(time.Now().UnixNano()))
+	m.u64(offMagic).Store(ringMagic) // last: marks the header complete
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		m.unmap()
+		return nil, fmt.Errorf("readout ring %s: %w", name, err)
+	}
+	go heartbeat(m.u64(offWriterBeat), cfg.HeartbeatInterval, wr.stop, wr.beat)
+	return wr, nil
+}
+
+// MaxPacket is the largest packet Write accepts: a record (header and
+// packet) must fit the data region even after a wrap-around skip.
+func (wr *Writer) MaxPacket() int { return len(wr.m.data) - recordHeaderSize }
+
+// Write copies packet p into the ring and publishes it. While the ring is
+// full it waits (the board's busy/throttle) and adds the time waited to
+// ThrottleNs; it never overwrites unacknowledged data. Errors: ctx.Err(),
+// transport.ErrPacketTooLarge, or ErrReaderDead when a reader attached and then died
+// or stopped its heartbeat while the writer waited.
+func (wr *Writer) Write(ctx context.Context, p []byte) error {
+	m := &wr.m
+	size := uint64(len(m.data))
+	rec := recordSize(len(p))
+	if len(p) > wr.MaxPacket() {
+		return fmt.Errorf("readout ring %s: %w: %d bytes, ring data region %d", m.name, transport.ErrPacketTooLarge, len(p), size)
+	}
+	pos := wr.w & m.mask
+	pad := uint64(0)
+	if pos+rec > size {
+		pad = size - pos // a record never straddles the end of the region
+	}
+	if wr.w+pad+rec-m.u64(offAck).Load() > size {
+		t0 := time.Now()
+		err := wr.waitSpace(ctx, pad+rec)
+		m.u64(offThrottleNs).Add(uint64(time.Since(t0)))
+		if err != nil {
+			return err
+		}
+	}
+	if pad > 0 {
+		wr.putHeader(pos, 0, recSkip)
+		pos = 0
+	}
+	wr.putHeader(pos, uint32(len(p)), recPacket)
+	copy(m.data[pos+recordHeaderSize:], p)
+	wr.w += pad + rec
+	wr.seq++
+	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
+	// The futex word changes only when a sleeping reader is to be woken: a
+	// reader that set its flag after this load re-checks the write pointer
+	// before it sleeps (both sides store, then load the other's field).
+	if m.u32(offReaderWait).Load() != 0 && wr.w >= m.u64(offReaderWake).Load() {
+		m.u32(offWriteSeq).Add(1)
+		futexWake(m.u32(offWriteSeq))
+	}
+	return nil
+}
+
+func (wr *Writer) putHeader(pos uint64, n, kind uint32) {
+	h := wr.m.data[pos : pos+recordHeaderSize]
+	binary.LittleEndian.PutUint32(h[0:], n)
+	binary.LittleEndian.PutUint32(h[4:], kind)
+	binary.LittleEndian.PutUint64(h[8:], wr.seq)
+}
+
+// Flush wakes the reader now if it sleeps, instead of when enough data for
+// a coalesced wake-up accumulated or its sleep ends: the board's
+// end-of-burst interrupt. Call it when no more packets follow for a while.
+func (wr *Writer) Flush() {
+	if wr.m.u32(offReaderWait).Load() != 0 {
+		futexWake(wr.m.u32(offWriteSeq))
+	}
+}
+
+// waitSpace blocks until need bytes past the write pointer are acknowledged
+// free.
+func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {
+	m := &wr.m
+	size := uint64(len(m.data))
+	// Ask to be woken once the space needed plus some slack is free.
+	wake := wr.w + need - size + min(coalesce(size), size-need)
+	idle := time.Now()
+	var dead time.Time // when the reader was first seen dead
+	for {
+		seq := m.u32(offAckSeq).Load()
+		m.u64(offWriterWake).Store(wake)
+		m.u32(offWriterWait).Store(1)
+		if wr.w+need-m.u64(offAck).Load() <= size {
+			m.u32(offWriterWait).Store(0)
+			return nil
+		}
+		futexWait(m.u32(offAckSeq), seq, coalesceLatency)
+		m.u32(offWriterWait).Store(0)
+		if wr.w+need-m.u64(offAck).Load() <= size {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if now := time.Now(); now.Sub(idle) < pollInterval {
+			continue // liveness is checked once per poll interval
+		} else {
+			idle = now
+		}
+		// No reader attached yet: the board waits for the node to start.
+		// A dead reader gets ReaderGrace to be replaced by a new one,
+		// which rereads what the dead one did not acknowledge.
+		pid := m.u32(offReaderPID).Load()
+		why := ""
+		if pid != 0 {
+			why = peerState(pid, m.u64(offReaderBeat).Load(), wr.cfg.StaleAfter)
+		}
+		switch {
+		case why == "":
+			dead = time.Time{}
+		case dead.IsZero():
+			dead = idle
+		case idle.Sub(dead) >= wr.cfg.ReaderGrace:
+			return fmt.Errorf("readout ring %s: %w: %s, and no new reader attached within %v", m.name, ErrReaderDead, why, wr.cfg.ReaderGrace)
+		}
+	}
+}
+
+// Drain waits until the reader has acknowledged everything written (or ctx
+// ends, or the reader dies), so that a clean shutdown loses nothing.
+func (wr *Writer) Drain(ctx context.Context) error {
+	return wr.waitSpace(ctx, uint64(len(wr.m.data)))
+}
+
+// ThrottleNs is the total time Write waited for ring space, in ns.
+func (wr *Writer) ThrottleNs() uint64 {
+	if wr.close.Load() {
+		return wr.throttle
+	}
+	return wr.m.u64(offThrottleNs).Load()
+}
+
+// Close marks the ring closed (the reader returns io.EOF once it has read
+// everything), stops the heartbeat, unmaps the ring and removes its file
+// name; a reader that still maps it keeps its view.
+func (wr *Writer) Close() error {
+	if wr.close.Swap(true) {
+		return nil
+	}
+	m := &wr.m
+	wr.throttle = m.u64(offThrottleNs).Load()
+	m.u32(offWriterState).Store(1)
+	m.u32(offWriteSeq).Add(1)
+	futexWake(m.u32(offWriteSeq))
+	close(wr.stop)
+	<-wr.beat
+	err := os.Remove(wr.path)
+	if uerr := m.unmap(); err == nil {
+		err = uerr
+	}
+	return err
+}

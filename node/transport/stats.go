@@ -1,0 +1,161 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Reason is why an input did not hand a received packet to its sink. Its
+// String is the metric label and the key operators read in ledgers.
+type Reason uint8
+
+const (
+	Truncated             Reason = iota // the MFP ends before its packet_size
+	Malformed                           // any other MFP decode error
+	TruncatedAtDisconnect               // TCP: connection closed mid-packet
+	Late                                // UDP: arrived after its sequence number was declared lost
+	Duplicate                           // UDP: a sequence number already received
+	Protocol                            // TCP: frame larger than the credit window, bad preamble
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"truncated", "malformed", "truncated_at_disconnect", "late", "duplicate", "protocol"}
+
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Reasons lists every Reason, in order.
+func Reasons() []Reason {
+	out := make([]Reason, numReasons)
+	for i := range out {
+		out[i] = Reason(i)
+	}
+	return out
+}
+
+// Stats are an input's counters, ready to be exported as metrics.
+type Stats struct {
+	Packets   uint64 // packets handed to the sink
+	Fragments uint64 // their fragments
+	Bytes     uint64 // their bytes (whole MFPs)
+	// Discarded counts received packets not handed on, by reason; reasons
+	// that did not occur are absent.
+	Discarded map[Reason]uint64
+	// Lost counts UDP sequence numbers declared missing (window passed them).
+	Lost uint64
+	// SinkWaitNs is the time spent inside Sink.AddPacket (backpressure).
+	SinkWaitNs uint64
+	// HeldBytes are bytes handed to the sink and not yet released.
+	HeldBytes int64
+	// WriterThrottleNs: shm, the ring writer's total wait for space.
+	WriterThrottleNs uint64
+	// CreditsOutstanding: TCP, bytes granted to senders and not yet used.
+	CreditsOutstanding int64
+	// SocketBufferBytes: TCP/UDP, SO_RCVBUF as the kernel reports it (Linux
+	// reports twice the bytes granted: the other half is its bookkeeping).
+	SocketBufferBytes int
+	// Connections: TCP connections accepted; Streams: streams ended cleanly
+	// (TCP end-of-stream frames, UDP end markers); Open: connections open.
+	Connections, Streams uint64
+	Open                 int64
+}
+
+// DiscardTotal sums Discarded.
+func (s Stats) DiscardTotal() uint64 {
+	var n uint64
+	for _, v := range s.Discarded {
+		n += v
+	}
+	return n
+}
+
+// Counters are the atomics behind Stats that every input keeps; the zero
+// value is ready. An input counts with them and reports Snapshot (plus its
+// own fields) as its Stats.
+type Counters struct {
+	packets, fragments, bytes, lost, sinkWait atomic.Uint64
+	connections, streams                      atomic.Uint64
+	held, open                                atomic.Int64
+	discarded                                 [numReasons]atomic.Uint64
+}
+
+// Snapshot returns the counters as Stats.
+func (c *Counters) Snapshot() Stats {
+	s := Stats{
+		Packets: c.packets.Load(), Fragments: c.fragments.Load(), Bytes: c.bytes.Load(),
+		Lost: c.lost.Load(), SinkWaitNs: c.sinkWait.Load(), HeldBytes: c.held.Load(),
+		Connections: c.connections.Load(), Streams: c.streams.Load(), Open: c.open.Load(),
+		Discarded: make(map[Reason]uint64, numReasons),
+	}
+	for i := range c.discarded {
+		if v := c.discarded[i].Load(); v > 0 {
+			s.Discarded[Reason(i)] = v
+		}
+	}
+	return s
+}
+
+// Discard counts one received packet not handed on, for reason r.
+func (c *Counters) Discard(r Reason) { c.discarded[r].Add(1) }
+
+// Lose counts n sequence numbers declared missing.
+func (c *Counters) Lose(n uint64) { c.lost.Add(n) }
+
+// Hold adds n (negative: releases) to the bytes the sink holds.
+func (c *Counters) Hold(n int64) { c.held.Add(n) }
+
+// Connected counts one connection accepted and open; Disconnected the end
+// of an open one; StreamEnded a stream that ended cleanly.
+func (c *Counters) Connected()     { c.connections.Add(1) }
+func (c *Counters) Opened(d int64) { c.open.Add(d) }
+func (c *Counters) StreamEnded()   { c.streams.Add(1) }
+
+// Deliver decodes rec (exactly one MFP) and hands it to sink; a packet that
+// does not decode is counted (Truncated or Malformed) and released here.
+// release must be safe to call exactly once.
+func (c *Counters) Deliver(ctx context.Context, sink Sink, rec []byte, release func()) error {
+	p, n, err := schemas.DecodeMFP(rec)
+	if err == nil && n != len(rec) {
+		err = schemas.Errorf("mfp", "packet", int64(n), schemas.ErrInconsistent, "%d bytes after a packet of %d", len(rec)-n, n)
+	}
+	if err != nil {
+		c.DiscardDecodeError(err)
+		release()
+		return nil
+	}
+	return c.Hand(ctx, sink, p, release)
+}
+
+// DiscardDecodeError counts a packet that did not decode: Truncated when
+// err wraps schemas.ErrTruncated, Malformed otherwise.
+func (c *Counters) DiscardDecodeError(err error) {
+	if errors.Is(err, schemas.ErrTruncated) {
+		c.Discard(Truncated)
+	} else {
+		c.Discard(Malformed)
+	}
+}
+
+// Hand gives a decoded packet to the sink, counting it and the time the
+// sink held the caller up. (Held bytes are counted by each input's release,
+// which needs no extra closure per packet.)
+func (c *Counters) Hand(ctx context.Context, sink Sink, p schemas.MFP, release func()) error {
+	t0 := time.Now()
+	err := sink.AddPacket(ctx, p, release)
+	c.sinkWait.Add(uint64(time.Since(t0)))
+	if err != nil {
+		return err
+	}
+	c.packets.Add(1)
+	c.fragments.Add(uint64(p.N))
+	c.bytes.Add(uint64(len(p.Bytes())))
+	return nil
+}

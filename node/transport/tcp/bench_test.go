@@ -1,0 +1,117 @@
+package tcp
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/internal/benchratio"
+	"github.com/sluice-daq/sluice/node/internal/transporttest"
+	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// BenchmarkTCPInput: 64 KiB packets from 4 sender connections of a child
+// process into a TCPInput and a counting sink (releases at once, so credit
+// flows back immediately), against a plain Go TCP stream of the same bytes
+// over 4 connections with the same socket buffers between the same two
+// processes, read into a reused 64 KiB buffer.
+func BenchmarkTCPInput(b *testing.B) {
+	sink := transporttest.NewCountSink()
+	benchTCP(b, sink, 1, func(n int) func() {
+		sink.Expect(n)
+		return func() { <-sink.Reached }
+	})
+}
+
+// BenchmarkTCPInputBuilder is BenchmarkTCPInput with the event builder as
+// the sink: each packet is one source's fragment of an event built from the
+// 4 connections, copied once into an Arrow batch (whose consumer releases
+// it at once). Batches of 16 events (4 MiB) closed after 1 ms: the
+// defaults (256 events, 50 ms) make 64 MiB batches of these 256 KiB events.
+func BenchmarkTCPInputBuilder(b *testing.B) {
+	bld, err := builder.New(builder.Config{Groups: []schemas.SourceGroup{{Name: "tracker", Sources: []uint32{0, 1, 2, 3}}}, BatchEvents: 16, BatchLatency: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for rec := range bld.Batches() {
+			rec.Release()
+		}
+	}()
+	defer func() { bld.Close(context.Background()); <-drained }()
+	benchTCP(b, bld, 4, func(n int) func() {
+		target := bld.Ledger().FragmentsIn + uint64(n)
+		return func() {
+			for bld.Ledger().FragmentsInEvents < target {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	})
+}
+
+// benchTCP runs the TCP input comparison with sink, perOp packets per
+// operation (4: one whole event over the 4 connections); expect(n), called
+// before n packets are sent, returns the func that waits until the sink
+// took them.
+func benchTCP(b *testing.B, sink transport.Sink, perOp int, expect func(n int) func()) {
+	const sobuf = 4 << 20
+	in, err := Listen("127.0.0.1:0", Options{SocketBuffer: sobuf})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close()
+	var plainBytes atomic.Int64
+	var plainTarget atomic.Int64
+	plainReached := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).SetReadBuffer(sobuf)
+			go func() {
+				defer c.Close()
+				buf := make([]byte, benchPacket)
+				for {
+					n, err := io.ReadFull(c, buf)
+					if err != nil {
+						return
+					}
+					if plainBytes.Add(int64(n)) == plainTarget.Load() {
+						plainReached <- struct{}{}
+					}
+				}
+			}()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx, sink) }()
+	defer func() { cancel(); <-done }()
+	child := transporttest.StartChild(b, "tcp", in.Addr().String(), plain.Addr().String(), strconv.Itoa(sobuf))
+	b.SetBytes(int64(perOp) * benchPacket)
+	benchratio.Compare(b, func(n int) {
+		await := expect(n * perOp)
+		child.Do(b, "s", n*perOp)
+		await()
+		child.Wait(b)
+	}, func(n int) {
+		plainTarget.Store(plainBytes.Load() + int64(n*perOp)*benchPacket)
+		child.Do(b, "b", n*perOp)
+		<-plainReached
+		child.Wait(b)
+	})
+}

@@ -1,0 +1,343 @@
+package tcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/node/transport/internal/rxbuf"
+	"github.com/sluice-daq/sluice/node/transport/internal/sock"
+)
+
+// TCP readout stream protocol, version 1 (all integers little-endian):
+//
+//	sender -> receiver: preamble {u32 magic 0x53544C53 ("SLTS"), u32 version 1},
+//	                    then frames {u32 length L, L bytes: one MFP};
+//	                    L = 0 ends the stream cleanly.
+//	receiver -> sender: credit grants {u64 bytes}, the first (the window)
+//	                    right after the preamble, then one whenever the sink
+//	                    released packets.
+//
+// A sender may have at most the bytes granted so far minus the frame bytes
+// (L, prefixes not counted) it has sent in flight; the receiver checks this
+// and closes a connection that exceeds it (ReasonProtocol).
+const (
+	tcpMagic   uint32 = 0x53544C53
+	tcpVersion uint32 = 1
+	// largeWrite: frames at least this big are written with writev
+	// straight from the caller's bytes instead of through the bufio buffer.
+	largeWrite = 16 << 10
+)
+
+// Input listens for readout streams (tcp://HOST:PORT), one connection
+// per source or board, any number at once, reconnections included.
+type Input struct {
+	ln          *net.TCPListener
+	cfg         Options
+	c           transport.Counters
+	pool        rxbuf.Pool
+	outstanding atomic.Int64 // credit granted to open connections and not yet used
+	rcvbuf      atomic.Int64
+}
+
+// Listen listens on addr (HOST:PORT; port 0 picks one, see Addr) with the
+// settings of cfg (zero values take the defaults).
+func Listen(addr string, cfg Options) (*Input, error) {
+	cfg = cfg.withDefaults()
+	// The receive buffer is set on the listening socket: accepted
+	// connections inherit it, and only a buffer set before the handshake
+	// lets the kernel negotiate a window scale that uses it.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, int(cfg.SocketBuffer)) })
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
+	}
+	ln := l.(*net.TCPListener)
+	in := &Input{ln: ln, cfg: cfg}
+	in.pool.Held = &in.c
+	return in, nil
+}
+
+// Addr is the address the input listens on.
+func (in *Input) Addr() net.Addr { return in.ln.Addr() }
+
+// Close stops listening (Run closes the listener itself when it returns;
+// Close is for an input whose Run never ran). Idempotent.
+func (in *Input) Close() error {
+	if err := in.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Stats returns the counters.
+func (in *Input) Stats() transport.Stats {
+	s := in.c.Snapshot()
+	s.CreditsOutstanding = in.outstanding.Load()
+	s.SocketBufferBytes = int(in.rcvbuf.Load())
+	return s
+}
+
+// Run accepts connections and hands their packets to sink until ctx ends
+// or Options.ExpectStreams streams have ended (nil), or the sink fails (its
+// error). It closes the listener when it returns.
+func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopAccept := context.AfterFunc(ctx, func() { in.ln.Close() })
+	defer stopAccept()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer in.ln.Close()
+	var ended atomic.Int64
+	for {
+		conn, err := in.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("readout tcp://%s: accept: %w", in.ln.Addr(), err)
+		}
+		in.c.Connected()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cleanEnd, err := in.serve(ctx, conn, sink)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			if cleanEnd && in.cfg.ExpectStreams > 0 && ended.Add(1) == int64(in.cfg.ExpectStreams) {
+				cancel(nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && err != context.Canceled {
+		return err
+	}
+	return nil
+}
+
+// tcpConn is the receiving side of one connection.
+type tcpConn struct {
+	in       *Input
+	conn     *net.TCPConn
+	avail    atomic.Int64 // credit granted and not yet used
+	returned atomic.Int64 // bytes released by the sink, not yet granted back
+	held     atomic.Int64 // bytes handed to the sink, not yet released
+	batch    int64        // grant once this much was returned (or nothing is held)
+	wake     chan struct{}
+	onFree   func(int) // returnCredit, built once per connection
+}
+
+// serve reads one connection's frames. It returns whether the stream ended
+// with an end-of-stream frame, and an error only when the sink failed.
+func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Sink) (bool, error) {
+	in.c.Opened(1)
+	defer in.c.Opened(-1)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if n, err := sock.Option(conn, unix.SO_RCVBUF); err == nil {
+		in.rcvbuf.Store(int64(n))
+	}
+	var pre [8]byte
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(conn, pre[:]); err != nil {
+		return false, nil // gone before saying anything: nothing lost
+	}
+	conn.SetReadDeadline(time.Time{})
+	if binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || binary.LittleEndian.Uint32(pre[4:]) != tcpVersion {
+		in.c.Discard(transport.Protocol)
+		return false, nil
+	}
+	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1), batch: int64(in.cfg.CreditWindow / 8)}
+	tc.onFree = tc.returnCredit
+	done := make(chan struct{})
+	grantsDone := make(chan struct{})
+	go tc.grants(done, grantsDone)
+	defer func() {
+		close(done)
+		conn.Close() // unblocks a grant write to a sender that stopped reading
+		<-grantsDone
+		in.outstanding.Add(-tc.avail.Load())
+	}()
+	tc.returned.Add(int64(in.cfg.CreditWindow)) // the initial grant goes out like any other
+	tc.signal()
+
+	return in.readFrames(ctx, tc, sink)
+}
+
+// readFrames reads the connection's frames into chunks and hands each
+// complete one on as a view of its chunk: one read(2) takes whatever has
+// arrived, many frames at once, and a frame is copied only when it
+// straddles the end of a chunk (the bytes already received move to the
+// start of the next one). A chunk goes back to the pool when the reader
+// has left it and the sink released every frame in it. It returns whether
+// the stream ended cleanly, and an error only when the sink failed.
+func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sink) (bool, error) {
+	ch := in.newChunk(chunkSize)
+	defer func() { ch.unref() }()
+	r, w := 0, 0 // ch.b[r:w] is received and not yet handed on
+	for {
+		// Invariant: r is at a frame boundary.
+		need := 4 // bytes the frame at r needs in this chunk
+		for w-r >= 4 {
+			l := int64(binary.LittleEndian.Uint32(ch.b[r:]))
+			if l == 0 {
+				in.c.StreamEnded()
+				return true, nil
+			}
+			if l > tc.avail.Load() {
+				in.c.Discard(transport.Protocol) // sender ignored its credit
+				return false, nil
+			}
+			need = 4 + int(l)
+			if w-r < need {
+				break
+			}
+			tc.avail.Add(-l)
+			in.outstanding.Add(-l)
+			tc.held.Add(l)
+			in.c.Hold(l)
+			ch.refs.Add(1)
+			c := ch
+			release := func() {
+				in.c.Hold(-l)
+				tc.returnCredit(int(l))
+				c.unref()
+			}
+			frame := ch.b[r+4 : r+need : r+need]
+			r += need
+			need = 4
+			if err := in.c.Deliver(ctx, sink, frame, release); err != nil {
+				if ctx.Err() != nil {
+					return false, nil
+				}
+				return false, err
+			}
+		}
+		switch {
+		case r > 0 && w-r <= maxTailMove && ch.refs.Load() == 1:
+			// Nothing aliases the chunk: reuse it from its start, so a
+			// sink that releases promptly keeps the reader in the same
+			// few cache-warm pages instead of streaming through the chunk.
+			copy(ch.b, ch.b[r:w])
+			r, w = 0, w-r
+		case r+need > len(ch.b) || len(ch.b)-w < minRead:
+			// Move the start of the frame at r to a fresh chunk.
+			next := in.newChunk(max(chunkSize, need))
+			copy(next.b, ch.b[r:w])
+			ch.unref()
+			ch, r, w = next, 0, w-r
+		}
+		// Read up to maxRead bytes, or, for a frame of at least minRead, up
+		// to its end and the next length prefix: the read that completes a
+		// large frame then leaves only a prefix behind to move above.
+		end := w + maxRead
+		if need >= minRead {
+			end = r + need + 4
+		}
+		end = min(end, len(ch.b))
+		n, err := tc.conn.Read(ch.b[w:end])
+		w += n
+		if err != nil && n == 0 {
+			if w > r {
+				in.c.Discard(transport.TruncatedAtDisconnect)
+			}
+			return false, nil
+		}
+	}
+}
+
+// Receive chunks: chunkSize is the usual size (a frame larger than that
+// gets a chunk of its own size), a chunk with less than minRead bytes of
+// room left is replaced rather than read into with small reads, and one
+// read takes at most maxRead bytes of small frames, which keeps a reader
+// whose sink releases promptly within a few cache-warm pages. A
+// partial frame of at most maxTailMove bytes is moved to the start of its
+// chunk when the sink has released everything before it.
+const (
+	chunkSize   = 1 << 20
+	minRead     = 64 << 10
+	maxRead     = 256 << 10
+	maxTailMove = 4 << 10
+)
+
+// chunk is a pooled receive buffer that the reader and the frames handed
+// out of it share.
+type chunk struct {
+	buf  *rxbuf.Buf
+	b    []byte
+	refs atomic.Int32 // the reader's reference plus one per frame not released
+}
+
+func (in *Input) newChunk(size int) *chunk {
+	buf := in.pool.Get(size)
+	c := &chunk{buf: buf, b: buf.B}
+	c.refs.Store(1)
+	return c
+}
+
+func (c *chunk) unref() {
+	if c.refs.Add(-1) == 0 {
+		c.buf.Put()
+	}
+}
+
+// returnCredit is called when the sink released n bytes of this
+// connection; the grants goroutine sends them back to the sender. Grants
+// go out in batches of 1/8 of the window, which saves a write and a wake-up
+// per packet, or as soon as the sink holds nothing more of this connection:
+// then a sender waiting for credit cannot be left waiting.
+func (tc *tcpConn) returnCredit(n int) {
+	held := tc.held.Add(-int64(n))
+	if tc.returned.Add(int64(n)) >= tc.batch || held == 0 {
+		tc.signal()
+	}
+}
+
+func (tc *tcpConn) signal() {
+	select {
+	case tc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// grants writes credit grants until done is closed; a release that comes
+// after the connection closed is simply not granted.
+func (tc *tcpConn) grants(done <-chan struct{}, finished chan<- struct{}) {
+	defer close(finished)
+	var msg [8]byte
+	for {
+		select {
+		case <-done:
+			return
+		case <-tc.wake:
+		}
+		n := tc.returned.Swap(0)
+		if n == 0 {
+			continue
+		}
+		// Count the credit before the sender can use it.
+		tc.avail.Add(n)
+		tc.in.outstanding.Add(n)
+		binary.LittleEndian.PutUint64(msg[:], uint64(n))
+		if _, err := tc.conn.Write(msg[:]); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// Stream is the sending side of one connection of the TCP readout stream
+// protocol (see the package documentation): what a readout board runs; a
+// Sender spreads sources over several. Not safe for concurrent use.
+type Stream struct {
+	addr   string
+	sobuf  int
+	conn   *net.TCPConn
+	bw     *bufio.Writer
+	window int64
+	avail  atomic.Int64 // credit granted and not yet used
+	wake   chan struct{}
+	closed chan struct{} // closed when the receiver side of conn ends
+	// ThrottleNs is the time Send waited for credit; Reconnects counts new
+	// connections after the first; Resent counts packets sent again after
+	// a connection failed under them.
+	throttle   time.Duration
+	reconnects int
+	resent     int
+}
+
+// ReconnectTimeout bounds how long a sender retries connecting.
+const ReconnectTimeout = 10 * time.Second
+
+// Dial connects to a TCP input at addr (HOST:PORT), sends the preamble
+// and waits for the first credit grant. socketBuffer is the SO_SNDBUF
+// requested (0: the system default).
+func Dial(ctx context.Context, addr string, socketBuffer int) (*Stream, error) {
+	s := &Stream{addr: addr, sobuf: socketBuffer}
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect dials (retrying until ReconnectTimeout) and waits for the window.
+func (s *Stream) connect(ctx context.Context) error {
+	deadline := time.Now().Add(ReconnectTimeout)
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", s.addr)
+		if err == nil {
+			if err = s.start(ctx, c.(*net.TCPConn)); err == nil {
+				return nil
+			}
+			c.Close()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *Stream) start(ctx context.Context, c *net.TCPConn) error {
+	if s.sobuf > 0 {
+		c.SetWriteBuffer(s.sobuf)
+	}
+	var pre [8]byte
+	binary.LittleEndian.PutUint32(pre[0:], tcpMagic)
+	binary.LittleEndian.PutUint32(pre[4:], tcpVersion)
+	if _, err := c.Write(pre[:]); err != nil {
+		return err
+	}
+	s.conn, s.bw = c, bufio.NewWriterSize(c, 256<<10)
+	s.avail.Store(0)
+	s.wake = make(chan struct{}, 1)
+	s.closed = make(chan struct{})
+	go s.readGrants(c, s.wake, s.closed)
+	if err := s.waitCredit(ctx, 1); err != nil {
+		return err
+	}
+	s.window = s.avail.Load()
+	return nil
+}
+
+// readGrants adds every credit grant of connection c to avail.
+func (s *Stream) readGrants(c *net.TCPConn, wake chan<- struct{}, closed chan<- struct{}) {
+	defer close(closed)
+	br := bufio.NewReaderSize(c, 4096)
+	var msg [8]byte
+	for {
+		if _, err := io.ReadFull(br, msg[:]); err != nil {
+			return
+		}
+		s.avail.Add(int64(binary.LittleEndian.Uint64(msg[:])))
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitCredit waits until n bytes of credit are available, flushing what is
+// buffered first so the receiver can release it.
+func (s *Stream) waitCredit(ctx context.Context, n int64) error {
+	if s.avail.Load() >= n {
+		return nil
+	}
+	if err := s.bw.Flush(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	defer func() { s.throttle += time.Since(t0) }()
+	for s.avail.Load() < n {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			if s.avail.Load() >= n {
+				return nil
+			}
+			return fmt.Errorf("readout tcp://%s: receiver closed the connection", s.addr)
+		case <-s.wake:
+		}
+	}
+	return nil
+}
+
+// Send sends packet p (one MFP) as one frame, waiting for credit first
+// (the time is counted in ThrottleNs). If the connection fails it
+// reconnects and sends p again. Errors: transport.ErrPacketTooLarge (p larger than
+// the receiver's window), ctx.Err(), or a failure to reconnect.
+func (s *Stream) Send(ctx context.Context, p []byte) error {
+	if len(p) == 0 || int64(len(p)) > s.window || len(p) > 1<<32-1 {
+		return fmt.Errorf("readout tcp://%s: %w: %d bytes, credit window %d", s.addr, transport.ErrPacketTooLarge, len(p), s.window)
+	}
+	for {
+		err := s.waitCredit(ctx, int64(len(p)))
+		if err == nil {
+			err = s.writeFrame(p, len(p))
+		}
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.reconnect(ctx); err != nil {
+			return err
+		}
+		s.resent++
+	}
+}
+
+// writeFrame writes the length prefix of p and its first cut bytes.
+func (s *Stream) writeFrame(p []byte, cut int) error {
+	var h [4]byte
+	binary.LittleEndian.PutUint32(h[:], uint32(len(p)))
+	s.avail.Add(-int64(len(p)))
+	if cut < largeWrite {
+		s.bw.Write(h[:])
+		_, err := s.bw.Write(p[:cut])
+		return err
+	}
+	if err := s.bw.Flush(); err != nil {
+		return err
+	}
+	bufs := net.Buffers{h[:], p[:cut]}
+	_, err := bufs.WriteTo(s.conn)
+	return err
+}
+
+// SendTruncated is fault injection: it sends the length prefix of p and
+// only its first cut bytes, then drops the connection and reconnects, as a
+// board that reset mid-packet. The receiver counts the packet as
+// truncated_at_disconnect.
+func (s *Stream) SendTruncated(ctx context.Context, p []byte, cut int) error {
+	if err := s.waitCredit(ctx, int64(len(p))); err != nil {
+		return err
+	}
+	err := s.writeFrame(p, cut)
+	if err == nil {
+		err = s.bw.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	// Half-close and wait for the receiver to close: closing at once could
+	// reset the connection (unread credit grants make close(2) send RST),
+	// and a reset discards the whole packets before the cut one that the
+	// receiver has not read yet.
+	s.conn.CloseWrite()
+	select {
+	case <-s.closed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.reconnect(ctx)
+}
+
+// reconnect closes the current connection and dials again.
+func (s *Stream) reconnect(ctx context.Context) error {
+	s.conn.Close()
+	<-s.closed
+	s.reconnects++
+	return s.connect(ctx)
+}
+
+// Close ends the stream cleanly (an end-of-stream frame), waits until the
+// receiver closed its side (so everything sent was read) or ctx ends, and
+// closes the connection.
+func (s *Stream) Close(ctx context.Context) error {
+	defer s.conn.Close()
+	s.bw.Write([]byte{0, 0, 0, 0})
+	if err := s.bw.Flush(); err != nil {
+		return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
+	}
+	s.conn.CloseWrite()
+	select {
+	case <-s.closed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Flush writes out what Send buffered (small packets go out in batches).
+func (s *Stream) Flush() error {
+	if err := s.bw.Flush(); err != nil {
+		return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
+	}
+	return nil
+}
+
+// ThrottleNs is the total time Send waited for credit.
+func (s *Stream) ThrottleNs() uint64 { return uint64(s.throttle) }
+
+// Reconnects is the number of connections made after the first.
+func (s *Stream) Reconnects() int { return s.reconnects }
+
+// Resent counts packets sent again after their connection failed.
+func (s *Stream) Resent() int { return s.resent }

@@ -1,0 +1,181 @@
+package tcp
+
+import (
+	"context"
+
+	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// Transport registers tcp://HOST:PORT (see package all).
+var Transport = transport.Transport{
+	Scheme:          "tcp",
+	Target:          "HOST:PORT",
+	CheckTarget:     transport.CheckHostPort,
+	Embeddable:      true,
+	NewInputOptions: func() transport.InputOptions { o := DefaultOptions(); return &o },
+	OpenInput: func(u transport.URI, o transport.InputOptions) (transport.Input, error) {
+		return Listen(u.Target, *o.(*Options))
+	},
+	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{SocketBuffer: DefaultSendBuffer} },
+	OpenSender: func(ctx context.Context, u transport.URI, o transport.SenderOptions, sources int) (transport.Sender, error) {
+		if err := transport.CheckSendPort(u); err != nil {
+			return nil, err
+		}
+		so := o.(*SenderOptions)
+		return NewSender(ctx, u.Target, so.Connections, sources, int(so.SocketBuffer))
+	},
+}
+
+// Defaults of Options and SenderOptions.
+const (
+	DefaultCreditWindow = 8 << 20
+	DefaultSocketBuffer = 8 << 20
+	DefaultSendBuffer   = 4 << 20
+)
+
+// Options are a TCP input's settings; zero values take the defaults.
+type Options struct {
+	// CreditWindow is the bytes of credit each connection is granted
+	// (default 8 MiB); a sender never has more than this in flight
+	// unreleased, and no packet may be larger.
+	CreditWindow conf.ByteSize `yaml:"credit_window"`
+	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
+	// granted is in Stats.SocketBufferBytes).
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	// ExpectStreams: when > 0, Run returns nil once this many senders
+	// ended their stream cleanly (0: it runs until it is stopped).
+	ExpectStreams int `yaml:"expect_streams"`
+}
+
+// DefaultOptions are the settings of an input configured with none.
+func DefaultOptions() Options {
+	return Options{CreditWindow: DefaultCreditWindow, SocketBuffer: DefaultSocketBuffer}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.CreditWindow <= 0 {
+		o.CreditWindow = d.CreditWindow
+	}
+	if o.SocketBuffer <= 0 {
+		o.SocketBuffer = d.SocketBuffer
+	}
+	return o
+}
+
+// Check wants a credit window of 64 KiB to 1 GiB, a socket buffer of at
+// most 1 GiB and a number of streams >= 0.
+func (o *Options) Check(transport.URI) conf.Problems {
+	var ps conf.Problems
+	if o.CreditWindow < 64<<10 || o.CreditWindow > 1<<30 {
+		ps.Add("credit_window", o.CreditWindow, "want 64KiB..1GiB")
+	}
+	if o.SocketBuffer > 1<<30 {
+		ps.Add("socket_buffer", o.SocketBuffer, "want at most 1GiB")
+	}
+	if o.ExpectStreams < 0 {
+		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")
+	}
+	return ps
+}
+
+// Ends: the input ends once the expected senders ended their streams, if
+// it was told how many there are.
+func (o *Options) Ends() bool { return o.ExpectStreams > 0 }
+
+// SenderOptions are the settings of a TCP sender.
+type SenderOptions struct {
+	// Connections to open; source s goes on connection s mod Connections
+	// (0: min(sources, 4)).
+	Connections int `yaml:"connections"`
+	// SocketBuffer is the SO_SNDBUF requested (default 4 MiB; 0: the
+	// system's).
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+}
+
+// Check wants 0 to 1024 connections and a port to send to.
+func (o *SenderOptions) Check(u transport.URI) conf.Problems {
+	var ps conf.Problems
+	if want := transport.SendPortWant(u); want != "" {
+		ps.Add("", nil, "%s", want)
+	}
+	if o.Connections < 0 || o.Connections > 1024 {
+		ps.Add("connections", o.Connections, "want 0 (default) .. 1024 TCP connections")
+	}
+	return ps
+}
+
+// Sender sends packets over several connections, each source's always on
+// the same one (so a source's packets stay in order).
+type Sender struct {
+	conns []*Stream
+}
+
+// NewSender opens connections streams to addr (0: min(sources, 4)), each
+// with an SO_SNDBUF of socketBuffer bytes (0: the system's).
+func NewSender(ctx context.Context, addr string, connections, sources, socketBuffer int) (*Sender, error) {
+	k := connections
+	if k <= 0 {
+		k = max(min(sources, 4), 1)
+	}
+	s := &Sender{}
+	for range k {
+		c, err := Dial(ctx, addr, socketBuffer)
+		if err != nil {
+			for _, c := range s.conns {
+				c.conn.Close()
+			}
+			return nil, err
+		}
+		s.conns = append(s.conns, c)
+	}
+	return s, nil
+}
+
+func (s *Sender) conn(p transport.Packet) *Stream { return s.conns[int(p.Source)%len(s.conns)] }
+
+// Send sends p on its source's connection (see Stream.Send).
+func (s *Sender) Send(ctx context.Context, p transport.Packet) error {
+	return s.conn(p).Send(ctx, p.Bytes)
+}
+
+// SendTruncated cuts p on its source's connection, which then reconnects
+// (see Stream.SendTruncated).
+func (s *Sender) SendTruncated(ctx context.Context, p transport.Packet, cut int) error {
+	return s.conn(p).SendTruncated(ctx, p.Bytes, cut)
+}
+
+// Flush writes out what every connection buffered.
+func (s *Sender) Flush() error {
+	for _, c := range s.conns {
+		if err := c.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close ends every connection's stream cleanly and waits until the
+// receiver read them all; it returns the first error.
+func (s *Sender) Close(ctx context.Context, _ uint64) error {
+	var first error
+	for _, c := range s.conns {
+		if err := c.Close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Stats sums the connections' throttling, reconnections and resent
+// packets.
+func (s *Sender) Stats() transport.SenderStats {
+	var st transport.SenderStats
+	for _, c := range s.conns {
+		st.ThrottleNs += c.ThrottleNs()
+		st.Reconnects += c.Reconnects()
+		st.Resent += c.Resent()
+	}
+	return st
+}

@@ -1,0 +1,95 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Sink receives the packets of an input. *builder.Builder satisfies it.
+// The packet's bytes stay valid until the sink calls release, exactly once,
+// also when AddPacket returns an error; ring space and TCP credits are
+// returned only then.
+type Sink interface {
+	AddPacket(ctx context.Context, p schemas.MFP, release func()) error
+}
+
+// Input is the receiving end of a transport: a ring, a listening socket, a
+// file.
+type Input interface {
+	// Run hands every packet to sink until the input ends (ring closed by
+	// its writer, end of file, the expected streams ended) or ctx is
+	// cancelled; both return nil. It returns the sink's error, or an error
+	// that makes the input unusable (e.g. a ring writer that died).
+	Run(ctx context.Context, sink Sink) error
+	// Stats is a consistent-enough snapshot of the counters, safe to call
+	// while Run runs.
+	Stats() Stats
+	// Close releases what opening the input took (a listening socket) when
+	// Run never ran or has returned; Run releases it itself when it
+	// returns. Idempotent.
+	Close() error
+}
+
+// Sender is the sending end of a transport: what a readout board does, and
+// what the emulator (package emulator) runs. Not safe for concurrent use.
+type Sender interface {
+	// Send sends one packet, waiting for ring space or credit first (the
+	// wait is counted in SenderStats.ThrottleNs). Errors wrap
+	// ErrPacketTooLarge when p cannot be carried at all.
+	Send(ctx context.Context, p Packet) error
+	// SendTruncated is fault injection: it sends only the first cut bytes
+	// of p as a board that reset mid-packet would (TCP: then drops the
+	// connection and reconnects). Errors wrap ErrNoTruncation when the
+	// transport cannot carry a cut packet (a file: it would break the
+	// framing of every later packet).
+	SendTruncated(ctx context.Context, p Packet, cut int) error
+	// Flush hands on what Send buffered; called before the sender idles,
+	// so that nothing sent waits in a buffer or for a coalesced wake-up.
+	Flush() error
+	// Close ends the stream cleanly, seqs being the sequence numbers used
+	// (one per packet generated, dropped ones included), and waits until
+	// the receiver has everything, or ctx ends.
+	Close(ctx context.Context, seqs uint64) error
+	// Stats are the sending side's counters, final once Close returned.
+	Stats() SenderStats
+}
+
+// Packet is one packet for a Sender.
+type Packet struct {
+	// Bytes is one MFP, or one VDIF frame when the URI's Payload is
+	// PayloadVDIF. The sender does not keep it after Send returns.
+	Bytes []byte
+	// Source is the packet's source: a sender with several connections
+	// gives each source one of them, so its packets stay in order.
+	Source uint32
+	// Seq is the packet's sequence number, one per packet generated (so a
+	// dropped packet leaves a gap); transports that number datagrams send
+	// it.
+	Seq uint64
+}
+
+// SenderStats are a sender's counters.
+type SenderStats struct {
+	ThrottleNs uint64 // time spent waiting for ring space or credit
+	Reconnects int    // TCP: connections made after the first, truncations included
+	Resent     int    // TCP: packets sent again after their connection failed
+	Refused    int    // UDP: datagrams refused because nothing listened
+	// SequenceNumbers (UDP) are the numbers the stream used, once closed.
+	SequenceNumbers uint64
+}
+
+// Payload is what one packet of a transport carries.
+type Payload uint8
+
+const (
+	PayloadMFP  Payload = iota // one multi-fragment packet (package schemas)
+	PayloadVDIF                // one VDIF frame (UDP with ?format=vtp: VTP)
+)
+
+func (p Payload) String() string {
+	if p == PayloadVDIF {
+		return "vdif"
+	}
+	return "mfp"
+}

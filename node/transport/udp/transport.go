@@ -1,0 +1,177 @@
+package udp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// Transport registers udp://HOST:PORT[?format=mfp|vtp] (see package all).
+var Transport = transport.Transport{
+	Scheme: "udp",
+	Target: "HOST:PORT",
+	Query:  []string{"format"},
+	CheckTarget: func(u transport.URI) error {
+		if err := transport.CheckHostPort(u); err != nil {
+			return err
+		}
+		if f := u.Option("format"); f != "" && f != FormatMFP && f != FormatVTP {
+			return fmt.Errorf("format %q: want %s or %s", f, FormatMFP, FormatVTP)
+		}
+		return nil
+	},
+	Payload: func(u transport.URI) transport.Payload {
+		if u.Option("format") == FormatVTP {
+			return transport.PayloadVDIF
+		}
+		return transport.PayloadMFP
+	},
+	Embeddable:      true,
+	NewInputOptions: func() transport.InputOptions { o := DefaultOptions(); return &o },
+	OpenInput: func(u transport.URI, o transport.InputOptions) (transport.Input, error) {
+		opts := *o.(*Options)
+		opts.Format = u.Option("format")
+		return Listen(u.Target, opts)
+	},
+	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{SocketBuffer: DefaultSendBuffer} },
+	OpenSender: func(_ context.Context, u transport.URI, o transport.SenderOptions, _ int) (transport.Sender, error) {
+		if err := transport.CheckSendPort(u); err != nil {
+			return nil, err
+		}
+		s, err := Dial(u.Target, int(o.(*SenderOptions).SocketBuffer))
+		if err != nil {
+			return nil, err
+		}
+		return &Sender{s: s}, nil
+	},
+}
+
+// Datagram payload formats, the URI's ?format=.
+const (
+	FormatMFP = "mfp" // one MFP per datagram (the default)
+	FormatVTP = "vtp" // one VDIF frame per datagram: VTP
+)
+
+// Defaults of Options and SenderOptions.
+const (
+	DefaultReorderWindow = 256
+	DefaultLatencyBudget = 20 * time.Millisecond
+	DefaultSocketBuffer  = 8 << 20
+	DefaultSendBuffer    = 4 << 20
+)
+
+// Options are a UDP input's settings; zero values take the defaults.
+type Options struct {
+	// ReorderWindow (datagrams, default 256) and LatencyBudget (default
+	// 20 ms): a missing sequence number is declared lost when a datagram
+	// ReorderWindow past it arrives or when the datagram after it has
+	// waited LatencyBudget.
+	ReorderWindow int           `yaml:"reorder_window"`
+	LatencyBudget time.Duration `yaml:"latency_budget"`
+	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
+	// granted is in Stats.SocketBufferBytes).
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	// ExpectStreams: when > 0, Run returns nil once this many senders sent
+	// their end marker (0: it runs until it is stopped).
+	ExpectStreams int `yaml:"expect_streams"`
+	// Format is the datagrams' payload, FormatMFP (default) or FormatVTP;
+	// written in the URI (?format=), not beside it.
+	Format string `yaml:"-"`
+}
+
+// DefaultOptions are the settings of an input configured with none.
+func DefaultOptions() Options {
+	return Options{ReorderWindow: DefaultReorderWindow, LatencyBudget: DefaultLatencyBudget, SocketBuffer: DefaultSocketBuffer}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.ReorderWindow <= 0 {
+		o.ReorderWindow = d.ReorderWindow
+	}
+	if o.LatencyBudget <= 0 {
+		o.LatencyBudget = d.LatencyBudget
+	}
+	if o.SocketBuffer <= 0 {
+		o.SocketBuffer = d.SocketBuffer
+	}
+	return o
+}
+
+// Check wants a reorder window of 1 to 65536 datagrams, a positive latency
+// budget, a socket buffer of at most 1 GiB and a number of streams >= 0.
+func (o *Options) Check(transport.URI) conf.Problems {
+	var ps conf.Problems
+	if o.ReorderWindow < 1 || o.ReorderWindow > 1<<16 {
+		ps.Add("reorder_window", o.ReorderWindow, "want 1..65536 datagrams")
+	}
+	if o.LatencyBudget <= 0 {
+		ps.Add("latency_budget", o.LatencyBudget, "want a positive duration such as 20ms")
+	}
+	if o.SocketBuffer > 1<<30 {
+		ps.Add("socket_buffer", o.SocketBuffer, "want at most 1GiB")
+	}
+	if o.ExpectStreams < 0 {
+		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")
+	}
+	return ps
+}
+
+// Ends: the input ends once the expected senders sent their end markers,
+// if it was told how many there are.
+func (o *Options) Ends() bool { return o.ExpectStreams > 0 }
+
+// SenderOptions are the settings of a UDP sender.
+type SenderOptions struct {
+	// SocketBuffer is the SO_SNDBUF requested (default 4 MiB; 0: the
+	// system's).
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+}
+
+// Check wants a port to send to.
+func (*SenderOptions) Check(u transport.URI) conf.Problems {
+	var ps conf.Problems
+	if want := transport.SendPortWant(u); want != "" {
+		ps.Add("", nil, "%s", want)
+	}
+	return ps
+}
+
+// Sender numbers each packet's datagram with the packet's sequence number
+// and ends the stream with an end marker.
+type Sender struct {
+	s     *Stream
+	seqs  uint64
+	ended bool
+}
+
+// Send sends p as one datagram numbered p.Seq.
+func (s *Sender) Send(_ context.Context, p transport.Packet) error { return s.s.Send(p.Seq, p.Bytes) }
+
+// SendTruncated sends the first cut bytes of p as its datagram.
+func (s *Sender) SendTruncated(_ context.Context, p transport.Packet, cut int) error {
+	return s.s.Send(p.Seq, p.Bytes[:cut])
+}
+
+// Flush does nothing: every datagram is sent at once.
+func (s *Sender) Flush() error { return nil }
+
+// Close sends the end marker (numbers below seqs were used) and closes the
+// socket.
+func (s *Sender) Close(_ context.Context, seqs uint64) error {
+	err := s.s.End(seqs)
+	s.seqs, s.ended = seqs, true
+	if cerr := s.s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Stats are the datagrams refused and, once closed, the sequence numbers
+// used.
+func (s *Sender) Stats() transport.SenderStats {
+	return transport.SenderStats{Refused: s.s.Refused(), SequenceNumbers: s.seqs}
+}
