@@ -44,7 +44,7 @@ func TestShmInputEndsWithItsWriter(t *testing.T) {
 }
 
 // TestShmWriterCrashFailsRun: a writer killed mid-stream never closes its
-// ring; the node reports it (readout.ErrWriterDead), drains what it
+// ring; the node reports it (shm.ErrWriterDead), drains what it
 // received and exits non-zero, its ledger still balanced.
 func TestShmWriterCrashFailsRun(t *testing.T) {
 	shm := shmName(t)

@@ -151,7 +151,7 @@ func ParseGroups(s string) ([]schemas.SourceGroup, error) {
 			cur, item = name, ids
 		}
 		if cur == "" {
-			return nil, fmt.Errorf("groups %q: %q comes before any NAME:", s, item)
+			return nil, fmt.Errorf("groups %q: %q comes before any \"NAME:\" item", s, item)
 		}
 		lists[cur] = append(lists[cur], item)
 	}

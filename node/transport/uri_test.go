@@ -120,3 +120,26 @@ func TestRegisterRefusesMistakes(t *testing.T) {
 		}()
 	}
 }
+
+// FuzzParseURI: any string is parsed or refused with a URIError, never a
+// panic, and a parsed URI written back (String) parses to the same URI.
+func FuzzParseURI(f *testing.F) {
+	for _, s := range []string{"shm://ring0", "tcp://127.0.0.1:0", "udp://[::1]:9000?format=vtp", "file://./x.mfp",
+		"udp://h:9?format=vtp&format=mfp", "file://a://b?c", "tcp://h:1?%zz", "shm://a/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := transport.ParseURI(s)
+		if err != nil {
+			var ue *transport.URIError
+			if !errors.As(err, &ue) || ue.URI != s {
+				t.Fatalf("ParseURI(%q): %v, want a URIError", s, err)
+			}
+			return
+		}
+		again, err := transport.ParseURI(u.String())
+		if err != nil || again.String() != u.String() || again.Scheme != u.Scheme || again.Target != u.Target || len(again.Query) != len(u.Query) {
+			t.Fatalf("ParseURI(%q) = %+v, written back %q parses to %+v, %v", s, u, u, again, err)
+		}
+	})
+}

@@ -30,7 +30,7 @@ import (
 //
 // A sender may have at most the bytes granted so far minus the frame bytes
 // (L, prefixes not counted) it has sent in flight; the receiver checks this
-// and closes a connection that exceeds it (ReasonProtocol).
+// and closes a connection that exceeds it (transport.Protocol).
 const (
 	tcpMagic   uint32 = 0x53544C53
 	tcpVersion uint32 = 1

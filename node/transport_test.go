@@ -1,0 +1,58 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/internal/memtransport"
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// A transport is a package and one registration line: this is the line for
+// the test transport mem://.
+func init() { transport.Register(memtransport.Transport) }
+
+// TestNewTransportEndToEnd runs a node whose only input is of the test
+// transport, configured with its own key and fed by an embedded emulator
+// through its sender: the configuration takes both, the node opens the
+// input through the registry, and the builder builds every event sent.
+func TestNewTransportEndToEnd(t *testing.T) {
+	text := `
+node: {id: mem}
+run: 7
+inputs:
+  - uri: mem://node-e2e
+    queue: 4
+    emulator: {events: 300, packing: 3, fragment_size: {mean: 200}, seed: 5}
+sources: [{name: a, sources: "0-3"}]
+builder: {batch_events: 16, batch_latency: 5ms}
+store: {path: STORE}
+http: {address: "127.0.0.1:0"}
+`
+	cfg, err := config.Parse([]byte(strings.Replace(text, "STORE", filepath.Join(t.TempDir(), "store"), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := cfg.Inputs[0].Options.(*memtransport.Options); !ok || o.Queue != 4 {
+		t.Fatalf("input settings %#v, want the mem transport's with queue 4", cfg.Inputs[0].Options)
+	}
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := n.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 300 events in packets of 3 from 4 sources: 400 packets, 1200 fragments.
+	if !l.Balanced || l.FragmentsReceived != 1200 || l.FragmentsInEvents != 1200 || l.EventsBuilt != 300 || l.EventsComplete != 300 || l.EventsStoredDeferred != 300 {
+		t.Fatalf("ledger %+v", l)
+	}
+	if len(l.Emulators) != 1 || l.Emulators[0].To != "mem://node-e2e" || l.Emulators[0].PacketsSent != 400 {
+		t.Fatalf("emulator summaries %+v", l.Emulators)
+	}
+}
