@@ -31,7 +31,7 @@ unit:
 # The packages with invariant checks (internal/invariants), their property
 # and rule tests run again with every check on (without -race: the unit run
 # has it, and the checks walk every open event, which -race makes 50x slower).
-INVARIANT_PKGS ?= ./builder/ ./storage/
+INVARIANT_PKGS ?= ./builder/ ./storage/ ./node/transport/shm/
 invariants:
 	$(GO) test -tags invariants -timeout 20m $(INVARIANT_PKGS)
 

@@ -237,6 +237,7 @@ func (r *Reader) push(end uint64, done bool) uint64 {
 	if done {
 		r.advance()
 	}
+	r.checkLocked("push")
 	return seq
 }
 
@@ -256,6 +257,7 @@ func (r *Reader) release(seq uint64) {
 	r.out--
 	if !r.closed {
 		r.advance()
+		r.checkLocked("release")
 	} else if r.out == 0 {
 		r.m.unmap() // the last packet of a detached reader
 	}

@@ -142,6 +142,7 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 	wr.w += pad + rec
 	wr.seq++
 	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
+	wr.check("write")
 	// The futex word changes only when a sleeping reader is to be woken: a
 	// reader that set its flag after this load re-checks the write pointer
 	// before it sleeps (both sides store, then load the other's field).
