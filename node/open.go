@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-daq/sluice/node/transport"
 	_ "github.com/sluice-daq/sluice/node/transport/all" // every transport, for the inputs
 	"github.com/sluice-daq/sluice/plugins"
-	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -105,10 +104,10 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		finite := opts.Ends()
 		var emu func(context.Context) error
 		if e := ic.Emulator; e != nil {
-			ec, err := emulatorConfig(ic.URI, e, groups)
-			if err != nil {
-				return fail(fmt.Errorf("inputs[%d].emulator: %w", i, err))
-			}
+			// The section is the emulator's own Config; the input gives it
+			// its URI and the node its source groups.
+			ec := e.Config
+			ec.To, ec.Groups = ic.URI, groups
 			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
 			emu = func(ctx context.Context) error {
 				s, err := emulator.Run(ctx, ec)
@@ -144,38 +143,6 @@ func (e *emulatorSummaries) get() []emulator.Summary {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]emulator.Summary(nil), e.sums...)
-}
-
-// emulatorConfig maps an embedded emulator's settings onto the readout
-// emulator's.
-func emulatorConfig(uri string, e *config.Emulator, groups []schemas.SourceGroup) (emulator.Config, error) {
-	ec := emulator.Config{
-		To: uri, From: e.From, Events: e.Events, Duration: e.Duration, Rate: e.Rate, Loop: e.Loop,
-		Groups: groups, Packing: e.Packing, Seed: e.Seed, FirstEvent: e.FirstEventID,
-		Faults: emulator.Faults{
-			Drop: e.Faults.Drop, Duplicate: e.Faults.Duplicate, Corrupt: e.Faults.Corrupt, Truncate: e.Faults.Truncate,
-			Reorder: e.Faults.Reorder, Stall: e.Faults.Stall,
-			ReorderWindow: e.Faults.ReorderWindow, StallDuration: e.Faults.StallDuration,
-		},
-		Sender: e.Sender,
-	}
-	if e.Sources != "" {
-		ids, err := schemas.ParseSourceList(e.Sources)
-		if err != nil {
-			return ec, err
-		}
-		ec.Groups = []schemas.SourceGroup{{Name: "emulated", Sources: ids}}
-	}
-	sd := e.FragmentSize
-	switch sd.Dist {
-	case "uniform":
-		ec.Size = emulator.SizeDist{Kind: "uniform", A: float64(sd.Min), B: float64(sd.Max)}
-	case "lognormal":
-		ec.Size = emulator.SizeDist{Kind: "lognormal", A: float64(sd.Mean), B: sd.Sigma}
-	default:
-		ec.Size = emulator.SizeDist{Kind: "fixed", A: float64(sd.Mean)}
-	}
-	return ec, nil
 }
 
 // OpenStore opens the event store with cfg's policy; its metrics go to reg.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/emulator"
@@ -100,8 +101,8 @@ as the baseline, with the ratio.`,
 			}
 			if _, err := emulator.Run(cmd.Context(), emulator.Config{
 				To: "file://" + sample, Events: perLoop, Packing: packing,
-				Groups: []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
-				Size:   emulator.SizeDist{Kind: "fixed", A: float64(eventBytes / sources)},
+				Groups:       []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
+				FragmentSize: emulator.SizeDist{Dist: emulator.DistFixed, Mean: conf.ByteSize(eventBytes / sources)},
 			}); err != nil {
 				return fmt.Errorf("bench: generating the events: %w", err)
 			}

@@ -52,7 +52,7 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 			if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
 				return err
 			}
-			if cfg.Size, err = emulator.ParseSizeDist(sizeDist); err != nil {
+			if cfg.FragmentSize, err = emulator.ParseSizeDist(sizeDist); err != nil {
 				return fmt.Errorf("--size-dist: %w", err)
 			}
 			if groups != "" {
@@ -91,7 +91,7 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 	f.IntVar(&cfg.Packing, "packing", 1, "fragments per multi-fragment packet")
 	f.StringVar(&sizeDist, "size-dist", "fixed:128", "payload bytes: fixed:N, uniform:MIN,MAX or lognormal:MEAN,SIGMA")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of payload contents and fault draws")
-	f.Uint64Var(&cfg.FirstEvent, "first-event", 0, "event id of the first event")
+	f.Uint64Var(&cfg.FirstEventID, "first-event", 0, "event id of the first event")
 	f.StringArrayVar(&settings, "set", nil, "a setting of the transport's sender, KEY=VALUE as in the emulator section of a node config (repeatable)")
 	f.Int("connections", 0, "tcp: sender connections (0: min(sources, 4)); --set connections=N")
 	f.String("ring-size", conf.ByteSize(shm.DefaultRingData).String(), "shm: ring data size, a power of two; --set ring_size=SIZE")

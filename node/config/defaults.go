@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -55,7 +56,7 @@ func Default() *Config {
 	c := base()
 	c.Inputs = []Input{{
 		URI:      "shm://sluice",
-		Emulator: &Emulator{Events: 100000, FragmentSize: SizeDist{Mean: 4 << 10}},
+		Emulator: &Emulator{Config: emulator.Config{Events: 100000, FragmentSize: emulator.SizeDist{Mean: 4 << 10}}},
 	}}
 	c.Sources = []SourceGroup{{Name: "all", Sources: "0-15"}}
 	c.fillDefaults()

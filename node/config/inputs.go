@@ -2,17 +2,15 @@ package config
 
 import (
 	"errors"
-	"math"
 	"os"
 	"sort"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/transport"
 	_ "github.com/sluice-daq/sluice/node/transport/all"
-	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Input is one readout input: the URI of a registered transport (package
@@ -32,59 +30,16 @@ type Input struct {
 	Emulator *Emulator            `yaml:"emulator"`
 }
 
-// Emulator configures an embedded readout emulator (the `sluice readout`
-// options): synthetic detector-like events, or the events of a real file
-// replayed Loop times with event ids shifted so they stay unique. Zero
-// values take the emulator's defaults. Beside these keys, the section takes
-// those of the input's transport's sender (e.g. ring_size for shm://,
-// connections for tcp://), decoded into Sender.
+// Emulator is the emulator section of an input: an embedded readout
+// emulator (package emulator, whose Config holds the keys, defaults and
+// rules) that writes to the input's URI, and beside its keys those of the
+// input's transport's sender (e.g. ring_size for shm://, connections for
+// tcp://), decoded into Config.Sender.
 type Emulator struct {
-	From     string        `yaml:"from"`     // file to replay (MDF, MEP, VDIF, native MFP); empty = synthetic
-	Loop     int           `yaml:"loop"`     // file mode: replay the file this many times (default 1)
-	Events   uint64        `yaml:"events"`   // synthetic: events to send (0 = until Duration; both 0: 1000)
-	Duration time.Duration `yaml:"duration"` // synthetic: stop after this long (0 = no limit)
-	Rate     float64       `yaml:"rate"`     // events per second (0 = as fast as the node takes them)
-	// Sources are the synthetic source ids sent (a source list); empty: the
-	// configured source groups, whose names choose the payload kind
-	// (calorimeter towers for ecal/hcal, muon candidates for muon, ...).
-	Sources      string   `yaml:"sources"`
-	Packing      int      `yaml:"packing"`        // fragments per multi-fragment packet (default 1)
-	FragmentSize SizeDist `yaml:"fragment_size"`  // synthetic payload sizes
-	Faults       Faults   `yaml:"faults"`         // fault injection probabilities
-	Seed         uint64   `yaml:"seed"`           // payload content and fault draws
-	FirstEventID uint64   `yaml:"first_event_id"` // synthetic: first event id
-	// Sender are the settings of the transport's sender (e.g.
-	// *shm.SenderOptions), decoded from the keys Keys holds; nil: its
-	// defaults.
-	Sender transport.SenderOptions `yaml:"-"`
-	Keys   map[string]yaml.Node    `yaml:",inline"`
+	emulator.Config `yaml:",inline"`
+	// Keys holds the sender's keys as written until Parse decodes them.
+	Keys map[string]yaml.Node `yaml:",inline"`
 }
-
-// SizeDist is a fragment payload size distribution in bytes.
-type SizeDist struct {
-	Dist  string   `yaml:"dist"`  // "fixed" (default), "uniform" or "lognormal"
-	Mean  ByteSize `yaml:"mean"`  // fixed: the size; lognormal: the mean (default 128)
-	Min   ByteSize `yaml:"min"`   // uniform: lower bound
-	Max   ByteSize `yaml:"max"`   // uniform: upper bound
-	Sigma float64  `yaml:"sigma"` // lognormal: sigma of log(size) (default 0.5)
-}
-
-// Faults are fault-injection probabilities per packet in [0, 1]. Drop,
-// Duplicate, Corrupt and Truncate exclude each other (their sum is at most
-// 1); Reorder and Stall apply independently.
-type Faults struct {
-	Drop          float64       `yaml:"drop"`
-	Duplicate     float64       `yaml:"duplicate"`
-	Corrupt       float64       `yaml:"corrupt"`
-	Truncate      float64       `yaml:"truncate"`
-	Reorder       float64       `yaml:"reorder"`
-	Stall         float64       `yaml:"stall"`
-	ReorderWindow int           `yaml:"reorder_window"` // packets (default 8)
-	StallDuration time.Duration `yaml:"stall_duration"` // default 10ms
-}
-
-// emulatorKeys is Emulator without its methods, for its own keys.
-type emulatorKeys Emulator
 
 // transportOf is the transport of uri, nil when uri does not parse (its
 // problem is reported by validate).
@@ -116,7 +71,7 @@ func (c *Config) decodeInputs(ps *conf.Problems) {
 		}
 		if e := in.Emulator; e != nil && t.NewSenderOptions != nil {
 			e.Sender = t.NewSenderOptions()
-			*ps = append(*ps, conf.Decode(e.Sender, e.Keys, conf.Keys(emulatorKeys{})...).In(p+".emulator")...)
+			*ps = append(*ps, conf.Decode(e.Sender, e.Keys, conf.Keys(emulator.Config{})...).In(p+".emulator")...)
 			e.Keys = nil
 		}
 	}
@@ -136,27 +91,7 @@ func fillInputDefaults(in *Input) {
 	if e.Sender == nil && t != nil && t.NewSenderOptions != nil {
 		e.Sender = t.NewSenderOptions()
 	}
-	if e.Loop == 0 {
-		e.Loop = 1
-	}
-	if e.Packing == 0 {
-		e.Packing = 1
-	}
-	if e.FragmentSize.Dist == "" {
-		e.FragmentSize.Dist = "fixed"
-	}
-	if e.FragmentSize.Mean == 0 {
-		e.FragmentSize.Mean = 128
-	}
-	if e.FragmentSize.Sigma == 0 {
-		e.FragmentSize.Sigma = 0.5
-	}
-	if e.Faults.ReorderWindow == 0 {
-		e.Faults.ReorderWindow = 8
-	}
-	if e.Faults.StallDuration == 0 {
-		e.Faults.StallDuration = 10 * time.Millisecond
-	}
+	e.Config = e.Config.WithDefaults()
 }
 
 func (c *Config) validateInputs(ps *conf.Problems) {
@@ -208,69 +143,7 @@ func (c *Config) validateInputs(ps *conf.Problems) {
 			}
 			*ps = append(*ps, opts.Check(u).In(p+".emulator")...)
 		}
-		validateEmulator(ps, p+".emulator", e)
-	}
-}
-
-func validateEmulator(ps *conf.Problems, p string, e *Emulator) {
-	if e.Loop < 1 {
-		ps.Add(p+".loop", e.Loop, "want >= 1 passes over the file")
-	}
-	if e.Rate < 0 || math.IsNaN(e.Rate) || math.IsInf(e.Rate, 0) {
-		ps.Add(p+".rate", e.Rate, "want events per second >= 0 (0 = as fast as the node takes them)")
-	}
-	if e.Duration < 0 {
-		ps.Add(p+".duration", e.Duration, "want a duration >= 0")
-	}
-	if e.Packing < 1 || e.Packing > schemas.MaxPacking {
-		ps.Add(p+".packing", e.Packing, "want 1..%d fragments per packet", schemas.MaxPacking)
-	}
-	if e.Sources != "" {
-		if ids, err := schemas.ParseSourceList(e.Sources); err != nil {
-			ps.Add(p+".sources", e.Sources, "%v", err)
-		} else if len(ids) == 0 {
-			ps.Add(p+".sources", e.Sources, "want at least one source id")
-		}
-	}
-	if e.From == "" {
-		sd := e.FragmentSize
-		sp := p + ".fragment_size"
-		switch sd.Dist {
-		case "fixed":
-		case "uniform":
-			if sd.Max < sd.Min || sd.Max == 0 {
-				ps.Add(sp+".max", sd.Max, "want a uniform upper bound > 0 and >= min (%s)", sd.Min)
-			}
-		case "lognormal":
-			if sd.Sigma <= 0 || sd.Sigma > 5 {
-				ps.Add(sp+".sigma", sd.Sigma, "want 0 < sigma <= 5")
-			}
-		default:
-			ps.Add(sp+".dist", sd.Dist, "want one of fixed, uniform, lognormal")
-		}
-		if sd.Mean > 1<<20 || sd.Max > 1<<20 {
-			ps.Add(sp, nil, "want sizes of at most 1MiB (the emulator's largest payload)")
-		}
-	} else if e.Events != 0 || e.Duration != 0 {
-		ps.Add(p+".from", e.From, "file mode sends the file loop times: remove events/duration, or from for synthetic events")
-	}
-	f := e.Faults
-	for _, x := range []struct {
-		name string
-		v    float64
-	}{{"drop", f.Drop}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt}, {"truncate", f.Truncate}, {"reorder", f.Reorder}, {"stall", f.Stall}} {
-		if !(x.v >= 0 && x.v <= 1) {
-			ps.Add(p+".faults."+x.name, x.v, "want a probability in [0, 1]")
-		}
-	}
-	if s := f.Drop + f.Duplicate + f.Corrupt + f.Truncate; s > 1 {
-		ps.Add(p+".faults", nil, "want drop + duplicate + corrupt + truncate <= 1 (they exclude each other), got %v", s)
-	}
-	if f.ReorderWindow < 1 || f.ReorderWindow > 1<<16 {
-		ps.Add(p+".faults.reorder_window", f.ReorderWindow, "want 1..65536 packets")
-	}
-	if f.StallDuration < 0 {
-		ps.Add(p+".faults.stall_duration", f.StallDuration, "want a duration >= 0")
+		*ps = append(*ps, e.Validate().In(p+".emulator")...)
 	}
 }
 
@@ -319,9 +192,7 @@ func (in Input) MarshalYAML() (any, error) {
 // MarshalYAML writes the section with its sender's keys after its own.
 func (e Emulator) MarshalYAML() (any, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode}
-	keys := e.Keys
-	e.Keys = nil
-	if err := appendKeys(n, emulatorKeys(e), e.Sender, keys); err != nil {
+	if err := appendKeys(n, e.Config, e.Sender, e.Keys); err != nil {
 		return nil, err
 	}
 	return n, nil

@@ -54,32 +54,12 @@ type Summary struct {
 // second. It returns what it sent and injected; the Summary is valid (what
 // was sent so far) also when it returns an error.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
-	if cfg.Packing <= 0 {
-		cfg.Packing = 1
-	}
-	if cfg.Packing > schemas.MaxPacking {
-		return Summary{}, fmt.Errorf("packing %d exceeds %d", cfg.Packing, schemas.MaxPacking)
-	}
-	if cfg.Size.Kind == "" {
-		cfg.Size = SizeDist{Kind: "fixed", A: 128}
-	}
-	if cfg.Loop <= 0 {
-		cfg.Loop = 1
+	cfg = cfg.WithDefaults()
+	if ps := cfg.Validate(); len(ps) > 0 {
+		return Summary{}, fmt.Errorf("emulator: %s", ps)
 	}
 	if cfg.Events == 0 && cfg.Duration == 0 {
 		cfg.Events = 1000
-	}
-	if cfg.Rate < 0 {
-		return Summary{}, fmt.Errorf("rate %v is negative", cfg.Rate)
-	}
-	if cfg.Faults.ReorderWindow == 0 {
-		cfg.Faults.ReorderWindow = 8
-	}
-	if cfg.Faults.StallDuration == 0 {
-		cfg.Faults.StallDuration = 10 * time.Millisecond
-	}
-	if err := cfg.Faults.validate(); err != nil {
-		return Summary{}, err
 	}
 	sum := Summary{To: cfg.To, Faults: map[string]uint64{}, FaultFragments: map[string]uint64{}}
 	u, err := transport.ParseURI(cfg.To)
@@ -97,6 +77,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	} else {
 		if vtp {
 			return sum, fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)
+		}
+		if cfg.SourceList != "" {
+			ids, _ := schemas.ParseSourceList(cfg.SourceList) // Validate parsed it
+			cfg.Groups = []schemas.SourceGroup{{Name: "emulated", Sources: ids}}
 		}
 		if len(cfg.Groups) == 0 {
 			if cfg.Sources <= 0 {

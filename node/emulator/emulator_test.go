@@ -181,8 +181,8 @@ func checkBalance(t *testing.T, sum Summary, st transport.Stats, cs *transportte
 func synthConfig(to string, events uint64) Config {
 	return Config{
 		To: to, Events: events, Packing: 3, Seed: 7,
-		Groups: []schemas.SourceGroup{{Name: "ecal", Sources: []uint32{0, 1, 2}}, {Name: "muon", Sources: []uint32{10, 11}}},
-		Size:   SizeDist{Kind: "lognormal", A: 200, B: 0.5},
+		Groups:       []schemas.SourceGroup{{Name: "ecal", Sources: []uint32{0, 1, 2}}, {Name: "muon", Sources: []uint32{10, 11}}},
+		FragmentSize: SizeDist{Dist: DistLognormal, Mean: 200, Sigma: 0.5},
 	}
 }
 
@@ -290,7 +290,7 @@ func TestCrossProcessSlowReaderThrottlesWriter(t *testing.T) {
 	for _, scheme := range []string{"shm", "tcp"} {
 		t.Run(scheme, func(t *testing.T) {
 			cfg := synthConfig("", 300)
-			cfg.Size = SizeDist{Kind: "fixed", A: 2000}
+			cfg.FragmentSize = SizeDist{Dist: DistFixed, Mean: 2000}
 			sink := transporttest.NewCheckSink(200 * time.Microsecond)
 			var in transport.Input
 			if scheme == "shm" {

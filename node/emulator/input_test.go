@@ -165,7 +165,7 @@ func TestEmulatorRejectsBadConfig(t *testing.T) {
 	if _, err := Run(ctx, Config{To: "file:///dev/null", Faults: Faults{Truncate: 1}}); err == nil {
 		t.Error("truncation into a file accepted")
 	}
-	for _, s := range []string{"fixed:", "uniform:5", "uniform:9,3", "lognormal:0,1", "gauss:1,2", "fixed:-1"} {
+	for _, s := range []string{"fixed:", "uniform:5", "uniform:9,3", "lognormal:0,1", "lognormal:100,0", "gauss:1,2", "fixed:-1", "fixed:0", "fixed:1.5"} {
 		if _, err := ParseSizeDist(s); err == nil {
 			t.Errorf("size distribution %q accepted", s)
 		}

@@ -55,7 +55,7 @@ type synthSource struct {
 }
 
 func newSynthSource(cfg *Config) *synthSource {
-	s := &synthSource{packing: cfg.Packing, size: cfg.Size, seed: cfg.Seed, first: cfg.FirstEvent, events: cfg.Events,
+	s := &synthSource{packing: cfg.Packing, size: cfg.FragmentSize, seed: cfg.Seed, first: cfg.FirstEventID, events: cfg.Events,
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5EED))}
 	for _, g := range cfg.Groups {
 		for _, id := range g.Sources {
