@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Ledger is the end-of-run account of a node (and, during the run, a live
@@ -100,6 +102,22 @@ type StageLedger struct {
 	// Lines counts the accepted events each line fired on (after
 	// prescales), by line name.
 	Lines map[string]uint64 `json:"lines"`
+}
+
+// stageLedgers is the ledger's account of each trigger stage, from the
+// chain's own counters.
+func stageLedgers(stages []plugins.StageState) []StageLedger {
+	out := make([]StageLedger, len(stages))
+	for i, st := range stages {
+		out[i] = StageLedger{Name: st.Name, Seen: st.Seen(), Accepted: st.Accepted, Rejected: st.Rejected,
+			Prescaled: st.Prescaled, Deferred: st.Deferred, Lines: map[string]uint64{}}
+		for b, k := range st.Lines {
+			if k != 0 {
+				out[i].Lines[schemas.LineName(st.Description.Lines, b)] = k
+			}
+		}
+	}
+	return out
 }
 
 // Check fills Balanced and Imbalance. A ledger balances when:

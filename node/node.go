@@ -77,7 +77,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	// hidden there as in /status.
 	hidePaths := !cfg.HTTP.Loopback() && !cfg.HTTP.ShowPaths
 	n.reg = newRegistry(func() Status {
-		s := n.status(false)
+		s := n.Status()
 		if hidePaths {
 			s = s.withoutPaths()
 		}
@@ -161,7 +161,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		return n.failedStart(parts, err)
 	}
 	if parts.Chain != nil {
-		n.flow.setStages(parts.Chain)
+		n.flow.setChain(parts.Chain)
 	}
 	if k := parts.RunEventsAtStart; k > 0 {
 		// Not refused: a restart after a crash legitimately reuses the run.
@@ -330,6 +330,10 @@ func (n *Node) snapshot() Ledger {
 		}
 	}
 	n.flow.fill(&l)
+	l.Stages = []StageLedger{}
+	if parts != nil && parts.Chain != nil {
+		l.Stages = stageLedgers(parts.Chain.State())
+	}
 	if parts != nil && parts.EmulatorSummaries != nil {
 		l.Emulators = parts.EmulatorSummaries()
 	}
@@ -360,11 +364,7 @@ func (n *Node) snapshot() Ledger {
 }
 
 // Status is the node's current status (GET /status).
-func (n *Node) Status() Status { return n.status(true) }
-
-// status assembles the Status; the metrics collector leaves out the plugin
-// instances, which the chain reads from the registry being collected.
-func (n *Node) status(withPlugins bool) Status {
+func (n *Node) Status() Status {
 	n.mu.Lock()
 	final, parts, in, replay, started := n.final, n.parts, n.inputs, n.replay, n.started
 	n.mu.Unlock()
@@ -399,8 +399,8 @@ func (n *Node) status(withPlugins bool) Status {
 		}
 	}
 	if parts != nil {
-		if parts.Chain != nil && withPlugins {
-			s.Plugins = parts.Chain.Plugins()
+		if parts.Chain != nil {
+			s.Plugins = pluginStatus(parts.Chain.State())
 		}
 		if k := parts.RunEventsAtStart; k > 0 {
 			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir)

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -16,16 +17,13 @@ import (
 // Decider is a trigger chain: the online stages in `sluice run`, the
 // replay stages in replay.
 type Decider interface {
-	// Decide returns one verdict per row of ev (its Fired says which lines
-	// fired in each stage the event reached; nil: only Stage's decision is
-	// counted); it fails only when ctx ends first. Safe for concurrent use.
+	// Decide returns one verdict per row of ev; it fails only when ctx
+	// ends first. Safe for concurrent use.
 	Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error)
-	// Lines names the trigger lines of a stage, by bit.
-	Lines(stage string) []string
-	// Stages names the chain's stages in order.
-	Stages() []string
-	// Plugins describes the plugin processes of each stage.
-	Plugins() []PluginStatus
+	// State reports each stage in chain order: its plugin (and its line
+	// names), its processes, and what it decided so far (the ledger's
+	// per-stage counts). Safe for concurrent use, also after Close.
+	State() []plugins.StageState
 	// Close stops every plugin process.
 	Close()
 }

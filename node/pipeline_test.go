@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -95,12 +98,14 @@ func (f *fakeInput) Stats() transport.Stats {
 func (f *fakeInput) Close() error { return nil }
 
 // fakeChain decides by event id: id%10 == 0 accept (line 1), 1-2 defer,
-// 3 defer with a trigger error, else reject.
+// 3 defer with a trigger error, else reject. Its one stage, "hlt", counts
+// what it decided.
 type fakeChain struct {
 	mu      sync.Mutex
 	batches int
 	closed  bool
 	accept  bool // accept everything (for replay)
+	state   plugins.StageState
 }
 
 func (c *fakeChain) Decide(ctx context.Context, eb *schemas.EventBatch) ([]schemas.Verdict, error) {
@@ -123,15 +128,47 @@ func (c *fakeChain) Decide(ctx context.Context, eb *schemas.EventBatch) ([]schem
 		}
 		out[i] = v
 	}
+	c.mu.Lock()
+	countState(&c.state, out)
+	c.mu.Unlock()
 	return out, nil
 }
 
-func (c *fakeChain) Lines(string) []string { return []string{"quiet", "busy"} }
-func (c *fakeChain) Stages() []string      { return []string{"hlt"} }
-func (c *fakeChain) Plugins() []PluginStatus {
-	return []PluginStatus{{Stage: "hlt", Plugin: "fake", Instances: 1, Up: 1}}
+func (c *fakeChain) State() []plugins.StageState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state
+	st.StageInfo = plugins.StageInfo{Name: "hlt", Plugin: "fake", Instances: 1, Description: sdk.Description{Lines: []string{"quiet", "busy"}}}
+	st.Up = 1
+	st.Lines = slices.Clone(st.Lines)
+	return []plugins.StageState{st}
 }
+
 func (c *fakeChain) Close() { c.mu.Lock(); c.closed = true; c.mu.Unlock() }
+
+// countState adds verdicts of a stage to its counters, as plugins.Chain's
+// stages do.
+func countState(st *plugins.StageState, out []schemas.Verdict) {
+	for _, v := range out {
+		switch v.Decision {
+		case schemas.DecisionAccept:
+			st.Accepted++
+			for b := range schemas.FiredLines(v.Lines, nil) {
+				for len(st.Lines) <= b {
+					st.Lines = append(st.Lines, 0)
+				}
+				st.Lines[b]++
+			}
+		case schemas.DecisionReject:
+			st.Rejected++
+			if v.Reason.Kind == schemas.ReasonPrescaled {
+				st.Prescaled++
+			}
+		default:
+			st.Deferred++
+		}
+	}
+}
 
 func testConfig(t *testing.T, inputs int) *config.Config {
 	t.Helper()

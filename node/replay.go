@@ -78,6 +78,7 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 		return s, err
 	}
 	defer cur.Close()
+	names := lineNames(chain)
 	finish := func(err error) (ReplaySummary, error) {
 		s.DurationSeconds = time.Since(start).Seconds()
 		after, lerr := st.Ledger()
@@ -100,7 +101,7 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 		if err != nil {
 			return finish(err)
 		}
-		err = replayBatch(ctx, st, chain, b, &s)
+		err = replayBatch(ctx, st, chain, names, b, &s)
 		b.Release()
 		if err != nil {
 			return finish(err)
@@ -123,7 +124,7 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 	}
 }
 
-func replayBatch(ctx context.Context, st *storage.Store, chain Decider, b *storage.Batch, s *ReplaySummary) error {
+func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names map[string][]string, b *storage.Batch, s *ReplaySummary) error {
 	verdicts, err := chain.Decide(ctx, b.Events)
 	if err != nil {
 		return err
@@ -152,7 +153,7 @@ func replayBatch(ctx context.Context, st *storage.Store, chain Decider, b *stora
 	for i := range verdicts {
 		switch v := &verdicts[i]; v.Decision {
 		case schemas.DecisionAccept:
-			for _, name := range schemas.FiredLines(v.Lines, chain.Lines(v.Stage)) {
+			for _, name := range schemas.FiredLines(v.Lines, names[v.Stage]) {
 				s.Lines[v.Stage+"/"+name]++
 			}
 		case schemas.DecisionDefer:
@@ -294,5 +295,9 @@ func (r *interFill) stop() {
 func (r *interFill) status() ReplayStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st
+	st := r.st
+	if r.chain != nil {
+		st.Plugins = pluginStatus(r.chain.State())
+	}
+	return st
 }

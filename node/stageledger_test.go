@@ -6,48 +6,71 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// twoStageChain is gec then hlt1, as plugins.Chain reports them: by event
-// id, gec rejects 0 mod 5 and defers 1 mod 5, and passes the rest on on its
-// line "small"; hlt1 accepts 2 and 3 mod 5 on "all" and its prescale
-// rejects 4 mod 5.
-type twoStageChain struct{ fakeChain }
+// twoStageChain is gec then hlt1, each stage counting what it decides as
+// plugins.Chain's do: by event id, gec rejects 0 mod 5 and defers 1 mod 5,
+// and passes the rest on on its line "small"; hlt1 accepts 2 and 3 mod 5
+// on "all" and its prescale rejects 4 mod 5.
+type twoStageChain struct {
+	mu       sync.Mutex
+	gec, hlt plugins.StageState
+}
 
-func (*twoStageChain) Decide(_ context.Context, eb *schemas.EventBatch) ([]schemas.Verdict, error) {
+func (c *twoStageChain) Decide(_ context.Context, eb *schemas.EventBatch) ([]schemas.Verdict, error) {
 	out := make([]schemas.Verdict, eb.Len())
+	var gec, hlt []schemas.Verdict
 	for i := range out {
 		v := schemas.Verdict{Stage: "gec"}
 		switch eb.EventID(i) % 5 {
 		case 0:
-			v.Decision, v.Fired = schemas.DecisionReject, []uint64{0}
+			v.Decision = schemas.DecisionReject
 		case 1:
-			v.Decision, v.Reason, v.Fired = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction}, []uint64{0}
+			v.Decision, v.Reason = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction}
 		case 2, 3:
-			v.Stage, v.Decision, v.Lines, v.Fired = "hlt1", schemas.DecisionAccept, 1, []uint64{1, 1}
+			v.Stage, v.Decision, v.Lines = "hlt1", schemas.DecisionAccept, 1
 		default:
-			v.Stage, v.Decision, v.Reason, v.Fired = "hlt1", schemas.DecisionReject, schemas.Reason{Kind: schemas.ReasonPrescaled}, []uint64{1, 0}
+			v.Stage, v.Decision, v.Reason = "hlt1", schemas.DecisionReject, schemas.Reason{Kind: schemas.ReasonPrescaled}
+		}
+		if v.Stage == "hlt1" {
+			gec = append(gec, schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1})
+			hlt = append(hlt, v)
+		} else {
+			gec = append(gec, v)
 		}
 		out[i] = v
 	}
+	c.mu.Lock()
+	countState(&c.gec, gec)
+	countState(&c.hlt, hlt)
+	c.mu.Unlock()
 	return out, nil
 }
 
-func (*twoStageChain) Stages() []string { return []string{"gec", "hlt1"} }
-func (*twoStageChain) Lines(stage string) []string {
-	if stage == "gec" {
-		return []string{"small"}
-	}
-	return []string{"all"}
+func (c *twoStageChain) State() []plugins.StageState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gec, hlt := c.gec, c.hlt
+	gec.StageInfo = plugins.StageInfo{Name: "gec", Description: sdk.Description{Lines: []string{"small"}}}
+	hlt.StageInfo = plugins.StageInfo{Name: "hlt1", Description: sdk.Description{Lines: []string{"all"}}}
+	gec.Lines, hlt.Lines = slices.Clone(gec.Lines), slices.Clone(hlt.Lines)
+	return []plugins.StageState{gec, hlt}
 }
 
+func (*twoStageChain) Close() {}
+
 // TestLedgerPerStage: the ledger says what each stage saw and decided and
-// which of its lines fired, not only the last stage's lines.
+// which of its lines fired (the chain's State), not only the last stage's
+// lines.
 func TestLedgerPerStage(t *testing.T) {
 	cfg := testConfig(t, 1)
 	in := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100}

@@ -201,17 +201,12 @@ func (n *Node) prepare(b *batch) {
 	for i := range b.verdicts {
 		v := &b.verdicts[i]
 		*v = v.Decided()
-		if n.parts.Chain != nil {
-			f.countStages(v, n.parts.Chain)
-		}
 		switch v.Decision {
 		case schemas.DecisionAccept:
 			acc = append(acc, i)
 			f.accepted++
-			if v.Lines != 0 && n.parts.Chain != nil {
-				for _, name := range schemas.FiredLines(v.Lines, n.parts.Chain.Lines(v.Stage)) {
-					f.lines[v.Stage+"/"+name]++
-				}
+			for _, name := range schemas.FiredLines(v.Lines, f.names[v.Stage]) {
+				f.lines[v.Stage+"/"+name]++
 			}
 		case schemas.DecisionReject:
 			f.rejected++

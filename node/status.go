@@ -63,6 +63,7 @@ type PluginStatus struct {
 	Up        int    `json:"up"`
 	Restarts  uint64 `json:"restarts"`
 	Backlog   int    `json:"backlog_events"` // events waiting for a free instance
+	Calls     uint64 `json:"calls"`          // batches the stage's plugins decided
 }
 
 // StoreStatus is the event store's state.
@@ -90,6 +91,9 @@ type ReplayStatus struct {
 	Events   uint64 `json:"events"`   // deferred events decided by replay in this run
 	Accepted uint64 `json:"accepted"` // of which accepted
 	Kept     uint64 `json:"kept"`     // of which kept deferred
+	// Plugins are the replay chain's stages while it is open (it starts
+	// with the first pass and closes when the run drains).
+	Plugins []PluginStatus `json:"plugins,omitempty"`
 }
 
 // rateMeter turns cumulative counters into per-second rates, sampled at
@@ -134,9 +138,11 @@ func (s Status) withoutPaths() Status {
 			s.Store.Warning = reusedRunWarning(s.Run, s.Store.RunEventsAtStart, "(path hidden)")
 		}
 	}
-	s.Plugins = slices.Clone(s.Plugins)
-	for i := range s.Plugins {
-		s.Plugins[i].Plugin = filepath.Base(s.Plugins[i].Plugin)
+	for _, p := range []*[]PluginStatus{&s.Plugins, &s.Replay.Plugins} {
+		*p = slices.Clone(*p)
+		for i := range *p {
+			(*p)[i].Plugin = filepath.Base((*p)[i].Plugin)
+		}
 	}
 	s.Inputs = slices.Clone(s.Inputs)
 	for i := range s.Inputs {

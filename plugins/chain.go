@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,7 @@ type Config struct {
 type Chain struct {
 	stages []*stage
 	mem    memory.Allocator
+	closed sync.Once
 }
 
 // NewChain starts every instance of every stage (checking handshakes,
@@ -62,25 +64,16 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 	return c, nil
 }
 
-// StageInfo describes one running stage.
+// StageInfo describes one stage of a chain.
 type StageInfo struct {
 	Name        string
+	Plugin      string          // path of the plugin binary
 	Description sdk.Description // what the stage's plugin said about itself
-	Instances   int
-}
-
-// Stages describes the chain's stages in order.
-func (c *Chain) Stages() []StageInfo {
-	out := make([]StageInfo, len(c.stages))
-	for i, s := range c.stages {
-		out[i] = StageInfo{Name: s.cfg.Name, Description: s.desc, Instances: len(s.slots)}
-	}
-	return out
+	Instances   int             // plugin processes configured
 }
 
 // Decide runs one event batch through the chain and returns one verdict
-// per row: the decision of the stage that decided last (Stage), with
-// Fired set. Every row gets exactly one final decision, even when plugins
+// per row: the decision of the stage that decided last (Stage). Every row gets exactly one final decision, even when plugins
 // crash, hang or fail (their events are deferred with StatusTriggerError);
 // the error is non-nil only when ctx ends first. Safe for concurrent use:
 // concurrent batches run on different instances.
@@ -92,9 +85,6 @@ func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 	for i := range pending {
 		pending[i] = i
 	}
-	// fired backs every row's Fired: row i owns fired[i*ns : (i+1)*ns].
-	ns := len(c.stages)
-	fired := make([]uint64, n*ns)
 	cur := ev
 	defer func() {
 		if cur != ev {
@@ -113,8 +103,6 @@ func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 			if r.Decision == schemas.DecisionAccept && !last {
 				next = append(next, row)
 			}
-			fired[row*ns+si] = r.Lines
-			r.Fired = fired[row*ns : row*ns+si+1 : row*ns+si+1]
 			out[row] = r
 		}
 		if last || len(next) == 0 {
@@ -151,10 +139,12 @@ func (c *Chain) restrict(ctx context.Context, ev *schemas.EventBatch, rows []int
 }
 
 // Close stops every plugin process and removes the shared-memory regions;
-// it waits for batches in flight. The Arena, if any, is the caller's to close.
+// it waits for batches in flight. The Arena, if any, is the caller's to
+// close. State still reports what the stages did; Close again does nothing.
 func (c *Chain) Close() {
-	for _, s := range c.stages {
-		s.close()
-	}
-	c.stages = nil
+	c.closed.Do(func() {
+		for _, s := range c.stages {
+			s.close()
+		}
+	})
 }

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/sluice-daq/sluice/plugins/examples/l0calo/l0"
+	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -55,17 +57,12 @@ func TestChainTwoStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := runChain(t, c, batches)
+	running := c.State()
 	c.Close()
 	want := inProcessL0(t, batches)
 	accepted := 0
 	for id, r := range got {
 		w := want[id]
-		// Fired: one entry per stage reached; llt passed hlt's events on
-		// on its lines, and the last entry is the final stage's lines.
-		if wantLen := map[string]int{"llt": 1, "hlt": 2}[r.Stage]; len(r.Fired) != wantLen || r.Fired[len(r.Fired)-1] != r.Lines ||
-			(r.Stage == "hlt" && r.Fired[0] != w.Lines) {
-			t.Fatalf("event %d: Fired %v for %+v (llt lines %b)", id, r.Fired, r, w.Lines)
-		}
 		switch {
 		case w.Decision != schemas.DecisionAccept:
 			if r.Decision != w.Decision || r.Stage != "llt" {
@@ -84,6 +81,41 @@ func TestChainTwoStages(t *testing.T) {
 	}
 	if accepted == 0 || len(got) != 3000 {
 		t.Fatalf("%d events decided, %d accepted", len(got), accepted)
+	}
+	// State: what each stage decided, counted by the chain itself: llt's
+	// decisions and lines are l0calo's, hlt saw llt's accepts.
+	lltWant := StageState{StageInfo: StageInfo{Name: "llt", Plugin: pluginPath("l0calo"), Instances: 2}, Up: 2,
+		Calls: uint64(len(batches)), Lines: make([]uint64, 4)}
+	for _, w := range want {
+		switch w.Decision {
+		case schemas.DecisionAccept:
+			lltWant.Accepted++
+			for b := range schemas.FiredLines(w.Lines, nil) {
+				lltWant.Lines[b]++
+			}
+		case schemas.DecisionReject:
+			lltWant.Rejected++
+		default:
+			lltWant.Deferred++
+		}
+	}
+	hltWant := StageState{StageInfo: StageInfo{Name: "hlt", Plugin: pluginPath("passthrough"), Instances: 1}, Up: 1,
+		Calls: uint64(len(batches)), Accepted: uint64(accepted), Rejected: lltWant.Accepted - uint64(accepted), Lines: []uint64{uint64(accepted)}}
+	if len(running) != 2 {
+		t.Fatalf("state of %d stages", len(running))
+	}
+	for i, w := range []StageState{lltWant, hltWant} {
+		g := running[i]
+		g.Description = sdk.Description{}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("stage %d state\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if running[0].Seen() != 3000 || running[1].Seen() != lltWant.Accepted || running[0].Description.Name != "l0calo" {
+		t.Fatalf("seen %d and %d, llt's plugin %q", running[0].Seen(), running[1].Seen(), running[0].Description.Name)
+	}
+	if after := c.State(); after[0].Up != 0 || after[1].Up != 0 || after[0].Accepted != lltWant.Accepted {
+		t.Fatalf("state after Close: %+v", after)
 	}
 	// Metrics: every event left llt once; hlt saw only llt's accepts.
 	llt := metricValue(t, reg, "sluice_trigger_events_total", "stage", "llt", "decision", "accept") +
@@ -136,6 +168,9 @@ func TestHostPrescale(t *testing.T) {
 	}
 	if n != 26 {
 		t.Fatalf("%d of 103 kept, want 26", n)
+	}
+	if st := c.State()[0]; st.Accepted != 26 || st.Rejected != 77 || st.Prescaled != 77 || !reflect.DeepEqual(st.Lines, []uint64{26}) {
+		t.Fatalf("state %+v: want 26 accepted, 77 rejected by the prescale", st)
 	}
 	// A prescale of a line the plugin does not have stops the chain.
 	_, err = NewChain(context.Background(), Config{Stages: []StageConfig{

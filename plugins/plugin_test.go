@@ -135,7 +135,7 @@ func TestArenaRoundTrip(t *testing.T) {
 	}
 	accepted := 0
 	for i := range a {
-		if a[i].Decision != b[i].Decision || a[i].Lines != b[i].Lines || a[i].Reason != b[i].Reason {
+		if a[i] != b[i] {
 			t.Fatalf("row %d: %+v by layout, %+v by copy", i, a[i], b[i])
 		}
 		if a[i].Decision == schemas.DecisionAccept {

@@ -107,6 +107,10 @@ func TestKillDuringRun(t *testing.T) {
 	if n := metricValue(t, reg, "sluice_trigger_instances_up", "stage", "llt"); n != 2 {
 		t.Fatalf("%v instances up at the end", n)
 	}
+	// The chain's own state says the same as its metrics.
+	if st := c.State()[0]; st.Restarts != uint64(kills) || st.Up != 2 || st.Failures < uint64(kills) {
+		t.Fatalf("state %+v after %d kills", st, kills)
+	}
 	if !strings.Contains(logs.String(), "trigger plugin restarted") {
 		t.Fatal("restarts not logged")
 	}

@@ -43,10 +43,11 @@ type stage struct {
 	m        *metrics
 	slots    []*slot
 	free     chan *slot
-	waiting  atomic.Int64 // events in batches waiting for a free slot
-	counters []atomic.Uint64
-	prescale []uint64 // per line; 0 or 1: none
-	salt     uint64   // mixes the stage name into the deferral hash
+	waiting  atomic.Int64    // events in batches waiting for a free slot
+	counters []atomic.Uint64 // per line: firings seen by the prescale
+	prescale []uint64        // per line; 0 or 1: none
+	salt     uint64          // mixes the stage name into the deferral hash
+	cnt      counters        // what the stage did, for State
 }
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
@@ -213,6 +214,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 		res, err := sl.inst.decide(cctx, rec)
 		cancel()
 		if err == nil {
+			s.cnt.calls.Add(1)
 			s.hist().Observe(time.Since(t0).Seconds())
 			s.m.transport.WithLabelValues(s.cfg.Name, s.desc.Name, sl.inst.sentBy).Inc()
 			sl.failures = 0
@@ -226,6 +228,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 		}
 		reason := s.classify(sl.inst, err)
 		lastErr = err
+		s.cnt.failures.Add(1)
 		s.m.failures.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()
 		s.log.Warn("trigger plugin failed on a batch", "plugin", s.desc.Name, "pid", sl.inst.pid,
 			"attempt", attempt, "of", s.cfg.MaxAttempts, "reason", reason, "events", n, "error", err)
@@ -288,6 +291,7 @@ func (s *stage) restart(ctx context.Context, sl *slot) error {
 	}
 	s.log.Info("trigger plugin restarted", "plugin", s.desc.Name, "pid", in.pid, "reason", sl.down)
 	s.m.restarts.WithLabelValues(s.cfg.Name, s.desc.Name, sl.down).Inc()
+	s.cnt.restarts.Add(1)
 	sl.set(in)
 	s.gauge(s.m.up).Inc()
 	return nil
@@ -296,6 +300,8 @@ func (s *stage) restart(ctx context.Context, sl *slot) error {
 // applyPrescales keeps 1 in N firings of each prescaled line among rows;
 // an accepted event left with no line is rejected.
 func (s *stage) applyPrescales(rows []int, out []schemas.Verdict) {
+	rejected := 0
+	defer func() { s.cnt.prescaled.Add(uint64(rejected)) }()
 	for _, row := range rows {
 		r := &out[row]
 		if r.Decision != schemas.DecisionAccept || r.Lines == 0 {
@@ -313,6 +319,7 @@ func (s *stage) applyPrescales(rows []int, out []schemas.Verdict) {
 		}
 		if r.Lines == 0 {
 			r.Decision, r.Reason = schemas.DecisionReject, reasonPrescaled
+			rejected++
 		}
 	}
 }
@@ -336,11 +343,16 @@ func (s *stage) count(outcome string, out []schemas.Verdict) {
 	}
 	for d := schemas.DecisionAccept; d <= schemas.DecisionDefer; d++ {
 		if by[d] > 0 {
+			s.cnt.decided[d].Add(uint64(by[d]))
 			s.m.events.WithLabelValues(s.cfg.Name, s.desc.Name, d.String()).Add(float64(by[d]))
 		}
 	}
-	for b, k := range lines[:len(s.desc.Lines)] {
-		if k > 0 {
+	for b, k := range lines {
+		if k == 0 {
+			continue
+		}
+		s.cnt.lines[b].Add(uint64(k))
+		if b < len(s.desc.Lines) {
 			s.m.lineEvents.WithLabelValues(s.cfg.Name, s.desc.Name, s.desc.Lines[b]).Add(float64(k))
 		}
 	}

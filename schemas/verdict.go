@@ -48,11 +48,6 @@ type Verdict struct {
 	// node decided without one (no online stage, a failed chain).
 	Stage  string
 	Reason Reason
-	// Fired holds, for every stage the event reached in chain order, the
-	// lines that fired there after prescales: the earlier entries are the
-	// lines on which the event was passed on, the last one equals Lines.
-	// Set by the trigger chain; nil elsewhere.
-	Fired []uint64
 	// Status holds the bits the trigger adds to the event's own status
 	// (StatusTriggerError when its batch failed in the plugin repeatedly);
 	// the store keeps the event's status with these bits added.

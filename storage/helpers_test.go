@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"fmt"
-	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -144,7 +143,7 @@ func checkRow(eb *schemas.EventBatch, meta schemas.Verdict, i int, e testEvent, 
 		return fmt.Errorf("event %d: %d fragments, want %d", e.id, eb.NumFragments(i), e.nfrag)
 	case !equalU32(eb.MissingSources(i), e.missing) || !equalU32(eb.CorruptSources(i), e.corrupt):
 		return fmt.Errorf("event %d: missing %v corrupt %v, want %v %v", e.id, eb.MissingSources(i), eb.CorruptSources(i), e.missing, e.corrupt)
-	case !reflect.DeepEqual(meta, e.meta):
+	case meta != e.meta:
 		return fmt.Errorf("event %d: meta %+v, want %+v", e.id, meta, e.meta)
 	}
 	for g := range testGroups {

@@ -80,6 +80,12 @@ log: {format: json}
 	if !during.Active || during.Events >= 500 {
 		t.Fatalf("replay should be under way, rate-limited: %+v", during)
 	}
+	// The replay chain has no metrics registry (its series would collide
+	// with the online stages'); its state comes from the chain itself, so
+	// its plugin shows up and working (read from metrics it was all 0).
+	if p := during.Plugins; len(p) != 1 || p[0].Stage != "hlt2" || p[0].Instances != 1 || p[0].Up != 1 || p[0].Calls == 0 {
+		t.Fatalf("replay plugins %+v", p)
+	}
 	done := make(chan struct{})
 	go func() { board(1000); close(done) }()
 	// Data returns: the replay pass stops.
