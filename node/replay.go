@@ -18,7 +18,7 @@ import (
 type ReplayOptions struct {
 	Selection   storage.Selection // runs and event ids to replay (zero: all)
 	Rate        float64           // events per second at most (0: unlimited)
-	BatchEvents int               // events per batch (default 256)
+	BatchEvents int               // events per batch (default: the cursor's, storage.DefaultCursorOptions)
 	// Mem allocates the replayed batches (default: Go's allocator); give
 	// the replay chain's arena so they reach the plugins without a copy.
 	Mem memory.Allocator

@@ -34,12 +34,19 @@ func (sel Selection) maxEvent() uint64 {
 	return sel.MaxEvent
 }
 
-// CursorOptions configure a Cursor.
+// CursorOptions configure a Cursor. Zero fields take the values of
+// DefaultCursorOptions.
 type CursorOptions struct {
 	Selection
-	BatchSize     int              // events per batch at most; default 256
-	MaxBatchBytes int64            // value bytes per batch at most (at least one event per batch); default 64 MiB
+	BatchSize     int              // events per batch at most
+	MaxBatchBytes int64            // value bytes per batch at most (at least one event per batch)
 	Mem           memory.Allocator // allocates the Arrow batches; default: the store's recycling allocator
+}
+
+// DefaultCursorOptions are the defaults of zero CursorOptions fields (the
+// node's replay.batch_events default is BatchSize).
+func DefaultCursorOptions() CursorOptions {
+	return CursorOptions{BatchSize: 256, MaxBatchBytes: 64 << 20}
 }
 
 // Cursor reads one stream in key order, (run, event id) ascending, as Arrow
@@ -80,11 +87,12 @@ func (s *Store) NewCursor(stream Stream, opts CursorOptions) (*Cursor, error) {
 	if !stream.valid() {
 		return nil, fmt.Errorf("store cursor: invalid stream %d", stream)
 	}
+	d := DefaultCursorOptions()
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 256
+		opts.BatchSize = d.BatchSize
 	}
 	if opts.MaxBatchBytes <= 0 {
-		opts.MaxBatchBytes = 64 << 20
+		opts.MaxBatchBytes = d.MaxBatchBytes
 	}
 	if opts.Mem == nil {
 		opts.Mem = s.pool

@@ -2,11 +2,20 @@
 // which sources make an event, how events are built, which trigger stages
 // decide on them, where they are stored and how the node is watched.
 //
+// Each section belongs to the package it configures, which owns its Go
+// type (with the yaml keys), its defaults and its Validate: the builder
+// section is builder.Config (plus the node's memory budget and queue
+// depth), the trigger section plugins.Trigger, the store section
+// storage.Options. This package owns the node's own sections (node, run,
+// sources, replay, http, log), composes the others into Config, and
+// places each section's problems under the section's path.
+//
 // Load parses a file strictly (an unknown key is an error, so a typo never
 // silently falls back to a default), fills defaults, and Validate checks the
 // whole configuration before anything starts, reporting every problem with
 // the path of the offending field (e.g. "trigger.stages[1].plugin"), the
-// value found and what was expected.
+// value found and what was expected. The rules are written as cases under
+// testdata/problems.
 package config
 
 import (
@@ -18,7 +27,7 @@ import (
 	"github.com/sluice-daq/sluice/storage"
 )
 
-// Config is one node's configuration. Field comments give the YAML key; the
+// Config is one node's configuration, one field per section; the
 // commented default file (DefaultYAML) documents every key for operators.
 type Config struct {
 	Node    Node            `yaml:"node"`
@@ -68,15 +77,15 @@ type Replay struct {
 	// InterFill starts replay inside `sluice run` once every input has been
 	// idle this long, and stops it when data returns (0 = never).
 	InterFill   time.Duration `yaml:"inter_fill"`
-	BatchEvents int           `yaml:"batch_events"` // events per replayed batch (default 256)
+	BatchEvents int           `yaml:"batch_events"` // events per replayed batch (1..builder.MaxBatchEvents)
 }
 
 // Log configures log/slog output.
 type Log struct {
-	Level  string `yaml:"level"`  // debug, info (default), warn, error
-	Format string `yaml:"format"` // auto (default: text on a terminal, JSON otherwise), text, json
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // auto (text on a terminal, JSON otherwise), text, json
 	// RateLimit caps records per key (message + source) per RateInterval;
-	// the rest are counted and reported as "suppressed" (default 5 per 10s).
+	// the rest are counted and reported as "suppressed" (0: no limit).
 	RateLimit    int           `yaml:"rate_limit"`
 	RateInterval time.Duration `yaml:"rate_interval"`
 }

@@ -13,26 +13,22 @@ import (
 // DefaultYAML is the commented default configuration printed by `sluice
 // config default`: every key with its default value and meaning, plus an
 // embedded synthetic emulator input and one source group so that it runs
-// as is. A test checks that it parses to Default() and validates.
+// as is. It is written by hand, for operators; a test fails when it differs
+// from the defaults in code (Default, the stage defaults) or leaves a key
+// out.
 //
 //go:embed default.yaml
 var DefaultYAML []byte
 
-// Default defaults of scalar settings.
-const (
-	DefaultHTTPAddress  = "127.0.0.1:9464"
-	DefaultMemoryBudget = 256 << 20
-)
-
-// base is what a file is decoded over: every scalar default set, and no
-// inputs, sources or stages (those have no sensible default and must be
-// written).
+// base is what a file is decoded over: every section's defaults, taken
+// from the package that owns it, and no inputs, sources or stages (those
+// have no sensible default and must be written).
 func base() *Config {
 	return &Config{
-		Builder: Builder{Config: builder.Defaults(), MemoryBudget: DefaultMemoryBudget, QueueBatches: 4},
+		Builder: Builder{Config: builder.Defaults(), MemoryBudget: 256 << 20, QueueBatches: 4},
 		Store:   storage.DefaultOptions(),
-		Replay:  Replay{BatchEvents: 256},
-		HTTP:    HTTP{Address: DefaultHTTPAddress},
+		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},
+		HTTP:    HTTP{Address: "127.0.0.1:9464"},
 		Log:     Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
 	}
 }

@@ -17,7 +17,7 @@ import (
 // to an address other than loopback must have a TokenFile, and hides file
 // paths from /status and /metrics unless ShowPaths is set.
 type HTTP struct {
-	Address string `yaml:"address"` // default 127.0.0.1:9464; "off" disables it
+	Address string `yaml:"address"` // HOST:PORT; "off" disables it
 	// TokenFile names a file holding the token POST /run/stop requires
 	// (sent as "Authorization: Bearer TOKEN"; surrounding white space in
 	// the file is ignored). Required when Address is not a loopback

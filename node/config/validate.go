@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -95,8 +96,8 @@ func (c *Config) validateReplay(ps *conf.Problems) {
 	if r.InterFill < 0 {
 		ps.Add("replay.inter_fill", r.InterFill, "want an idle time >= 0 (0 = no inter-fill replay)")
 	}
-	if r.BatchEvents < 1 || r.BatchEvents > 1<<20 {
-		ps.Add("replay.batch_events", r.BatchEvents, "want 1..1048576 events per batch")
+	if r.BatchEvents < 1 || r.BatchEvents > builder.MaxBatchEvents {
+		ps.Add("replay.batch_events", r.BatchEvents, "want 1..%d events per batch", builder.MaxBatchEvents)
 	}
 }
 
