@@ -64,7 +64,8 @@ type Builder struct {
 
 // New validates cfg, applies the defaults and starts the goroutine that
 // handles timeouts, batch latency and batch assembly; Close stops it.
-// Errors wrap ErrConfig and name the offending Config field.
+// Errors wrap ErrConfig and name the offending field: by its yaml key for
+// the builder section's fields (Config.Validate), else by its Go name.
 func New(cfg Config) (*Builder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

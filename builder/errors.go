@@ -3,7 +3,7 @@ package builder
 import "errors"
 
 // Sentinel errors returned by the builder. Configuration problems are
-// wrapped in an error that names the offending Config field.
+// wrapped in an error that names the offending field.
 var (
 	// ErrClosed: the builder was closed; the fragment was discarded and
 	// counted with reason "closed".
