@@ -18,6 +18,10 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 mode=${1:-check}
 golden=testdata/golden
+# The demo's ring name (shm://sluice-demo) is part of its golden ledger, so
+# two runs on one machine would collide: they take turns.
+exec 9>"${TMPDIR:-/tmp}/sluice-golden.lock"
+flock 9
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 out=$work/out
