@@ -37,16 +37,12 @@ func newReadoutCmd() *cobra.Command {
 		Short: "Emulate readout boards: send multi-fragment packets to a ring, TCP or UDP input, or a file",
 		Long: `Emulate readout boards: generate detector-like multi-fragment packets (or replay
 a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
-  shm://NAME            a shared-memory readout ring in /dev/shm (the writer waits when it is full)
-  tcp://HOST:PORT       a TCP input (credit-based flow control, one connection per source group)
-  udp://HOST:PORT       a UDP input (8-byte sequence number + MFP; ?format=vtp: + VDIF frame)
-  file://PATH           a native MFP stream file
-Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
+` + transportList() + `Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 --truncate exclude each other. Prints what was sent and injected.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.To == "" {
-				return fmt.Errorf("--to is required (shm://NAME, tcp://HOST:PORT, udp://HOST:PORT or file://PATH)")
+				return fmt.Errorf("--to is required (%s)", transport.Forms())
 			}
 			var err error
 			if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
@@ -80,7 +76,7 @@ Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.To, "to", "", "output URI: shm://NAME, tcp://HOST:PORT, udp://HOST:PORT[?format=vtp] or file://PATH")
+	f.StringVar(&cfg.To, "to", "", "output URI: "+transport.Forms())
 	f.StringVar(&cfg.From, "from", "", "replay this file (native MFP, MDF/MEP or VDIF) instead of generating")
 	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long")
@@ -152,4 +148,16 @@ func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport
 		return nil, fmt.Errorf("%s:// sender: %s", u.Scheme, strings.Join(msgs, "; "))
 	}
 	return opts, nil
+}
+
+// transportList lists the registered transports with a sender, one line
+// each, for the help text.
+func transportList() string {
+	var b strings.Builder
+	for _, t := range transport.Registered() {
+		if t.OpenSender != nil {
+			fmt.Fprintf(&b, "  %-21s %s\n", t.Scheme+"://"+t.Target, t.About)
+		}
+	}
+	return b.String()
 }

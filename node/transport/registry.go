@@ -23,6 +23,8 @@ type Transport struct {
 	Target string
 	// Query lists the URI options it takes (each at most once).
 	Query []string
+	// About says in a line what the transport is, for help texts.
+	About string
 	// CheckTarget checks a URI's target and option values (nil: any
 	// non-empty target); its error says what was expected.
 	CheckTarget func(u URI) error

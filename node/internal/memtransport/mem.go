@@ -20,6 +20,7 @@ import (
 var Transport = transport.Transport{
 	Scheme:          "mem",
 	Target:          "NAME",
+	About:           "an in-memory queue to the input of the same name in this process (tests)",
 	Embeddable:      true,
 	NewInputOptions: func() transport.InputOptions { return &Options{Queue: DefaultQueue} },
 	OpenInput: func(u transport.URI, o transport.InputOptions) (transport.Input, error) {

@@ -18,6 +18,7 @@ import (
 var Transport = transport.Transport{
 	Scheme: "file",
 	Target: "PATH",
+	About:  "a native MFP stream file",
 	CheckTarget: func(u transport.URI) error {
 		if u.Target == "" {
 			return fmt.Errorf("want file://PATH (file://./x for a relative path, file:///abs/x)")

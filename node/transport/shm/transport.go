@@ -15,6 +15,7 @@ import (
 var Transport = transport.Transport{
 	Scheme: "shm",
 	Target: "NAME",
+	About:  "a shared-memory readout ring in /dev/shm (the writer waits when it is full)",
 	CheckTarget: func(u transport.URI) error {
 		if _, err := ringPath(u.Target); err != nil {
 			return fmt.Errorf("want shm://NAME, the ring name a plain file name under %s", Dir)

@@ -11,6 +11,7 @@ import (
 var Transport = transport.Transport{
 	Scheme:          "tcp",
 	Target:          "HOST:PORT",
+	About:           "a TCP input (credit-based flow control, sources spread over the connections)",
 	CheckTarget:     transport.CheckHostPort,
 	Embeddable:      true,
 	NewInputOptions: func() transport.InputOptions { o := DefaultOptions(); return &o },

@@ -13,6 +13,7 @@ import (
 var Transport = transport.Transport{
 	Scheme: "udp",
 	Target: "HOST:PORT",
+	About:  "a UDP input (8-byte sequence number + MFP; ?format=vtp: + VDIF frame)",
 	Query:  []string{"format"},
 	CheckTarget: func(u transport.URI) error {
 		if err := transport.CheckHostPort(u); err != nil {
