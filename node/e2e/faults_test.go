@@ -13,9 +13,12 @@ import (
 func TestFaultInjection(t *testing.T) {
 	for _, transport := range []string{"shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
-			uri := "shm://" + shmName(t)
+			// The ring holds the whole run: fragments of incomplete events
+			// hold their ring space until the timeout. (A TCP sender takes
+			// no ring size; its receiver's credit window does that job.)
+			uri, sender := "shm://"+shmName(t), "ring_size: 64MiB"
 			if transport == "tcp" {
-				uri = fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t))
+				uri, sender = fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t)), "connections: 0"
 			}
 			store := filepath.Join(t.TempDir(), "store")
 			file := writeConfig(t, `
@@ -25,7 +28,7 @@ inputs:
       events: 2000
       packing: 1
       fragment_size: {dist: uniform, min: 100, max: 2000}
-      ring_size: 64MiB  # holds the whole run: fragments of incomplete events hold their ring space until the timeout
+      {{SENDER}}
       faults: {drop: 0.01, duplicate: 0.01, corrupt: 0.01, truncate: 0.01, reorder: 0.05, stall: 0.005}
 sources:
   - {name: ecal, sources: "0-7"}
@@ -34,7 +37,7 @@ builder: {timeout: 2s}  # long enough that only lost fragments leave events inco
 store: {path: {{STORE}}, min_free_bytes: 256MiB}
 http: {address: "127.0.0.1:0"}
 log: {format: json}
-`, map[string]string{"URI": uri, "STORE": store})
+`, map[string]string{"URI": uri, "STORE": store, "SENDER": sender})
 			summary := filepath.Join(t.TempDir(), "run.json")
 			runOK(t, "run", "--config", file, "--summary-json", summary)
 			l := readLedger(t, summary)
