@@ -24,15 +24,6 @@ const (
 	FormatRows    Format = "rows"    // one byte record per event from ExportOptions.Encode (e.g. LHCb MDF)
 )
 
-// Columns the export adds after the event schema's: the stored trigger
-// metadata of each event.
-const (
-	ColDecision = "decision"      // uint8: schemas.Decision
-	ColLines    = "trigger_lines" // uint64: trigger line bit mask
-	ColStage    = "stage"         // utf8: the deciding (or deferring) stage
-	ColReason   = "reason"        // utf8: why
-)
-
 // RowEncoder turns one event (row i of ev, with its stored verdict v) into
 // the bytes of one record of a foreign event format, e.g. an LHCb MDF
 // record; FormatRows writes the records back to back.
@@ -44,20 +35,6 @@ type ExportOptions struct {
 	Limit  int              // events at most; 0: all
 	Mem    memory.Allocator // allocates batches; default: the store's recycling allocator
 	Encode RowEncoder       // required for FormatRows
-}
-
-// ExportSchema is the schema of exported Arrow and Parquet files: the
-// event schema followed by the decision, trigger_lines, stage and reason
-// columns.
-func ExportSchema(event *arrow.Schema) *arrow.Schema {
-	fields := append(event.Fields(),
-		arrow.Field{Name: ColDecision, Type: arrow.PrimitiveTypes.Uint8},
-		arrow.Field{Name: ColLines, Type: arrow.PrimitiveTypes.Uint64},
-		arrow.Field{Name: ColStage, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: ColReason, Type: arrow.BinaryTypes.String},
-	)
-	md := event.Metadata()
-	return arrow.NewSchema(fields, &md)
 }
 
 // batchWriter is what an export format does with each batch.
@@ -79,7 +56,7 @@ func (s *Store) Export(stream Stream, format Format, w io.Writer, opts ExportOpt
 		return 0, fmt.Errorf("store %s: export: the store is empty (no schema yet)", s.opts.Dir)
 	}
 	var bw batchWriter
-	schema := ExportSchema(c.Schema())
+	schema := schemas.ExportSchema(c.Schema())
 	if opts.Mem == nil {
 		opts.Mem = memory.DefaultAllocator // for the file writers' own buffers
 	}

@@ -1,34 +1,15 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/inspect"
+	"github.com/sluice-daq/sluice/internal/inspect"
 )
 
 func init() { register(newInspectCmd) }
-
-// inspectJSON is what --json prints: the report's fields, the file, and the
-// error that stopped the reading, if any, with where it happened.
-type inspectJSON struct {
-	File string `json:"file"`
-	*inspect.Report
-	Error *inspectError `json:"error,omitempty"`
-}
-
-type inspectError struct {
-	Message string `json:"message"`
-	Format  string `json:"format,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Offset  *int64 `json:"offset,omitempty"` // byte offset in the file
-	Kind    string `json:"kind,omitempty"`   // the sentinel: "truncated", "bad magic", ...
-}
 
 // newInspectCmd builds `sluice inspect FILE [--events N] [--json]`.
 func newInspectCmd() *cobra.Command {
@@ -64,25 +45,12 @@ expected there.`,
 			rep, ierr := inspect.Inspect(f, events)
 			out := cmd.OutOrStdout()
 			if asJSON {
-				o := inspectJSON{File: args[0], Report: rep}
-				if rep == nil {
-					o.Report = &inspect.Report{}
-				}
-				if ierr != nil {
-					o.Error = &inspectError{Message: ierr.Error()}
-					var de *schemas.DecodeError
-					if errors.As(ierr, &de) {
-						o.Error.Format, o.Error.Field, o.Error.Offset, o.Error.Kind = de.Format, de.Field, &de.Offset, de.Err.Error()
-					}
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(o); err != nil {
+				if err := inspect.WriteJSON(out, args[0], rep, ierr); err != nil {
 					return err
 				}
 			} else if rep != nil {
 				fmt.Fprintf(out, "%s\n", args[0])
-				if err := rep.WriteText(out); err != nil {
+				if err := inspect.WriteText(out, rep); err != nil {
 					return err
 				}
 			}

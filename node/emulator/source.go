@@ -11,7 +11,10 @@ import (
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/schemas/native"
 	"github.com/sluice-daq/sluice/schemas/vdif"
 )
 
@@ -224,14 +227,15 @@ func (f *fileSource) findODIN() error {
 
 // loadFile splits the file at path into packets of packing fragments per
 // source: a native MFP stream as is, MDF/MEP through lhcb.WriteMFPs, VDIF
-// through vdif.Packer (or, when vtp is set, one bare frame per packet).
+// through vdif.Packer (or, when vtp is set, one bare frame per packet),
+// the format found by the registry's detection (schemas/formats).
 // The whole file is held in memory: it is a sample replayed in a loop.
 func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", err
 	}
-	head := data[:min(len(data), vdif.DetectBytes)]
+	kind := formats.Detect(data[:min(len(data), format.HeadBytes)])
 	f := &fileSource{loops: loops, vtp: vtp}
 	var format string
 	add := func(b []byte) error {
@@ -242,8 +246,8 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 		f.packets = append(f.packets, emuPacket{b: append([]byte(nil), b[:n]...), source: p.SourceID, n: p.N, event: p.FirstEventID})
 		return nil
 	}
-	switch {
-	case len(data) >= 4 && binary.LittleEndian.Uint32(data) == schemas.MFPMagic:
+	switch kind {
+	case native.MFPFormat:
 		format = "mfp"
 		for off := 0; off < len(data); {
 			_, n, err := schemas.DecodeMFP(data[off:])
@@ -253,12 +257,12 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 			add(data[off : off+n])
 			off += n
 		}
-	case lhcb.DetectMDF(head) || lhcb.DetectMEP(head):
+	case lhcb.MDFFormat, lhcb.MEPFormat:
 		format = "mdf"
 		if _, err := lhcb.WriteMFPs(bytes.NewReader(data), nil, packing, 3, add); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", path, err)
 		}
-	case vdif.Detect(head) == vdif.FormatVDIF:
+	case vdif.VDIFFormat:
 		format = "vdif"
 		pk, err := vdif.NewPacker(packing)
 		if err != nil {

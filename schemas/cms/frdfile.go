@@ -30,12 +30,12 @@ const (
 
 // FRDFileHeader is the optional header of an FRD file.
 type FRDFileHeader struct {
-	Version    int    // 1 or 2
-	DataType   uint16 // v2 only
-	EventCount uint32 // 16 bits in v1
-	Run        uint32 // v2 only
-	Lumi       uint32
-	FileSize   uint64 // bytes of the whole file, header included
+	Version    int    `json:"version"`             // 1 or 2
+	DataType   uint16 `json:"data_type,omitempty"` // v2 only
+	EventCount uint32 `json:"event_count"`         // 16 bits in v1
+	Run        uint32 `json:"run,omitempty"`       // v2 only
+	Lumi       uint32 `json:"lumi"`
+	FileSize   uint64 `json:"file_size"` // bytes of the whole file, header included
 }
 
 // Size is the header's size in bytes (24 for v1, 32 for v2, 0 otherwise).

@@ -6,9 +6,11 @@ import (
 	"slices"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/internal/summary"
 )
 
-// Format names, as Report.Format gives them.
+// Format names, as Report.Format and the formats' Name give them.
 const (
 	FormatMDF = "lhcb-mdf"
 	FormatMEP = "lhcb-mep"
@@ -42,29 +44,22 @@ func detectHeader(head []byte) (Header, bool) {
 
 // Report summarizes an LHCb file for `sluice inspect`.
 type Report struct {
-	Format         string         `json:"format"` // FormatMDF or FormatMEP (from the first record)
-	Bytes          int64          `json:"bytes"`
-	Records        int            `json:"records"`
-	Events         int            `json:"events"`
-	Sources        int            `json:"readout_sources"`     // distinct (bank type, source id) readout sources
-	SourceIDs      int            `json:"distinct_source_ids"` // distinct LHCb source ids, any bank type
-	Banks          int            `json:"banks"`
-	BanksByType    map[uint8]int  `json:"banks_by_type"`
-	HeaderVersions map[uint8]int  `json:"header_versions"`
-	Compressed     int            `json:"compressed_records"`
-	RecordBytes    SizeStats      `json:"record_bytes"`
-	Checksums      ChecksumCounts `json:"checksums"`
-	Runs           []uint32       `json:"runs"`                      // ascending; from ODIN, else the MDF header
-	EventNumbers   [2]uint64      `json:"event_number_range"`        // first and last ODIN event number seen (0 without ODIN)
-	PackingFactors []int          `json:"packing_factors,omitempty"` // MEP files: distinct packing factors
-	Detail         []EventDetail  `json:"detail,omitempty"`
-}
-
-// SizeStats are the minimum, median and maximum of a set of sizes in bytes.
-type SizeStats struct {
-	Min    int `json:"min"`
-	Median int `json:"median"`
-	Max    int `json:"max"`
+	Format         string           `json:"format"` // FormatMDF or FormatMEP (from the first record)
+	Bytes          int64            `json:"bytes"`
+	Records        int              `json:"records"`
+	Events         int              `json:"events"`
+	Sources        int              `json:"readout_sources"`     // distinct (bank type, source id) readout sources
+	SourceIDs      int              `json:"distinct_source_ids"` // distinct LHCb source ids, any bank type
+	Banks          int              `json:"banks"`
+	BanksByType    map[uint8]int    `json:"banks_by_type"`
+	HeaderVersions map[uint8]int    `json:"header_versions"`
+	Compressed     int              `json:"compressed_records"`
+	RecordBytes    format.SizeStats `json:"record_bytes"`
+	Checksums      ChecksumCounts   `json:"checksums"`
+	Runs           []uint32         `json:"runs"`                      // ascending; from ODIN, else the MDF header
+	EventNumbers   [2]uint64        `json:"event_number_range"`        // first and last ODIN event number seen (0 without ODIN)
+	PackingFactors []int            `json:"packing_factors,omitempty"` // MEP files: distinct packing factors
+	Detail         []EventDetail    `json:"detail,omitempty"`
 }
 
 // ChecksumCounts counts records by checksum status.
@@ -180,9 +175,6 @@ func Inspect(r io.Reader, maxEvents int) (*Report, error) {
 		rep.PackingFactors = append(rep.PackingFactors, pf)
 	}
 	slices.Sort(rep.PackingFactors)
-	if len(sizes) > 0 {
-		slices.Sort(sizes)
-		rep.RecordBytes = SizeStats{Min: sizes[0], Median: sizes[len(sizes)/2], Max: sizes[len(sizes)-1]}
-	}
+	rep.RecordBytes = summary.SizeStatsOf(sizes)
 	return rep, err
 }

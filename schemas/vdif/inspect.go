@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 // Format names returned by Detect and written in Report.Format.
@@ -20,40 +21,50 @@ const (
 
 // DetectBytes is how many leading bytes Inspect gives Detect: enough for a
 // whole Mark 5B frame and the next header, and for most VDIF frames.
-const DetectBytes = 64 << 10
+const DetectBytes = format.HeadBytes
 
 // Detect says whether head, the first bytes of a file or stream, is VDIF
-// ("vdif") or Mark 5B ("mark5b"), or neither (""). It looks only at the
-// bytes. Mark 5B: a header with valid sync, BCD time code and CRC16, and the
-// next frame's sync when head reaches it. VDIF: a header that DecodeHeader
-// accepts with its unassigned bits zero and version below 2, and either the
-// next frame's header (when head holds it) agreeing on legacy flag, frame
-// length, reference epoch, version and EDV, or, when head ends before it, a
-// header whose EDV carries a sync word (1, 2, 3, 4, 0xAB): a lone legacy or
-// EDV 0 header is too weak a sign (zeros pass it).
+// ("vdif") or Mark 5B ("mark5b"), or neither (""): DetectMark5B, then
+// DetectVDIF.
 func Detect(head []byte) string {
-	if _, err := DecodeMark5BHeader(head); err == nil {
-		if len(head) < Mark5BFrameSize+4 || binary.LittleEndian.Uint32(head[Mark5BFrameSize:]) == Mark5BSync {
-			return FormatMark5B
-		}
+	switch {
+	case DetectMark5B(head):
+		return FormatMark5B
+	case DetectVDIF(head):
+		return FormatVDIF
 	}
+	return ""
+}
+
+// DetectMark5B reports whether head starts with a Mark 5B header with
+// valid sync, BCD time code and CRC16, followed by the next frame's sync
+// when head reaches it.
+func DetectMark5B(head []byte) bool {
+	if _, err := DecodeMark5BHeader(head); err != nil {
+		return false
+	}
+	return len(head) < Mark5BFrameSize+4 || binary.LittleEndian.Uint32(head[Mark5BFrameSize:]) == Mark5BSync
+}
+
+// DetectVDIF reports whether head starts with a VDIF header that
+// DecodeHeader accepts with its unassigned bits zero and version below 2,
+// and either the next frame's header (when head holds it) agreeing on
+// legacy flag, frame length, reference epoch, version and EDV, or, when
+// head ends before it, a header whose EDV carries a sync word (1, 2, 3, 4,
+// 0xAB): a lone legacy or EDV 0 header is too weak a sign (zeros pass it).
+// It looks only at the bytes.
+func DetectVDIF(head []byte) bool {
 	h, err := DecodeHeader(head)
 	if err != nil || h.Unassigned != 0 || h.Version > 1 {
-		return ""
+		return false
 	}
 	next := h.FrameBytes()
 	if len(head) < next+h.Size() {
 		synced := h.EDV == EDVSampleRate || h.EDV == EDVALMA || h.EDV == EDVVLBA || h.EDV == EDVMulti || h.EDV == EDVMark5B
-		if !h.Legacy && synced {
-			return FormatVDIF
-		}
-		return ""
+		return !h.Legacy && synced
 	}
 	n, err := DecodeHeader(head[next:])
-	if err != nil || n.Legacy != h.Legacy || n.FrameLength != h.FrameLength || n.RefEpoch != h.RefEpoch || n.Version != h.Version || n.EDV != h.EDV {
-		return ""
-	}
-	return FormatVDIF
+	return err == nil && n.Legacy == h.Legacy && n.FrameLength == h.FrameLength && n.RefEpoch == h.RefEpoch && n.Version == h.Version && n.EDV == h.EDV
 }
 
 // Report summarizes a VDIF or Mark 5B file for `sluice inspect`.

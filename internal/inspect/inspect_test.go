@@ -17,6 +17,8 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/atlas"
 	"github.com/sluice-daq/sluice/schemas/cms"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/formats"
 )
 
 // Samples written by the format packages' encoders.
@@ -96,102 +98,120 @@ func thirdParty(t *testing.T, rel string) []byte {
 	return b
 }
 
-func head(b []byte) []byte { return b[:min(len(b), HeadBytes)] }
+func head(b []byte) []byte { return b[:min(len(b), format.HeadBytes)] }
+
+// detect is the name of the format the registry finds for b, "" for none.
+func detect(b []byte) string {
+	if f := formats.Detect(head(b)); f != nil {
+		return f.Name()
+	}
+	return ""
+}
 
 func TestDetect(t *testing.T) {
 	cases := []struct {
 		name string
 		b    []byte
-		want Format
+		want string
 	}{
-		{"fragments", fragments(t), NativeFragment},
-		{"mfp", mfps(t), NativeMFP},
-		{"frd with file header", frdFile(t, &cms.FRDFileHeader{Version: 1}), CMSFRD},
-		{"frd without file header", frdFile(t, nil), CMSFRD},
+		{"fragments", fragments(t), "sluice-fragment"},
+		{"mfp", mfps(t), "sluice-mfp"},
+		{"frd with file header", frdFile(t, &cms.FRDFileHeader{Version: 1}), "cms-frd"},
+		{"frd without file header", frdFile(t, nil), "cms-frd"},
 		{"frd event longer than head", func() []byte {
-			b, _ := cms.AppendFRD(nil, &cms.FRDEvent{Version: 3, Data: fed(t, 1, HeadBytes/8)})
+			b, _ := cms.AppendFRD(nil, &cms.FRDEvent{Version: 3, Data: fed(t, 1, format.HeadBytes/8)})
 			return b
-		}(), CMSFRD},
-		{"eformat little-endian", atlasFile(t, binary.LittleEndian), ATLASFullEvent},
-		{"eformat byte-swapped", atlasFile(t, binary.BigEndian), ATLASFullEvent},
-		{"eformat ROBs", robFile(t), ATLASROB},
-		{"zeros", make([]byte, 4096), Unknown},
-		{"text", []byte("RAW_ is not enough, and this is just a line of text\n"), Unknown},
-		{"empty", nil, Unknown},
-		{"frd-like version word, no FED", append([]byte{3, 0, 0, 0}, make([]byte, 60)...), Unknown},
+		}(), "cms-frd"},
+		{"eformat little-endian", atlasFile(t, binary.LittleEndian), "atlas-full-event"},
+		{"eformat byte-swapped", atlasFile(t, binary.BigEndian), "atlas-full-event"},
+		{"eformat ROBs", robFile(t), "atlas-rob"},
+		{"zeros", make([]byte, 4096), ""},
+		{"text", []byte("RAW_ is not enough, and this is just a line of text\n"), ""},
+		{"empty", nil, ""},
+		{"frd-like version word, no FED", append([]byte{3, 0, 0, 0}, make([]byte, 60)...), ""},
 	}
 	for _, c := range cases {
-		if got := Detect(head(c.b)); got != c.want {
+		if got := detect(c.b); got != c.want {
 			t.Errorf("%s: Detect = %q, want %q", c.name, got, c.want)
 		}
 	}
 }
 
 func TestDetectThirdParty(t *testing.T) {
-	for rel, want := range map[string]Format{
-		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": LHCbMDF,
-		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     LHCbMEP,
-		"baseband/sample.vdif":     VDIF,
-		"baseband/sample_mwa.vdif": VDIF,
-		"baseband/sample.m5b":      Mark5B,
+	for rel, want := range map[string]string{
+		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": "lhcb-mdf",
+		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     "lhcb-mep",
+		"baseband/sample.vdif":     "vdif",
+		"baseband/sample_mwa.vdif": "vdif",
+		"baseband/sample.m5b":      "mark5b",
 	} {
 		t.Run(rel, func(t *testing.T) {
-			if got := Detect(head(thirdParty(t, rel))); got != want {
+			if got := detect(thirdParty(t, rel)); got != want {
 				t.Fatalf("Detect = %q, want %q", got, want)
 			}
 		})
 	}
 }
 
-func inspect(t *testing.T, b []byte, n int) *Report {
+func inspect(t *testing.T, b []byte, n int) *format.Report {
 	t.Helper()
 	rep, err := Inspect(bytes.NewReader(b), n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every report renders as text and as JSON.
-	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
+	text := writeText(t, rep)
+	if !strings.Contains(text, "format:") || !strings.Contains(text, rep.Format) {
+		t.Fatalf("text report lacks the format:\n%s", text)
 	}
-	if !strings.Contains(text.String(), "format:") || !strings.Contains(text.String(), string(rep.Format)) {
-		t.Fatalf("text report lacks the format:\n%s", text.String())
-	}
-	js, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(js, &back); err != nil || back.Format != rep.Format || back.Events != rep.Events {
-		t.Fatalf("JSON round trip: %v", err)
+	if m := jsonOf(t, rep); m["format"] != rep.Format || m["events"] != float64(rep.Events) {
+		t.Fatalf("JSON report %v", m)
 	}
 	return rep
 }
 
+// rows returns the report's detail rows as JSON objects.
+func rows(t *testing.T, rep *format.Report) []map[string]any {
+	t.Helper()
+	_, rs := detailRows(t, jsonOf(t, rep))
+	return rs
+}
+
+// sources reads a JSON list of source ids.
+func sources(v any) []uint32 {
+	var out []uint32
+	for _, x := range v.([]any) {
+		out = append(out, uint32(x.(float64)))
+	}
+	return out
+}
+
 func TestInspectNative(t *testing.T) {
 	rep := inspect(t, fragments(t), 2)
-	if rep.Records != 3 || rep.Events != 2 || !slices.Equal(rep.Sources, []uint32{3, 7}) ||
-		rep.Checksums.Valid != 2 || rep.Checksums.Bad != 1 || rep.Detail.Of != "fragments" || len(rep.Detail.Events) != 2 || rep.RecordBytes.Max != 39 {
+	rs := rows(t, rep)
+	if rep.Format != "sluice-fragment" || rep.Records != 3 || rep.Events != 2 || !slices.Equal(rep.Sources, []uint32{3, 7}) ||
+		rep.Checksums.Valid != 2 || rep.Checksums.Bad != 1 || rep.Detail.Of != "fragments" || len(rs) != 2 || rep.RecordBytes.Max != 39 {
 		t.Fatalf("fragments: %+v", rep)
 	}
-	if d := rep.Detail.Events[1]; d.Kind != "fragment" || d.Offset != 39 || d.Bytes != 39 || d.EventID != 100 || d.N != 1 || !slices.Equal(d.Sources, []uint32{3}) {
+	if d := rs[1]; d["kind"] != "fragment" || d["offset"] != 39.0 || d["record_bytes"] != 39.0 || d["event_id"] != 100.0 || d["n"] != 1.0 || !slices.Equal(sources(d["sources"]), []uint32{3}) {
 		t.Fatalf("detail %+v", d)
 	}
 	rep = inspect(t, mfps(t), 10)
-	if rep.Records != 2 || rep.Events != 2 || rep.NumSources != 2 || rep.Checksums.Valid != 3 || rep.Checksums.Bad != 1 {
+	if rep.Format != "sluice-mfp" || rep.Records != 2 || rep.Events != 2 || rep.NumSources != 2 || rep.Checksums.Valid != 3 || rep.Checksums.Bad != 1 {
 		t.Fatalf("mfp: %+v", rep)
 	}
 	// Rows are packets: each names its source, first event id and
 	// packing factor.
-	if rep.Detail.Of != "packets" || len(rep.Detail.Events) != 2 {
+	rs = rows(t, rep)
+	if rep.Detail.Of != "packets" || len(rs) != 2 {
 		t.Fatalf("mfp detail %+v", rep.Detail)
 	}
-	for i, d := range rep.Detail.Events {
-		if d.Kind != "packet" || d.EventID != 500 || d.N != 2 || !slices.Equal(d.Sources, []uint32{uint32(i + 1)}) || !strings.Contains(d.Note, "event ids 500..501") {
+	for i, d := range rs {
+		if d["kind"] != "packet" || d["event_id"] != 500.0 || d["n"] != 2.0 || !slices.Equal(sources(d["sources"]), []uint32{uint32(i + 1)}) || !strings.Contains(d["note"].(string), "event ids 500..501") {
 			t.Fatalf("packet %d: %+v", i, d)
 		}
 	}
-	if d := rep.Detail.Events[1]; !strings.Contains(d.Note, "flags truncated") || !strings.Contains(d.Note, "1 fragment with a bad CRC-32C") || d.ChecksumOK {
+	if d := rs[1]; !strings.Contains(d["note"].(string), "flags truncated") || !strings.Contains(d["note"].(string), "1 fragment with a bad CRC-32C") || d["checksum_ok"] != false {
 		t.Fatalf("mfp detail %+v", d)
 	}
 	text := squeeze(writeText(t, rep))
@@ -203,7 +223,7 @@ func TestInspectNative(t *testing.T) {
 	}
 	// A mixed stream names both kinds.
 	rep = inspect(t, append(fragments(t)[:39], mfps(t)...), 5)
-	if rep.Detail.Of != "fragments and packets" || rep.Detail.Events[0].Kind != "fragment" || rep.Detail.Events[1].Kind != "packet" {
+	if rs := rows(t, rep); rep.Detail.Of != "fragments and packets" || rs[0]["kind"] != "fragment" || rs[1]["kind"] != "packet" {
 		t.Fatalf("mixed detail %+v", rep.Detail)
 	}
 }
@@ -215,46 +235,60 @@ func TestInspectFRD(t *testing.T) {
 	second := 32 + 24 + 24 + 32
 	b[second+24+24+10] ^= 0xFF
 	rep := inspect(t, b, 5)
-	c := rep.CMS
-	if rep.Format != CMSFRD || rep.Events != 3 || c.FEDs != 5 || c.FEDCRCBad != 1 || rep.Checksums.Bad != 2 || rep.Checksums.Valid != 6 {
+	c, ok := rep.Section.(*cms.Report)
+	if !ok || rep.Format != "cms-frd" || rep.Events != 3 || c.FEDs != 5 || c.FEDCRCBad != 1 || rep.Checksums.Bad != 2 || rep.Checksums.Valid != 6 {
 		t.Fatalf("report %+v, cms %+v", rep, c)
 	}
 	if !slices.Equal(rep.Sources, []uint32{10, 700}) || c.FileHeader == nil || c.FileHeader.EventCount != 3 || c.Versions[6] != 2 || c.Versions[5] != 1 ||
 		!slices.Equal(c.Lumis, []uint32{4, 5}) || c.EventRange != [2]uint64{1, 3} {
 		t.Fatalf("cms %+v", c)
 	}
-	d := rep.Detail.Events[1]
-	if rep.Detail.Of != "events" || d.Kind != "event" || d.Offset != int64(second) || d.ChecksumOK || !slices.Equal(d.Sources, []uint32{10, 700}) || !strings.Contains(d.Note, "bad CRC-16 in FEDs [700]") {
+	d := rows(t, rep)[1]
+	if rep.Detail.Of != "events" || d["kind"] != "event" || d["offset"] != float64(second) || d["checksum_ok"] != false || !slices.Equal(sources(d["sources"]), []uint32{10, 700}) || !strings.Contains(d["note"].(string), "bad CRC-16 in FEDs [700]") {
 		t.Fatalf("detail %+v", d)
+	}
+	if h := jsonOf(t, rep)["cms"].(map[string]any)["file_header"].(map[string]any); h["version"] != 2.0 || h["event_count"] != 3.0 || h["run"] != 362000.0 {
+		t.Fatalf("JSON file header %v", h)
 	}
 }
 
 func TestInspectATLAS(t *testing.T) {
 	for _, o := range []atlas.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		rep := inspect(t, atlasFile(t, o), 1)
-		a := rep.ATLAS
-		if rep.Events != 2 || a.ROBs != 4 || !slices.Equal(rep.Sources, []uint32{0x110000, 0x420000}) ||
-			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint32{10, 11} || rep.Detail.Of != "events" || len(rep.Detail.Events) != 1 || !strings.HasSuffix(rep.Detail.Events[0].Note, ", 2 ROBs") {
+		a, ok := rep.Section.(*atlas.Report)
+		rs := rows(t, rep)
+		if !ok || rep.Events != 2 || a.ROBs != 4 || !slices.Equal(rep.Sources, []uint32{0x110000, 0x420000}) ||
+			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint32{10, 11} || rep.Detail.Of != "events" || len(rs) != 1 || !strings.HasSuffix(rs[0]["note"].(string), ", 2 ROBs") {
 			t.Fatalf("%v: report %+v, atlas %+v", o, rep, a)
 		}
-		if want := orderName(o); a.ByteOrder != want {
+		want := "little-endian"
+		if o == binary.ByteOrder(binary.BigEndian) {
+			want = "big-endian"
+		}
+		if a.ByteOrder != want {
 			t.Fatalf("byte order %q, want %q", a.ByteOrder, want)
 		}
 		if !rep.Start.Equal(time.Unix(1700000000, 0)) || rep.End.Sub(*rep.Start) != time.Second {
 			t.Fatalf("time range %v .. %v", rep.Start, rep.End)
 		}
+		if text := squeeze(writeText(t, rep)); !strings.Contains(text, "sources: 2: 0x110000,0x420000") || !strings.Contains(text, "global ids: 10 .. 11") {
+			t.Fatalf("text:\n%s", text)
+		}
 	}
 	rep := inspect(t, robFile(t), 1)
-	if rep.Format != ATLASROB || rep.Events != 1 || rep.Checksums.Valid != 1 || rep.Detail.Of != "ROB fragments" || rep.Detail.Events[0].Run != 431000 {
+	if rep.Format != "atlas-rob" || rep.Events != 1 || rep.Checksums.Valid != 1 || rep.Detail.Of != "ROB fragments" || rows(t, rep)[0]["run"] != 431000.0 {
 		t.Fatalf("ROB stream %+v", rep)
+	}
+	if text := writeText(t, rep); strings.Contains(text, "global ids") {
+		t.Fatalf("a ROB stream has no global ids:\n%s", text)
 	}
 }
 
 // writeText renders rep as text.
-func writeText(t *testing.T, rep *Report) string {
+func writeText(t *testing.T, rep *format.Report) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := rep.WriteText(&b); err != nil {
+	if err := WriteText(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -271,7 +305,7 @@ func squeeze(s string) string {
 }
 
 // jsonOf renders rep as JSON and decodes it into a generic map.
-func jsonOf(t *testing.T, rep *Report) map[string]any {
+func jsonOf(t *testing.T, rep *format.Report) map[string]any {
 	t.Helper()
 	js, err := json.Marshal(rep)
 	if err != nil {
@@ -302,7 +336,7 @@ func detailRows(t *testing.T, m map[string]any) (string, []map[string]any) {
 func TestInspectThirdParty(t *testing.T) {
 	t.Run("mdf", func(t *testing.T) {
 		rep := inspect(t, thirdParty(t, "lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf"), 3)
-		if rep.Format != LHCbMDF || rep.Events != 10 || rep.Checksums.Valid != 10 || rep.LHCb == nil || rep.Detail == nil || len(rep.Detail.LHCb) != 3 {
+		if rep.Format != "lhcb-mdf" || rep.Events != 10 || rep.Checksums.Valid != 10 || rep.Section == nil || rep.Detail == nil || len(rows(t, rep)) != 3 {
 			t.Fatalf("MDF %+v", rep)
 		}
 		// The record is 349460 bytes: a 48-byte header and 349412 of banks.
@@ -348,7 +382,7 @@ func TestInspectThirdParty(t *testing.T) {
 	})
 	t.Run("vdif", func(t *testing.T) {
 		rep := inspect(t, thirdParty(t, "baseband/sample.vdif"), 2)
-		if rep.Format != VDIF || rep.Events != 16 || rep.NumSources != 8 || rep.Start == nil || rep.RecordBytes.Median != 5032 {
+		if rep.Format != "vdif" || rep.Events != 16 || rep.NumSources != 8 || rep.Start == nil || rep.RecordBytes.Median != 5032 {
 			t.Fatalf("VDIF %+v", rep)
 		}
 		text := squeeze(writeText(t, rep))
@@ -386,7 +420,7 @@ func TestInspectThirdParty(t *testing.T) {
 	})
 	t.Run("mark5b", func(t *testing.T) {
 		rep := inspect(t, thirdParty(t, "baseband/sample.m5b"), 2)
-		if rep.Format != Mark5B || rep.Events != 4 || rep.Checksums.Valid != 4 {
+		if rep.Format != "mark5b" || rep.Events != 4 || rep.Checksums.Valid != 4 {
 			t.Fatalf("Mark 5B %+v", rep)
 		}
 		text := squeeze(writeText(t, rep))
@@ -418,17 +452,6 @@ func TestDetailJSONPath(t *testing.T) {
 	}
 	if m := jsonOf(t, inspect(t, fragments(t), 0)); m["detail"] != nil {
 		t.Errorf("detail without --events: %v", m["detail"])
-	}
-}
-
-func TestPlural(t *testing.T) {
-	for _, c := range []struct {
-		n          int
-		noun, want string
-	}{{0, "record", "0 records"}, {1, "record", "1 record"}, {2, "frame", "2 frames"}, {1, "record batch", "1 record batch"}, {3, "record batch", "3 record batches"}} {
-		if got := plural(c.n, c.noun); got != c.want {
-			t.Errorf("plural(%d, %q) = %q, want %q", c.n, c.noun, got, c.want)
-		}
 	}
 }
 
@@ -500,9 +523,12 @@ func FuzzInspect(f *testing.F) {
 			t.Fatalf("error %v (%T) is not a *schemas.DecodeError", err, err)
 		}
 		if rep != nil {
-			if err := rep.WriteText(&bytes.Buffer{}); err != nil {
+			if err := WriteText(&bytes.Buffer{}, rep); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := WriteJSON(&bytes.Buffer{}, "fuzz", rep, err); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/table"
 )
 
 // t0 is the arrival time of the first sample event.
@@ -37,7 +39,7 @@ func eventTable(t testing.TB, mem memory.Allocator, export bool) (*arrow.Schema,
 	}
 	if export {
 		md := s.Metadata()
-		s = arrow.NewSchema(append(s.Fields(), arrow.Field{Name: colDecision, Type: arrow.PrimitiveTypes.Uint8}), &md)
+		s = arrow.NewSchema(append(s.Fields(), arrow.Field{Name: schemas.ColDecision, Type: arrow.PrimitiveTypes.Uint8}), &md)
 	}
 	type ev struct {
 		id               uint64
@@ -140,50 +142,51 @@ func parquetFile(t testing.TB, mem memory.Allocator, s *arrow.Schema, recs []arr
 
 func TestInspectTables(t *testing.T) {
 	for _, c := range []struct {
-		f     Format
+		f     string
 		write func(testing.TB, memory.Allocator, *arrow.Schema, []arrow.RecordBatch) []byte
 		unit  string
-	}{{ArrowIPC, arrowFile, "record batches"}, {Parquet, parquetFile, "row groups"}} {
-		t.Run(string(c.f), func(t *testing.T) {
+	}{{"arrow-ipc", arrowFile, "record batches"}, {"parquet", parquetFile, "row groups"}} {
+		t.Run(c.f, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
 			s, recs := eventTable(t, mem, true)
 			b := c.write(t, mem, s, recs)
 			release(recs)
-			if got := Detect(head(b)); got != c.f {
+			if got := detect(b); got != c.f {
 				t.Fatalf("Detect = %q, want %q", got, c.f)
 			}
 			rep, err := inspectWith(bytes.NewReader(b), 2, mem)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := rep.Table
-			if rep.Format != c.f || rep.Bytes != int64(len(b)) || rep.Records != 2 || rep.Events != 4 || !slices.Equal(rep.Sources, []uint32{10, 11, 20}) || tr == nil {
+			tr, ok := rep.Section.(*table.Report)
+			if rep.Format != c.f || rep.Bytes != int64(len(b)) || rep.Records != 2 || rep.Events != 4 || !slices.Equal(rep.Sources, []uint32{10, 11, 20}) || !ok {
 				t.Fatalf("report %+v", rep)
 			}
-			if !tr.EventTable || tr.Rows != 4 || tr.Mode != "event" || len(tr.Columns) != 12 || tr.Columns[11] != (Column{Name: "decision", Type: "uint8"}) ||
+			if !tr.EventTable || tr.Rows != 4 || tr.Mode != "event" || len(tr.Columns) != 12 || tr.Columns[11] != (table.Column{Name: "decision", Type: "uint8"}) ||
 				!slices.Equal(tr.Runs, []uint32{7, 8}) || tr.EventIDRange != [2]uint64{100, 103} ||
 				tr.Status["incomplete"] != 1 || tr.Status["corrupt"] != 1 || len(tr.Status) != 2 ||
 				tr.Decisions["accept"] != 2 || tr.Decisions["reject"] != 1 || tr.Decisions["defer"] != 1 ||
-				tr.PayloadBytes != (SizeStats{Min: 3, Median: 6, Max: 15}) {
+				tr.PayloadBytes != (format.SizeStats{Min: 3, Median: 6, Max: 15}) {
 				t.Fatalf("table %+v", tr)
 			}
-			if !slices.Equal(tr.Groups, []SourceGroup{{Name: "ecal", Sources: "10-11", NumSources: 2}, {Name: "muon", Sources: "20", NumSources: 1}}) {
+			if !slices.Equal(tr.Groups, []table.SourceGroup{{Name: "ecal", Sources: "10-11", NumSources: 2}, {Name: "muon", Sources: "20", NumSources: 1}}) {
 				t.Fatalf("groups %+v", tr.Groups)
 			}
 			if !rep.Start.Equal(t0) || !rep.End.Equal(t0.Add(3*time.Millisecond)) {
 				t.Fatalf("time range %v .. %v", rep.Start, rep.End)
 			}
-			if rep.Detail == nil || rep.Detail.Of != "events" || len(rep.Detail.Rows) != 2 {
+			rs, _ := rep.Detail.Rows.([]table.RowDetail)
+			if rep.Detail == nil || rep.Detail.Of != "events" || len(rs) != 2 {
 				t.Fatalf("detail %+v", rep.Detail)
 			}
-			d := rep.Detail.Rows[1]
+			d := rs[1]
 			if d.Index != 1 || d.EventID != 101 || d.Run != 7 || d.Fragments != 2 || d.PayloadBytes != 6 || d.Decision != "reject" ||
 				!slices.Equal(d.Status, []string{"incomplete", "corrupt"}) || !slices.Equal(d.MissingSources, []uint32{11}) || !slices.Equal(d.CorruptSources, []uint32{20}) {
 				t.Fatalf("row %+v", d)
 			}
 			text := squeeze(writeText(t, rep))
-			for _, want := range []string{"format: " + string(c.f), "bytes: " + strconv.Itoa(len(b)) + " in 2 " + c.unit, "events: 4", "sources: 3: 10-11,20",
+			for _, want := range []string{"format: " + c.f, "bytes: " + strconv.Itoa(len(b)) + " in 2 " + c.unit, "events: 4", "sources: 3: 10-11,20",
 				"rows: 4", "columns: 12: event_id uint64, run uint32,", "decision uint8", "event table: yes, mode event",
 				"source group ecal: 2 sources: 10-11", "source group muon: 1 source: 20", "runs: 7-8", "event ids: 100 .. 103",
 				"payload bytes per event: min 3, median 6, max 15", "status: corrupt: 1, incomplete: 1", "decisions: accept: 2, defer: 1, reject: 1",
@@ -223,7 +226,7 @@ func TestInspectTableFile(t *testing.T) {
 	}
 	defer f.Close()
 	rep, err := inspectWith(f, 1, mem)
-	if err != nil || rep.Events != 4 || rep.Table.Decisions != nil || rep.Detail.Rows[0].Decision != "" || len(rep.Table.Columns) != 11 {
+	if tr := rep.Section.(*table.Report); err != nil || rep.Events != 4 || tr.Decisions != nil || rep.Detail.Rows.([]table.RowDetail)[0].Decision != "" || len(tr.Columns) != 11 {
 		t.Fatalf("%+v, %v", rep, err)
 	}
 }
@@ -243,9 +246,10 @@ func TestInspectPlainTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Events != 0 || rep.Table.Rows != 3 || rep.Table.EventTable || !strings.Contains(rep.Table.NotEvents, schemas.MetaSchemaVersion) ||
-			rep.Detail.Of != "rows" || len(rep.Detail.Rows) != 3 {
-			t.Fatalf("%+v %+v", rep, rep.Table)
+		tr := rep.Section.(*table.Report)
+		if rep.Events != 0 || tr.Rows != 3 || tr.EventTable || !strings.Contains(tr.NotEvents, schemas.MetaSchemaVersion) ||
+			rep.Detail.Of != "rows" || len(rep.Detail.Rows.([]table.RowDetail)) != 3 {
+			t.Fatalf("%+v %+v", rep, tr)
 		}
 		text := squeeze(writeText(t, rep))
 		if !strings.Contains(text, "columns: 1: x int32") || !strings.Contains(text, "event table: no: no sluice.schema_version") {

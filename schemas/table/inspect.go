@@ -1,12 +1,18 @@
-package inspect
+// Package table is sluice's event tables as files, the formats `sluice
+// store export` writes a batch at a time: Arrow IPC files and Parquet,
+// each holding record batches of the export schema (schemas.ExportSchema)
+// or of any other Arrow schema. It detects them by their magics,
+// summarises them for inspect (rows, columns and, for sluice event tables,
+// their events) and writes them.
+package table
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -17,6 +23,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/internal/summary"
 )
 
 // The magics of the table formats: an Arrow IPC file starts with
@@ -28,19 +36,15 @@ const (
 	parquetMagic = "PAR1"
 )
 
-// colDecision is the uint8 column of schemas.Decision values that
-// `sluice store export` adds after the event schema (storage.ColDecision;
-// named here so that inspect need not import the store).
-const colDecision = "decision"
-
 // tableBatchRows is how many Parquet rows are decoded at a time, so that
 // a file is summarised in bounded memory.
 const tableBatchRows = 1024
 
-// TableReport is what only Arrow IPC and Parquet files have: the table's
-// schema and, when it is a sluice event table (schemas.EventSchema, with
-// or without the columns `sluice store export` adds), what its events are.
-type TableReport struct {
+// Report is what only Arrow IPC and Parquet files have, the section
+// "table" of their inspect report: the table's schema and, when it is a
+// sluice event table (schemas.EventSchema, with or without the columns of
+// schemas.ExportSchema), what its events are.
+type Report struct {
 	Rows    int64    `json:"rows"`
 	Columns []Column `json:"columns"`
 	// EventTable says whether the rows are sluice events; NotEvents says
@@ -56,7 +60,7 @@ type TableReport struct {
 	Decisions    map[string]int `json:"decisions,omitempty"` // exports: events per trigger decision
 	// PayloadBytes are the minimum, median and maximum of the payload
 	// bytes of an event, all its source groups together.
-	PayloadBytes SizeStats `json:"payload_bytes"`
+	PayloadBytes format.SizeStats `json:"payload_bytes"`
 }
 
 // Column is one column of a table: its name and Arrow type.
@@ -87,67 +91,52 @@ type RowDetail struct {
 	Decision       string     `json:"decision,omitempty"` // exports only
 }
 
-// tableSource gives the table readers random access to the stream Inspect
-// was given: the stream itself from where it stood when it can seek and
-// read at offsets (a file), else its bytes read into memory.
-func tableSource(r io.Reader, start int64, br io.Reader) (*io.SectionReader, error) {
-	ra, okRA := r.(io.ReaderAt)
-	s, okS := r.(io.Seeker)
-	if okRA && okS && start >= 0 {
-		end, err := s.Seek(0, io.SeekEnd)
-		if err != nil {
-			return nil, err
-		}
-		return io.NewSectionReader(ra, start, end-start), nil
-	}
-	b, err := io.ReadAll(br)
-	if err != nil {
-		return nil, err
-	}
-	return io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))), nil
-}
-
 // inspectTable summarises an Arrow IPC or Parquet file of size bytes.
 // Decode errors are *schemas.DecodeError: a missing closing magic is
 // ErrTruncated at the end of the file; a footer the reader refuses is
 // ErrBadHeader at the footer; a batch or row group that does not decode is
 // ErrBadHeader at its entry in the footer (Arrow) or its first byte
 // (Parquet).
-func inspectTable(rs *io.SectionReader, f Format, maxEvents int, mem memory.Allocator) (rep *Report, err error) {
+func inspect(rs *io.SectionReader, name string, maxEvents int, mem memory.Allocator) (rep *format.Report, err error) {
 	size := rs.Size()
-	format, magic, lenAt := string(f), arrowMagic, size-int64(len(arrowMagic))-4
-	if f == Parquet {
+	parquet := name == parquetName
+	magic, lenAt := arrowMagic, size-int64(len(arrowMagic))-4
+	if parquet {
 		magic, lenAt = parquetMagic, size-int64(len(parquetMagic))-4
 	}
 	tail := make([]byte, 4+len(magic))
 	if lenAt < int64(len(magic)) {
-		return nil, schemas.Errorf(format, "file", size, schemas.ErrTruncated, "%d bytes cannot hold both %q magics and a footer", size, magic)
+		return nil, schemas.Errorf(name, "file", size, schemas.ErrTruncated, "%d bytes cannot hold both %q magics and a footer", size, magic)
 	}
 	if _, err := rs.ReadAt(tail, lenAt); err != nil {
 		return nil, err
 	}
 	if string(tail[4:]) != magic {
-		return nil, schemas.Errorf(format, "closing magic", size, schemas.ErrTruncated, "the file does not end with %q: cut short or still being written", magic)
+		return nil, schemas.Errorf(name, "closing magic", size, schemas.ErrTruncated, "the file does not end with %q: cut short or still being written", magic)
 	}
 	// The footer ends with its length, then the magic.
 	footerAt := lenAt - int64(binary.LittleEndian.Uint32(tail))
-	rep = &Report{Format: f, Bytes: size, Table: &TableReport{Status: map[string]int{}, Decisions: map[string]int{}}}
-	t := &tableState{rep: rep, maxEvents: maxEvents}
+	tr := &Report{Status: map[string]int{}, Decisions: map[string]int{}}
+	rep = &format.Report{Format: name, Bytes: size, Section: tr, NoRecordSizes: true, RecordUnit: "record batch"}
+	if parquet {
+		rep.RecordUnit = "row group"
+	}
+	t := &tableState{rep: rep, tr: tr, maxEvents: maxEvents}
 	mem = boundedAllocator{Allocator: mem, limit: max(tableAllocSlack, tableAllocFactor*int(size))}
 	// The Arrow and Parquet readers trust the footer's offsets and sizes
 	// and may panic on a damaged file; inspect reports that instead.
 	defer func() {
 		if p := recover(); p != nil {
 			t.finish()
-			err = schemas.Errorf(format, "footer", footerAt, schemas.ErrBadHeader, "the %s reader failed on this file: %v", f, p)
+			err = schemas.Errorf(name, "footer", footerAt, schemas.ErrBadHeader, "the %s reader failed on this file: %v", name, p)
 		}
 	}()
-	if f == ArrowIPC {
-		rep.Checksums.What = "none in an Arrow IPC file"
-		err = t.readArrow(rs, footerAt, mem)
-	} else {
+	if parquet {
 		rep.Checksums.What = "Parquet page checksums not checked"
 		err = t.readParquet(rs, footerAt, mem)
+	} else {
+		rep.Checksums.What = "none in an Arrow IPC file"
+		err = t.readArrow(rs, footerAt, mem)
 	}
 	t.finish()
 	return rep, err
@@ -188,8 +177,10 @@ func (a boundedAllocator) check(n int) {
 
 // tableState accumulates the summary of a table batch by batch.
 type tableState struct {
-	rep       *Report
+	rep       *format.Report
+	tr        *Report
 	maxEvents int
+	rows      []RowDetail         // the detail kept
 	events    *schemas.EventBatch // view of the current batch; nil when not an event table
 	runs      map[uint32]bool
 	sizes     []int
@@ -200,20 +191,20 @@ type tableState struct {
 func (t *tableState) readArrow(rs *io.SectionReader, footerAt int64, mem memory.Allocator) error {
 	fr, err := ipc.NewFileReader(rs, ipc.WithAllocator(mem))
 	if err != nil {
-		return schemas.Errorf(string(ArrowIPC), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+		return schemas.Errorf(arrowName, "footer", footerAt, schemas.ErrBadHeader, "%v", err)
 	}
 	defer fr.Close()
 	t.schema(fr.Schema())
 	for i := range fr.NumRecords() {
 		rec, err := fr.RecordBatchAt(i)
 		if err != nil {
-			return schemas.Errorf(string(ArrowIPC), fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrBadHeader, "listed in the footer: %v", err)
+			return schemas.Errorf(arrowName, fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrBadHeader, "listed in the footer: %v", err)
 		}
 		t.rep.Records++
 		err = t.batch(rec)
 		rec.Release()
 		if err != nil {
-			return schemas.Errorf(string(ArrowIPC), fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrInconsistent, "listed in the footer: %v", err)
+			return schemas.Errorf(arrowName, fmt.Sprintf("record batch %d", i), footerAt, schemas.ErrInconsistent, "listed in the footer: %v", err)
 		}
 	}
 	return nil
@@ -222,16 +213,16 @@ func (t *tableState) readArrow(rs *io.SectionReader, footerAt int64, mem memory.
 func (t *tableState) readParquet(rs *io.SectionReader, footerAt int64, mem memory.Allocator) error {
 	pf, err := file.NewParquetReader(rs)
 	if err != nil {
-		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+		return schemas.Errorf(parquetName, "footer", footerAt, schemas.ErrBadHeader, "%v", err)
 	}
 	defer pf.Close()
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: tableBatchRows}, mem)
 	if err != nil {
-		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "%v", err)
+		return schemas.Errorf(parquetName, "footer", footerAt, schemas.ErrBadHeader, "%v", err)
 	}
 	s, err := fr.Schema()
 	if err != nil {
-		return schemas.Errorf(string(Parquet), "footer", footerAt, schemas.ErrBadHeader, "schema: %v", err)
+		return schemas.Errorf(parquetName, "footer", footerAt, schemas.ErrBadHeader, "schema: %v", err)
 	}
 	t.schema(s)
 	// One row group at a time, so that an error names where it is.
@@ -240,19 +231,19 @@ func (t *tableState) readParquet(rs *io.SectionReader, footerAt int64, mem memor
 		field := fmt.Sprintf("row group %d", g)
 		rr, err := fr.GetRecordReader(context.Background(), nil, []int{g})
 		if err != nil {
-			return schemas.Errorf(string(Parquet), field, at, schemas.ErrBadHeader, "%v", err)
+			return schemas.Errorf(parquetName, field, at, schemas.ErrBadHeader, "%v", err)
 		}
 		t.rep.Records++
 		for rr.Next() {
 			if err = t.parquetBatch(s, rr.RecordBatch()); err != nil {
 				rr.Release()
-				return schemas.Errorf(string(Parquet), field, at, schemas.ErrInconsistent, "%v", err)
+				return schemas.Errorf(parquetName, field, at, schemas.ErrInconsistent, "%v", err)
 			}
 		}
 		err = rr.Err()
 		rr.Release()
 		if err != nil {
-			return schemas.Errorf(string(Parquet), field, at, schemas.ErrBadHeader, "%v", err)
+			return schemas.Errorf(parquetName, field, at, schemas.ErrBadHeader, "%v", err)
 		}
 	}
 	return nil
@@ -277,7 +268,7 @@ func (t *tableState) parquetBatch(s *arrow.Schema, rec arrow.RecordBatch) error 
 
 // schema records the columns and, for an event schema, the source groups.
 func (t *tableState) schema(s *arrow.Schema) {
-	tr := t.rep.Table
+	tr := t.tr
 	for _, f := range s.Fields() {
 		tr.Columns = append(tr.Columns, Column{Name: f.Name, Type: f.Type.String()})
 	}
@@ -303,14 +294,14 @@ func (t *tableState) schema(s *arrow.Schema) {
 			sources[s] = true
 		}
 	}
-	t.rep.Sources = sortedKeys(sources)
+	t.rep.Sources = summary.SortedKeys(sources)
 	t.rep.NumSources = len(t.rep.Sources)
 	t.runs = map[uint32]bool{}
 }
 
 // batch counts the rows of rec and, in an event table, its events.
 func (t *tableState) batch(rec arrow.RecordBatch) error {
-	tr := t.rep.Table
+	tr := t.tr
 	first := tr.Rows
 	tr.Rows += rec.NumRows()
 	if !tr.EventTable {
@@ -324,7 +315,7 @@ func (t *tableState) batch(rec arrow.RecordBatch) error {
 		return err
 	}
 	var decisions *array.Uint8
-	if idx := rec.Schema().FieldIndices(colDecision); len(idx) == 1 {
+	if idx := rec.Schema().FieldIndices(schemas.ColDecision); len(idx) == 1 {
 		decisions, _ = rec.Column(idx[0]).(*array.Uint8)
 	}
 	for i := range eb.Len() {
@@ -368,25 +359,18 @@ func (t *tableState) batch(rec arrow.RecordBatch) error {
 // addRow keeps d while the detail has fewer than maxEvents rows. The
 // slices it holds point into the batch, so they are copied.
 func (t *tableState) addRow(d RowDetail) {
-	rep := t.rep
-	if t.maxEvents <= 0 || rep.Detail != nil && len(rep.Detail.Rows) >= t.maxEvents {
+	if len(t.rows) >= t.maxEvents {
 		return
 	}
-	if rep.Detail == nil {
-		rep.Detail = &Detail{Of: "rows"}
-		if rep.Table.EventTable {
-			rep.Detail.Of = "events"
-		}
-	}
 	d.MissingSources, d.CorruptSources = slices.Clone(d.MissingSources), slices.Clone(d.CorruptSources)
-	rep.Detail.Rows = append(rep.Detail.Rows, d)
+	t.rows = append(t.rows, d)
 }
 
 // finish fills what needs all the rows.
 func (t *tableState) finish() {
-	tr := t.rep.Table
-	tr.Runs = sortedKeys(t.runs)
-	tr.PayloadBytes = sizeStats(t.sizes)
+	tr := t.tr
+	tr.Runs = summary.SortedKeys(t.runs)
+	tr.PayloadBytes = summary.SizeStatsOf(t.sizes)
 	if !t.start.IsZero() {
 		t.rep.Start, t.rep.End = &t.start, &t.end
 	}
@@ -395,5 +379,64 @@ func (t *tableState) finish() {
 	}
 	if len(tr.Decisions) == 0 {
 		tr.Decisions = nil
+	}
+	if len(t.rows) > 0 {
+		rows, events := t.rows, tr.EventTable
+		of := "rows"
+		if events {
+			of = "events"
+		}
+		t.rep.Detail = &format.Detail{Of: of, Rows: rows, Table: func(row func(...any)) { rowsTable(rows, events, row) }}
+	}
+}
+
+// Key is the section's JSON key, shared by Arrow IPC and Parquet.
+func (*Report) Key() string { return "table" }
+
+// Lines writes the section's text lines.
+func (t *Report) Lines(line format.LineFunc) {
+	line("rows", "%d", t.Rows)
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = c.Name + " " + c.Type
+	}
+	line("columns", "%d: %s", len(cols), strings.Join(cols, ", "))
+	if !t.EventTable {
+		line("event table", "no: %s", t.NotEvents)
+		return
+	}
+	line("event table", "yes, mode %s", t.Mode)
+	for _, g := range t.Groups {
+		line("source group "+g.Name, "%s: %s", format.Plural(g.NumSources, "source"), g.Sources)
+	}
+	line("runs", "%s", schemas.FormatSourceList(t.Runs))
+	line("event ids", "%d .. %d", t.EventIDRange[0], t.EventIDRange[1])
+	line("payload bytes per event", "min %d, median %d, max %d", t.PayloadBytes.Min, t.PayloadBytes.Median, t.PayloadBytes.Max)
+	if len(t.Status) > 0 {
+		line("status", "%s", summary.CountMap(t.Status))
+	}
+	if len(t.Decisions) > 0 {
+		line("decisions", "%s", summary.CountMap(t.Decisions))
+	}
+}
+
+// rowsTable writes the table rows as text: the events of an event table,
+// else only their index.
+func rowsTable(rows []RowDetail, events bool, row func(cells ...any)) {
+	if !events {
+		row("#")
+		for _, d := range rows {
+			row(d.Index)
+		}
+		return
+	}
+	row("#", "event id", "run", "time", "fragments", "payload bytes", "status", "missing", "corrupt", "decision")
+	for _, d := range rows {
+		t := "-"
+		if d.Time != nil {
+			t = d.Time.Format(time.RFC3339Nano)
+		}
+		row(d.Index, d.EventID, d.Run, t, d.Fragments, d.PayloadBytes, summary.Dash(strings.Join(d.Status, ",")),
+			summary.Dash(schemas.FormatSourceList(d.MissingSources)), summary.Dash(schemas.FormatSourceList(d.CorruptSources)), summary.Dash(d.Decision))
 	}
 }

@@ -1,42 +1,22 @@
-package inspect
+package native
 
 import (
-	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/internal/summary"
 )
 
-// readRecord reads the n-byte record starting at stream offset off into
-// buf (reused), growing it as bytes arrive so that a corrupt size on a
-// short file costs no more memory than the file. A stream that ends early
-// is ErrTruncated at off.
-func readRecord(r io.Reader, buf []byte, n uint64, off int64, format string) ([]byte, error) {
-	buf = buf[:0]
-	for uint64(len(buf)) < n {
-		chunk := int(min(n-uint64(len(buf)), 1<<20))
-		l := len(buf)
-		buf = slices.Grow(buf, chunk)[:l+chunk]
-		if m, err := io.ReadFull(r, buf[l:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-				return buf, schemas.Errorf(format, "record", off, schemas.ErrTruncated, "record of %d bytes, the file ends after %d", n, l+m)
-			}
-			return buf, err
-		}
-	}
-	return buf, nil
-}
-
-// inspectNative reads a stream of native fragments and multi-fragment
-// packets (either may follow the other).
-func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
-	rep := &Report{Format: f, Checksums: Checksums{What: "CRC-32C of each fragment payload"}}
+// inspect reads a stream of native fragments and multi-fragment packets
+// (either may follow the other) and checks every fragment's CRC-32C.
+func inspect(br *format.Stream, name string, maxEvents int) (*format.Report, error) {
+	rep := &format.Report{Format: name, Checksums: format.Checksums{What: "CRC-32C of each fragment payload"}}
 	sources, events := map[uint32]bool{}, map[uint64]bool{}
+	rows := summary.Records{Max: maxEvents}
 	var (
 		sizes []int
 		buf   []byte
@@ -49,15 +29,15 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 			break
 		}
 		var total uint64
-		format := "fragment"
+		kind := "fragment"
 		if len(head) >= 4 && binary.LittleEndian.Uint32(head) == schemas.MFPMagic {
-			format = "mfp"
+			kind = "mfp"
 		}
 		if len(head) < 32 {
-			err = schemas.Errorf(format, "header", off, schemas.ErrTruncated, "need a 32-byte header, the file ends after %d bytes", len(head))
+			err = schemas.Errorf(kind, "header", off, schemas.ErrTruncated, "need a 32-byte header, the file ends after %d bytes", len(head))
 			break
 		}
-		if format == "mfp" {
+		if kind == "mfp" {
 			total = uint64(binary.LittleEndian.Uint32(head[24:]))
 		} else {
 			total = uint64(head[5]) + uint64(binary.LittleEndian.Uint32(head[12:]))
@@ -65,11 +45,11 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		if total < 32 {
 			total = 32 // let the decoder name the bad field
 		}
-		if buf, err = readRecord(br, buf, total, off, format); err != nil {
+		if buf, err = summary.ReadRecord(br, buf, total, off, kind); err != nil {
 			break
 		}
-		d := EventDetail{Kind: "fragment", Index: rep.Records, Offset: off, Bytes: len(buf), ChecksumOK: true}
-		if format == "mfp" {
+		d := summary.Record{Kind: "fragment", Index: rep.Records, Offset: off, Bytes: len(buf), ChecksumOK: true}
+		if kind == "mfp" {
 			var p schemas.MFP
 			if p, _, err = schemas.DecodeMFP(buf); err != nil {
 				err = schemas.WithOffset(err, off)
@@ -95,7 +75,7 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 			}
 			d.Note = strings.TrimPrefix(d.Note+flagNote(p.Flags), ", ")
 			if bad > 0 {
-				d.Note += fmt.Sprintf(", %s with a bad CRC-32C", plural(bad, "fragment"))
+				d.Note += fmt.Sprintf(", %s with a bad CRC-32C", format.Plural(bad, "fragment"))
 			}
 		} else {
 			var fr schemas.Fragment
@@ -115,14 +95,23 @@ func inspectNative(br *bufio.Reader, f Format, maxEvents int) (*Report, error) {
 		rep.Records++
 		rep.Bytes += int64(len(buf))
 		sizes = append(sizes, len(buf))
-		rep.addRow(d, maxEvents)
+		rows.Add(d)
 		off += int64(len(buf))
 	}
 	rep.Events = len(events)
-	rep.Sources = sortedKeys(sources)
+	rep.Sources = summary.SortedKeys(sources)
 	rep.NumSources = len(rep.Sources)
-	rep.RecordBytes = sizeStats(sizes)
+	rep.RecordBytes = summary.SizeStatsOf(sizes)
+	rep.Detail = rows.Detail(table)
 	return rep, err
+}
+
+// table writes native fragment and packet rows as text.
+func table(rows []summary.Record, row func(cells ...any)) {
+	row("#", "kind", "offset", "record bytes", "source", "(first) event id", "n", "CRC-32C", "note")
+	for _, e := range rows {
+		row(e.Index, e.Kind, e.Offset, e.Bytes, schemas.FormatSourceList(e.Sources), e.EventID, e.N, summary.OK(e.ChecksumOK), e.Note)
+	}
 }
 
 // flagNote names the fragment flags that are set, as ", flags a|b".

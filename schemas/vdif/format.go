@@ -1,0 +1,160 @@
+package vdif
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/internal/summary"
+)
+
+// The formats, as registered in schemas/formats: VDIF frames, and Mark 5B
+// frames. Both inspect through Inspect and report the section "baseband".
+var (
+	VDIFFormat   format.Format = vdifStream{}
+	Mark5BFormat format.Format = mark5bStream{}
+)
+
+type vdifStream struct{}
+
+func (vdifStream) Name() string { return FormatVDIF }
+func (vdifStream) Sign() string { return "VDIF headers" }
+
+// Detect is Plausible for what DetectVDIF accepts: VDIF has no magic, and
+// a header of zeros passes most of its checks.
+func (vdifStream) Detect(head []byte) format.Match {
+	if DetectVDIF(head) {
+		return format.Plausible
+	}
+	return format.NoMatch
+}
+
+func (vdifStream) Inspect(r *format.Stream, maxEvents int) (*format.Report, error) {
+	return report(inspectVDIF(r.Reader, maxEvents))
+}
+
+type mark5bStream struct{}
+
+func (mark5bStream) Name() string { return FormatMark5B }
+func (mark5bStream) Sign() string { return "a Mark 5B sync word" }
+
+// Detect is Certain for what DetectMark5B accepts: a sync word and a
+// time code whose CRC-16 matches.
+func (mark5bStream) Detect(head []byte) format.Match {
+	if DetectMark5B(head) {
+		return format.Certain
+	}
+	return format.NoMatch
+}
+
+func (mark5bStream) Inspect(r *format.Stream, maxEvents int) (*format.Report, error) {
+	return report(inspectMark5B(r.Reader, maxEvents))
+}
+
+// report fills the common fields from a VDIF or Mark 5B report (sources
+// are the thread ids; frames are both records and events) and keeps it as
+// the section, its frame details moved to the report's detail.
+func report(v *Report, err error) (*format.Report, error) {
+	if v == nil {
+		return nil, err
+	}
+	rep := &format.Report{Format: v.Format, Bytes: v.Bytes, Records: v.Frames, Events: v.Frames, Start: v.Start, End: v.End,
+		RecordUnit: "frame", Section: v}
+	if len(v.Details) > 0 {
+		rows, mark5b := v.Details, v.Format == FormatMark5B
+		rep.Detail = &format.Detail{Of: "frames", Rows: rows, Table: func(row func(...any)) { framesTable(rows, mark5b, row) }}
+		v.Details = nil
+	}
+	for _, t := range v.Threads {
+		rep.Sources = append(rep.Sources, uint32(t))
+	}
+	rep.NumSources = len(rep.Sources)
+	if v.Format == FormatMark5B {
+		rep.NumSources = 1 // one recorder stream
+		rep.Checksums = format.Checksums{What: "Mark 5B time-code CRC16", Valid: v.CRCValid, Bad: v.Frames - v.CRCValid}
+	} else {
+		rep.Checksums = format.Checksums{What: "VDIF frames carry no checksum", Absent: v.Frames}
+	}
+	// Frame sizes come as a histogram; take min, median and max from it.
+	sizes := make([]int, 0, len(v.FrameSizes))
+	for s := range v.FrameSizes {
+		sizes = append(sizes, s)
+	}
+	slices.Sort(sizes)
+	if len(sizes) > 0 {
+		rep.RecordBytes.Min, rep.RecordBytes.Max = sizes[0], sizes[len(sizes)-1]
+		seen := 0
+		for _, s := range sizes {
+			seen += v.FrameSizes[s]
+			if 2*seen > v.Frames {
+				rep.RecordBytes.Median = s
+				break
+			}
+		}
+	}
+	return rep, err
+}
+
+// Key is the section's JSON key, shared by VDIF and Mark 5B.
+func (*Report) Key() string { return "baseband" }
+
+// Lines writes the section's text lines.
+func (v *Report) Lines(line format.LineFunc) {
+	line("frame sizes", "%s", summary.CountMap(v.FrameSizes))
+	if v.Format != FormatVDIF {
+		line("time codes", "%s .. %s", v.StartTimeCode, v.EndTimeCode)
+		line("user fields", "%#x", v.UserFields)
+		line("TVG frames", "%d", v.TVGFrames)
+		return
+	}
+	line("stations", "%s", strings.Join(v.Stations, ", "))
+	line("EDVs", "%v (legacy frames: %d)", v.EDVs, v.LegacyFrames)
+	line("invalid frames", "%d", v.InvalidFrames)
+	switch v.FrameRateSource {
+	case "header":
+		line("frames/s per thread", "%d (from the sample rate in the headers)", v.FramesPerSecond)
+	case "stream":
+		line("frames/s per thread", "%d (counted over a whole second of frames)", v.FramesPerSecond)
+	default:
+		line("frames/s per thread", "unknown (≥ %d frames/s from %s in %d s); time range from frame numbers not shown",
+			v.FramesPerSecond, format.Plural(v.Frames, "frame"), v.SecondsSpanned)
+	}
+	if v.ThreadCheck != "" {
+		line("thread check", "%s", v.ThreadCheck)
+	} else {
+		line("thread check", "threads agree")
+	}
+}
+
+// framesTable writes the VDIF or Mark 5B frame rows as text. A VDIF
+// frame's time is its UTC start, shown only when the frame rate is known.
+func framesTable(rows []FrameDetail, mark5b bool, row func(cells ...any)) {
+	if mark5b {
+		row("#", "offset", "frame bytes", "second of day", "frame", "time code", "user", "flags")
+		for _, d := range rows {
+			flags := ""
+			if d.TVG {
+				flags = "tvg"
+			}
+			row(d.Index, d.Offset, d.Bytes, d.Seconds, d.FrameNumber, d.TimeCode, fmt.Sprintf("%#x", d.User), flags)
+		}
+		return
+	}
+	row("#", "offset", "frame bytes", "thread", "station", "epoch second", "frame", "time", "flags")
+	for _, d := range rows {
+		t := "-" // the frame rate is not known
+		if d.Time != nil {
+			t = d.Time.Format(time.RFC3339Nano)
+		}
+		var flags []string
+		if d.Legacy {
+			flags = append(flags, "legacy")
+		}
+		if d.Invalid {
+			flags = append(flags, "invalid")
+		}
+		row(d.Index, d.Offset, d.Bytes, d.Thread, d.Station, d.Seconds, d.FrameNumber, t, strings.Join(flags, ","))
+	}
+}
