@@ -58,7 +58,8 @@ type instance struct {
 	seq         uint64
 	schema      *arrow.Schema // the last schema sent by layout, and its IPC bytes
 	schemaBytes []byte
-	sentBy      string // transport of the last batch: "layout", "region" or "inline"
+	sentBy      string     // transport of the last batch: "layout", "region" or "inline"
+	output      []*lineLog // what the plugin writes to os.Stdout and os.Stderr once serving
 }
 
 // startInstance starts the plugin binary, checks the handshake and asks for
@@ -67,10 +68,15 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	cmd := exec.Command(cfg.path)
 	dieWithHost(cmd)
 	hl, quiet := hclogFor(cfg.log, cfg.stage, filepath.Base(cfg.path))
+	plog := cfg.log.With("stage", cfg.stage, "plugin", filepath.Base(cfg.path))
+	output := []*lineLog{{log: plog, msg: msgStdout}, {log: plog, msg: msgStderr}}
+	var run *stdoutRunner
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		Plugins:          plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{}},
-		Cmd:              cmd,
+		RunnerFunc:       runnerFunc(cmd, &lineLog{log: plog, msg: msgStdout}, &run),
+		SyncStdout:       output[0],
+		SyncStderr:       output[1],
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		GRPCDialOptions:  wire.DialOptions(),
@@ -91,6 +97,11 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	}
 	proto, err := c.Client()
 	if err != nil {
+		if run != nil {
+			if head, cut, bad := run.stdout.first(); bad {
+				return fail("handshake", errStdoutBeforeServe(head, cut))
+			}
+		}
 		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
 			return fail(fmt.Sprintf("speaks another trigger protocol version than this host (%d)", wire.ProtocolVersion), err)
 		}
@@ -100,7 +111,7 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	if err != nil {
 		return fail("does not serve the trigger service", err)
 	}
-	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: c.ReattachConfig().Pid}
+	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output}
 	dctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
 	d, err := in.rpc.Describe(dctx, &pluginpb.DescribeRequest{})
@@ -232,6 +243,9 @@ func (in *instance) kill() {
 // and removes the instance's region.
 func (in *instance) close() {
 	in.client.Kill()
+	for _, o := range in.output {
+		o.flush()
+	}
 	if in.region != nil {
 		in.region.Close()
 		in.region = nil

@@ -27,6 +27,10 @@ func hclogFor(log *slog.Logger, stage, plugin string) (l hclog.Logger, quiet *at
 // msgNotGraceful is go-plugin's warning when Kill had to force the process.
 const msgNotGraceful = "plugin failed to exit gracefully"
 
+// msgScanStdout is go-plugin's error when the first stdout line is too long
+// for it; the start-up error says what the plugin wrote instead.
+const msgScanStdout = "error encountered while scanning stdout"
+
 // slogSink forwards hclog entries to slog.
 type slogSink struct {
 	log   *slog.Logger
@@ -46,7 +50,7 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 		l = slog.LevelError
 	}
 	ctx := context.Background()
-	if !s.log.Enabled(ctx, l) || msg == msgNotGraceful && s.quiet.Load() {
+	if !s.log.Enabled(ctx, l) || msg == msgNotGraceful && s.quiet.Load() || msg == msgScanStdout {
 		return
 	}
 	// go-plugin's own messages carry the binary's path as "plugin"; the

@@ -16,7 +16,8 @@ var pluginPackages = []string{
 	"./examples/passthrough", "./examples/l0calo", "./examples/gec",
 	"./internal/testplugins/panicky", "./internal/testplugins/hang",
 	"./internal/testplugins/wrongproto", "./internal/testplugins/notplugin",
-	"./internal/testplugins/orphanhost",
+	"./internal/testplugins/orphanhost", "./internal/testplugins/chatty", "./internal/testplugins/longline",
+	"./internal/testplugins/talker",
 }
 
 func TestMain(m *testing.M) {

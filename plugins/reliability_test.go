@@ -209,7 +209,9 @@ func TestHang(t *testing.T) {
 // an error naming the binary.
 func TestBadBinaries(t *testing.T) {
 	for _, c := range []struct{ name, path, says string }{
-		{"not a plugin", pluginPath("notplugin"), "not a sluice trigger plugin"},
+		// What an ordinary program prints is quoted, as for a plugin that
+		// prints before serving: the host cannot tell them apart.
+		{"not a plugin", pluginPath("notplugin"), `wrote to standard output before serving; go-plugin uses stdout for its handshake (first bytes: "hello, I am not a plugin\n")`},
 		{"wrong protocol", pluginPath("wrongproto"), "another trigger protocol version"},
 		{"missing", pluginPath("nosuchplugin"), "no such file"},
 	} {

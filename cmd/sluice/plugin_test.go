@@ -241,7 +241,7 @@ func TestPluginCheckRefusesNonPlugins(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b)
 	}
 	for _, c := range []struct{ name, says string }{
-		{"notplugin", "not a sluice trigger plugin"},
+		{"notplugin", `wrote to standard output before serving; go-plugin uses stdout for its handshake (first bytes: "hello, I am not a plugin\n")`},
 		{"wrongproto", "another trigger protocol version"},
 	} {
 		path := filepath.Join(bin, c.name)

@@ -15,6 +15,13 @@ import (
 // (not by the node), the binary says that it is a plugin and exits with
 // status 1. The plugin exits when its host dies, even when the host was
 // killed with SIGKILL.
+//
+// Write nothing to standard output before Serve: go-plugin's handshake is
+// the first line there, and the host refuses a plugin whose first line is
+// anything else, quoting it. Once serving, each line written to os.Stdout,
+// os.Stderr or descriptor 1 becomes a record "plugin stdout" or "plugin
+// stderr" in the node's log (level INFO, rate-limited, cut at 4 KiB); use
+// Logger for messages with a level and fields.
 func Serve(t Trigger) {
 	log := Logger(t.Describe().Name)
 	go exitWithParent(log)
