@@ -28,7 +28,7 @@
 //	|   0 |    4 | magic    | 0x4D464C53, the bytes "SLFM"                     |
 //	|   4 |    1 | version  | 1                                                |
 //	|   5 |    1 | kind     | 1 hello, 2 bye, 3 heartbeat, 4 credit, 5 assign, |
-//	|     |      |          | 6 request, 7 data, 8 release                     |
+//	|     |      |          | 6 request, 7 data, 8 release, 9 announce         |
 //	|   6 |    2 | reserved | 0                                                |
 //	|   8 |    4 | size     | bytes of the whole message, header included      |
 //
@@ -120,6 +120,17 @@
 //	|     | 24·n | entries      | id u64, outcome u8, reserved 3 bytes (0),    |
 //	|     |      |              | events u32 (events built), bytes u64         |
 //	|     |      |              | (payload bytes received)                     |
+//
+// Announce (kind 9), RU → EM: the RU holding the trigger source names the
+// elements it read (CMS's EVM); the EM assigns them.
+//
+//	|  12 |    4 | run          |                                              |
+//	|  16 |    4 | resync       |                                              |
+//	|  20 |    1 | unit         | 1 event ids, 2 packet sequence numbers       |
+//	|  21 |    3 | reserved     | 0                                            |
+//	|  24 |    4 | count        | elements: the sum of the ranges' n           |
+//	|  28 |    4 | n_ranges     | 1 or more                                    |
+//	|  32 | 12·k | ranges       | as in assign                                 |
 //
 // Outcomes: 1 received (every RU's data is in), 2 decided (built and the
 // trigger decided), 3 durable (accepted events synced to the store), 4

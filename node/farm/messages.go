@@ -33,9 +33,10 @@ const (
 	KindRequest
 	KindData
 	KindRelease
+	KindAnnounce
 )
 
-var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release"}
+var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -271,6 +272,12 @@ func ParseOutcome(s string) (Outcome, error) {
 	return 0, fmt.Errorf("release policy %q: want received, decided or durable", s)
 }
 
+// Announce is the RU that holds the trigger source naming the elements
+// it read (CMS's EVM) to the EM, which assigns them.
+type Announce struct {
+	Unit Unit
+}
+
 // Release is a BU reporting outcomes of some of its assignments.
 type Release struct {
 	Incarnation uint64
@@ -302,7 +309,7 @@ func Peek(b []byte) (Kind, int, error) {
 		return 0, 0, schemas.Errorf(format, "version", 4, schemas.ErrBadVersion, "want %d, have %d", Version, b[4])
 	}
 	k := Kind(b[5])
-	if k < KindHello || k > KindRelease {
+	if k < KindHello || k > KindAnnounce {
 		return 0, 0, schemas.Errorf(format, "kind", 5, schemas.ErrBadHeader, "unknown kind %d", b[5])
 	}
 	if b[6] != 0 || b[7] != 0 {
@@ -507,6 +514,61 @@ func DecodeCredit(b []byte) (Credit, error) {
 	return c, nil
 }
 
+// unit reads a unit: run, resync, kind, 3 reserved bytes, count,
+// n_ranges, then the ranges.
+func (r *reader) unit() Unit { return r.unitWith(nil) }
+
+// unitWith reads a unit whose ranges follow other fields, read by between
+// (the assign's bu).
+func (r *reader) unitWith(between func()) Unit {
+	var u Unit
+	u.Run = r.u32("run")
+	u.Resync = r.u32("resync")
+	kAt := r.off
+	u.Kind = UnitKind(r.u8("unit"))
+	if r.err == nil && u.Kind != UnitEvents && u.Kind != UnitPackets {
+		r.fail("unit", kAt, schemas.ErrBadHeader, "unknown unit kind %d", uint8(u.Kind))
+	}
+	r.zero("reserved", 3)
+	countAt := r.off
+	count := r.u32("count")
+	nAt := r.off
+	n := r.u32("n_ranges")
+	if r.err == nil && n == 0 {
+		r.fail("n_ranges", nAt, schemas.ErrBadHeader, "no range")
+	}
+	if between != nil {
+		between()
+	}
+	if r.err == nil && uint64(n)*12 > uint64(len(r.b)-r.off) {
+		r.fail("n_ranges", nAt, schemas.ErrSizeOverflow, "%d ranges need %d bytes, %d left", n, uint64(n)*12, len(r.b)-r.off)
+	}
+	if r.err == nil {
+		u.Ranges = make([]Range, 0, n)
+	}
+	var total uint64
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		at := r.off
+		rg := Range{First: r.u64("ranges"), N: r.u32("ranges")}
+		switch {
+		case r.err != nil:
+		case rg.N == 0:
+			r.fail("ranges", at+8, schemas.ErrBadHeader, "range %d is empty", i)
+		case rg.First > math.MaxUint64-uint64(rg.N)+1:
+			r.fail("ranges", at, schemas.ErrSizeOverflow, "range %d passes 2^64", i)
+		case i > 0 && !separated(u.Ranges[i-1], rg):
+			r.fail("ranges", at, schemas.ErrInconsistent, "range %d starts at %d, not past the previous range's end plus one", i, rg.First)
+		default:
+			total += uint64(rg.N)
+			u.Ranges = append(u.Ranges, rg)
+		}
+	}
+	if r.err == nil && total != uint64(count) {
+		r.fail("count", countAt, schemas.ErrInconsistent, "count %d, ranges hold %d", count, total)
+	}
+	return u
+}
+
 // checkUnit validates a unit for encoding.
 func checkUnit(kind Kind, u Unit) error {
 	if u.Kind != UnitEvents && u.Kind != UnitPackets {
@@ -573,48 +635,7 @@ func decodeAssign(b []byte, kind Kind) (Assign, error) {
 	}
 	a.Supersedes = r.u64("supersedes")
 	a.Incarnation = r.u64("incarnation")
-	a.Unit.Run = r.u32("run")
-	a.Unit.Resync = r.u32("resync")
-	kAt := r.off
-	a.Unit.Kind = UnitKind(r.u8("unit"))
-	if r.err == nil && a.Unit.Kind != UnitEvents && a.Unit.Kind != UnitPackets {
-		r.fail("unit", kAt, schemas.ErrBadHeader, "unknown unit kind %d", uint8(a.Unit.Kind))
-	}
-	r.zero("reserved", 3)
-	countAt := r.off
-	count := r.u32("count")
-	nAt := r.off
-	n := r.u32("n_ranges")
-	if r.err == nil && n == 0 {
-		r.fail("n_ranges", nAt, schemas.ErrBadHeader, "no range")
-	}
-	a.BU = r.str("bu", true)
-	if r.err == nil && uint64(n)*12 > uint64(len(b)-r.off) {
-		r.fail("n_ranges", nAt, schemas.ErrSizeOverflow, "%d ranges need %d bytes, %d left", n, uint64(n)*12, len(b)-r.off)
-	}
-	if r.err == nil {
-		a.Unit.Ranges = make([]Range, 0, n)
-	}
-	var total uint64
-	for i := 0; i < int(n) && r.err == nil; i++ {
-		at := r.off
-		rg := Range{First: r.u64("ranges"), N: r.u32("ranges")}
-		switch {
-		case r.err != nil:
-		case rg.N == 0:
-			r.fail("ranges", at+8, schemas.ErrBadHeader, "range %d is empty", i)
-		case rg.First > math.MaxUint64-uint64(rg.N)+1:
-			r.fail("ranges", at, schemas.ErrSizeOverflow, "range %d passes 2^64", i)
-		case i > 0 && !separated(a.Unit.Ranges[i-1], rg):
-			r.fail("ranges", at, schemas.ErrInconsistent, "range %d starts at %d, not past the previous range's end plus one", i, rg.First)
-		default:
-			total += uint64(rg.N)
-			a.Unit.Ranges = append(a.Unit.Ranges, rg)
-		}
-	}
-	if r.err == nil && total != uint64(count) {
-		r.fail("count", countAt, schemas.ErrInconsistent, "count %d, ranges hold %d", count, total)
-	}
+	a.Unit = r.unitWith(func() { a.BU = r.str("bu", true) })
 	r.end()
 	if r.err != nil {
 		return Assign{}, r.err
@@ -751,4 +772,36 @@ func DecodeRelease(b []byte) (Release, error) {
 		return Release{}, r.err
 	}
 	return rel, nil
+}
+
+// AppendAnnounce appends an announce encoded. Errors (ErrEncode): an
+// unknown unit kind, no range, an empty range, ranges not ascending and
+// separated, or more than 2^32-1 elements.
+func AppendAnnounce(dst []byte, an Announce) ([]byte, error) {
+	if err := checkUnit(KindAnnounce, an.Unit); err != nil {
+		return dst, err
+	}
+	dst, start := appendHeader(dst, KindAnnounce)
+	dst = le.AppendUint32(dst, an.Unit.Run)
+	dst = le.AppendUint32(dst, an.Unit.Resync)
+	dst = append(dst, byte(an.Unit.Kind), 0, 0, 0)
+	dst = le.AppendUint32(dst, uint32(an.Unit.Len()))
+	dst = le.AppendUint32(dst, uint32(len(an.Unit.Ranges)))
+	for _, r := range an.Unit.Ranges {
+		dst = le.AppendUint64(dst, r.First)
+		dst = le.AppendUint32(dst, r.N)
+	}
+	return finish(dst, start), nil
+}
+
+// DecodeAnnounce decodes one announce message filling all of b.
+func DecodeAnnounce(b []byte) (Announce, error) {
+	r := header(b, KindAnnounce)
+	var an Announce
+	an.Unit = r.unit()
+	r.end()
+	if r.err != nil {
+		return Announce{}, r.err
+	}
+	return an, nil
 }

@@ -57,6 +57,8 @@ func TestRoundTrip(t *testing.T) {
 			return AppendData(nil, DataHeader{Assignment: 8, Incarnation: 9, PayloadBytes: 1 << 33, Group: GroupMixed, Packets: 3, Flags: DataFinal | DataMissing})
 		}, func(b []byte) (any, error) { return DecodeData(b) },
 			DataHeader{Assignment: 8, Incarnation: 9, PayloadBytes: 1 << 33, Group: GroupMixed, Packets: 3, Flags: DataFinal | DataMissing}, KindData, 48},
+		{"announce", func() ([]byte, error) { return AppendAnnounce(nil, Announce{Unit: sampleAssign().Unit}) },
+			func(b []byte) (any, error) { return DecodeAnnounce(b) }, Announce{Unit: sampleAssign().Unit}, KindAnnounce, 32 + 36},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
 	} {
@@ -231,6 +233,7 @@ func TestEncodeErrors(t *testing.T) {
 		{"data-flags", second(AppendData(nil, DataHeader{Flags: 8}))},
 		{"release-empty", second(AppendRelease(nil, Release{BU: "b"}))},
 		{"release-outcome", second(AppendRelease(nil, Release{BU: "b", Entries: []ReleaseEntry{{Assignment: 1}}}))},
+		{"announce-empty", second(AppendAnnounce(nil, Announce{Unit: Unit{Kind: UnitEvents}}))},
 	} {
 		if !errors.Is(tc.err, ErrEncode) {
 			t.Errorf("%s: error %v, want ErrEncode", tc.name, tc.err)
@@ -316,13 +319,18 @@ func FuzzDecodeRelease(f *testing.F) {
 		DecodeRelease, func(r Release) ([]byte, error) { return AppendRelease(nil, r) })
 }
 
+func FuzzDecodeAnnounce(f *testing.F) {
+	fuzzRoundTrip(f, [][]byte{seed(AppendAnnounce(nil, Announce{Unit: sampleAssign().Unit}))},
+		DecodeAnnounce, func(a Announce) ([]byte, error) { return AppendAnnounce(nil, a) })
+}
+
 func FuzzPeek(f *testing.F) {
 	f.Add(seed(AppendRelease(nil, sampleRelease())))
 	f.Add(AppendHeartbeat(nil, Heartbeat{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, n, err := Peek(b)
 		decodetest.Check(t, err, len(b))
-		if err == nil && (k < KindHello || k > KindRelease || n < HeaderSize) {
+		if err == nil && (k < KindHello || k > KindAnnounce || n < HeaderSize) {
 			t.Fatalf("Peek accepted kind %d size %d", k, n)
 		}
 	})
