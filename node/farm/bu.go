@@ -22,9 +22,12 @@ type BUConfig struct {
 	// promise more.
 	Slots     int
 	SlotBytes int64
-	// Wait is how long an assignment waits for the data of every RU
+	// Wait is how long an assignment waits for the data of every source
 	// before the BU builds it without the rest (flagged incomplete).
 	Wait time.Duration
+	// Sources are every source of the run (its source map): an assignment
+	// is complete when each has sent its data or is known not to.
+	Sources []uint32
 }
 
 // BUOutputKind says what a BUOutput asks the BU's driver to do.
@@ -36,9 +39,9 @@ const (
 	BUCredit BUOutputKind = 1 + iota
 	// BURequest: send Request to RU (pull).
 	BURequest
-	// BUComplete: every RU's data of Assignment is in, or the wait ended
-	// or the missing RUs died: build it now; MissingRUs did not send it
-	// all (their sources are incomplete in its events).
+	// BUComplete: every source's data of Assignment is in, or known not
+	// to come (its RU said so, or died), or the wait ended: build it now;
+	// Missing lists the sources without data (incomplete in its events).
 	BUComplete
 	// BURelease: send Release to the EM (which relays to the RUs what
 	// they may free: see OutRelease).
@@ -54,7 +57,7 @@ type BUOutput struct {
 	RU         string
 	Request    Request
 	Assignment Assign
-	MissingRUs []string
+	Missing    []uint32
 	Release    Release
 }
 
@@ -68,6 +71,7 @@ type BUStats struct {
 	Incomplete uint64 `json:"incomplete"`  // completed with RUs missing
 	OldEpoch   uint64 `json:"old_epoch"`   // assignments of a deposed EM: ignored
 	StaleData  uint64 `json:"stale_data"`  // data for another incarnation or an assignment settled
+	LateData   uint64 `json:"late_data"`   // data for an assignment already built without it
 	EarlyData  uint64 `json:"early_data"`  // data before its assignment (kept until it comes)
 	Duplicates uint64 `json:"duplicates"`  // a second final data message of one RU
 	Released   uint64 `json:"released"`    // release entries sent
@@ -76,8 +80,9 @@ type BUStats struct {
 
 type buAssign struct {
 	a        Assign
-	expect   map[string]bool // RUs whose data it waits for
-	missing  map[string]bool // RUs that did not send it all
+	wait     map[uint32]bool // sources whose data it waits for
+	missing  map[uint32]bool // sources known not to come
+	finals   map[string]bool // RUs whose final data message came
 	bytes    uint64
 	since    time.Time
 	complete bool
@@ -89,8 +94,9 @@ type buAssign struct {
 const maxEarly = 1 << 14
 
 type earlyData struct {
-	from string
-	h    DataHeader
+	from    string
+	h       DataHeader
+	sources []uint32
 }
 
 // BU tracks one BU incarnation's assignments: credits to the EM within
@@ -104,7 +110,8 @@ type BU struct {
 	inc    uint64
 	clock  Clock
 	epoch  uint64
-	rus    map[string]bool
+	rus    map[string][]uint32 // live RUs and their sources
+	dead   map[uint32]bool     // sources whose RU died (none took them over)
 	as     map[uint64]*buAssign
 	early  map[uint64][]earlyData
 	done   rangeSet // settled ids, to tell stale data apart (ids grow: a few ranges)
@@ -130,7 +137,10 @@ func NewBU(cfg BUConfig, inc uint64, clock Clock) (*BU, error) {
 	case cfg.ReleaseGroup < 1 || cfg.Slots < 1 || cfg.SlotBytes < 1:
 		return nil, fmt.Errorf("bu: release group %d, slots %d, slot bytes %d: want positive", cfg.ReleaseGroup, cfg.Slots, cfg.SlotBytes)
 	}
-	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string]bool{}, as: map[uint64]*buAssign{},
+	if len(cfg.Sources) == 0 {
+		return nil, fmt.Errorf("bu: no source")
+	}
+	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string][]uint32{}, dead: map[uint32]bool{}, as: map[uint64]*buAssign{},
 		early: map[uint64][]earlyData{}}, nil
 }
 
@@ -179,22 +189,54 @@ func (b *BU) grant() {
 		Events: uint32(min(free, 1<<31)), Bytes: uint64(bytes)}})
 }
 
-// RUJoin adds an RU whose data later assignments wait for.
-func (b *BU) RUJoin(ru string) { b.rus[ru] = true }
+// RUJoin tells the BU that ru reads out sources (from its membership
+// record): if it dies, assignments stop waiting for them.
+// In pull, assignments still waiting for its sources are requested from
+// it at once (they were requested only from the RUs known then).
+func (b *BU) RUJoin(ru string, sources []uint32) {
+	_, known := b.rus[ru]
+	b.rus[ru] = sources
+	for _, s := range sources {
+		delete(b.dead, s)
+	}
+	if known || b.cfg.Protocol != Pull {
+		return
+	}
+	for _, a := range b.sorted() {
+		if a.complete {
+			continue
+		}
+		for _, s := range sources {
+			if a.wait[s] {
+				b.out = append(b.out, BUOutput{Kind: BURequest, RU: ru, Request: Request(a.a)})
+				break
+			}
+		}
+	}
+}
 
-// RUDead stops waiting for ru at once: its assignments' events are built
-// without its sources.
+// RUDead stops waiting for ru's sources at once, for its assignments and
+// the later ones: their events are built without them.
 func (b *BU) RUDead(ru string) {
-	if !b.rus[ru] {
+	srcs, ok := b.rus[ru]
+	if !ok {
 		return
 	}
 	delete(b.rus, ru)
+	for _, s := range srcs {
+		b.dead[s] = true
+	}
 	for _, a := range b.sorted() {
-		if !a.complete && a.expect[ru] {
-			delete(a.expect, ru)
-			a.missing[ru] = true
-			b.check(a)
+		if a.complete || a.finals[ru] {
+			continue
 		}
+		for _, s := range srcs {
+			if a.wait[s] {
+				delete(a.wait, s)
+				a.missing[s] = true
+			}
+		}
+		b.check(a)
 	}
 }
 
@@ -221,17 +263,21 @@ func (b *BU) Assign(a Assign) {
 	if _, ok := b.as[a.ID]; ok || b.done.overlap(a.ID, a.ID) > 0 {
 		return
 	}
-	ba := &buAssign{a: a, expect: map[string]bool{}, missing: map[string]bool{}, since: b.clock.Now()}
-	for ru := range b.rus {
-		ba.expect[ru] = true
+	ba := &buAssign{a: a, wait: map[uint32]bool{}, missing: map[uint32]bool{}, finals: map[string]bool{}, since: b.clock.Now()}
+	for _, s := range b.cfg.Sources {
+		if b.dead[s] {
+			ba.missing[s] = true
+		} else {
+			ba.wait[s] = true
+		}
 	}
 	b.as[a.ID] = ba
 	n := a.Unit.Len()
 	b.slots += n
 	b.credit = max(0, b.credit-n)
 	if b.cfg.Protocol == Pull {
-		rus := make([]string, 0, len(ba.expect))
-		for ru := range ba.expect {
+		rus := make([]string, 0, len(b.rus))
+		for ru := range b.rus {
 			rus = append(rus, ru)
 		}
 		sort.Strings(rus)
@@ -240,18 +286,20 @@ func (b *BU) Assign(a Assign) {
 		}
 	}
 	for _, d := range b.early[a.ID] {
-		b.data(ba, d.from, d.h)
+		b.data(ba, d.from, d.h, d.sources)
 	}
 	delete(b.early, a.ID)
 	b.check(ba)
 }
 
-// Data takes the header of an RU's data message. It reports whether the
-// payload belongs to a live assignment of this incarnation (false: the
+// Data takes an RU's data message: its header and the sources whose
+// packets its payload holds. It reports whether the payload belongs to a
+// live assignment of this incarnation still being gathered (false: the
 // caller drops it, counted here). Data may come before its assignment
 // (push: RUs and BU hear of it at once): it is kept until the assignment
-// comes.
-func (b *BU) Data(from string, h DataHeader) bool {
+// comes. An RU's final message means its sources without data in any of
+// its messages will not come (the RU's own wait gave up on them).
+func (b *BU) Data(from string, h DataHeader, sources []uint32) bool {
 	if h.Incarnation != b.inc || b.done.overlap(h.Assignment, h.Assignment) > 0 {
 		b.stats.StaleData++
 		return false
@@ -263,31 +311,41 @@ func (b *BU) Data(from string, h DataHeader) bool {
 			return false
 		}
 		b.stats.EarlyData++
-		b.early[h.Assignment] = append(b.early[h.Assignment], earlyData{from, h})
+		b.early[h.Assignment] = append(b.early[h.Assignment], earlyData{from, h, sources})
 		return true
 	}
-	b.data(a, from, h)
+	if a.complete {
+		b.stats.LateData++
+		return false
+	}
+	b.data(a, from, h, sources)
 	b.check(a)
 	return true
 }
 
-func (b *BU) data(a *buAssign, from string, h DataHeader) {
+func (b *BU) data(a *buAssign, from string, h DataHeader, sources []uint32) {
 	a.bytes += h.PayloadBytes
 	b.bytes += int64(h.PayloadBytes)
-	if h.Flags&DataMissing != 0 {
-		a.missing[from] = true
+	for _, s := range sources {
+		delete(a.wait, s)
 	}
 	if h.Flags&DataFinal != 0 {
-		if !a.expect[from] && !a.missing[from] && !a.complete {
+		if a.finals[from] {
 			b.stats.Duplicates++
 		}
-		delete(a.expect, from)
+		a.finals[from] = true
+		for _, s := range b.rus[from] {
+			if a.wait[s] {
+				delete(a.wait, s)
+				a.missing[s] = true
+			}
+		}
 	}
 }
 
 // check completes an assignment whose data is all in.
 func (b *BU) check(a *buAssign) {
-	if a.complete || len(a.expect) > 0 {
+	if a.complete || len(a.wait) > 0 {
 		return
 	}
 	b.complete(a)
@@ -296,18 +354,18 @@ func (b *BU) check(a *buAssign) {
 func (b *BU) complete(a *buAssign) {
 	a.complete = true
 	b.stats.Completed++
-	var miss []string
-	for ru := range a.missing {
-		miss = append(miss, ru)
+	var miss []uint32
+	for s := range a.missing {
+		miss = append(miss, s)
 	}
-	for ru := range a.expect {
-		miss = append(miss, ru)
+	for s := range a.wait {
+		miss = append(miss, s)
 	}
-	sort.Strings(miss)
+	sort.Slice(miss, func(i, j int) bool { return miss[i] < miss[j] })
 	if len(miss) > 0 {
 		b.stats.Incomplete++
 	}
-	b.out = append(b.out, BUOutput{Kind: BUComplete, Assignment: a.a, MissingRUs: miss})
+	b.out = append(b.out, BUOutput{Kind: BUComplete, Assignment: a.a, Missing: miss})
 	b.Outcome(a.a.ID, OutcomeReceived, 0)
 }
 

@@ -9,12 +9,12 @@ import (
 func newTestBU(t *testing.T, clk Clock, proto Protocol, pol Outcome) *BU {
 	t.Helper()
 	b, err := NewBU(BUConfig{Node: "bu", Protocol: proto, Release: pol, ReleaseGroup: 2, ReleaseLinger: 5 * time.Millisecond,
-		Slots: 100, SlotBytes: 1 << 20, Wait: 50 * time.Millisecond}, 9, clk)
+		Slots: 100, SlotBytes: 1 << 20, Wait: 50 * time.Millisecond, Sources: []uint32{1, 2, 3, 4}}, 9, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.RUJoin("ru1")
-	b.RUJoin("ru2")
+	b.RUJoin("ru1", []uint32{1, 2})
+	b.RUJoin("ru2", []uint32{3, 4})
 	return b
 }
 
@@ -51,45 +51,75 @@ func TestBUCredits(t *testing.T) {
 	}
 }
 
-// TestBUCompleteness: an assignment completes when every RU's final data
-// is in (in any order, data possibly before the assignment), at once when
-// an RU dies, or after the wait; it is then released at the policy and
-// its capacity credited back, releases grouped.
+// TestBUCompleteness: an assignment completes when every source's data is
+// in (in any order, data possibly before the assignment), when an RU's
+// final message says the rest of its sources will not come, at once when
+// an RU dies (and for later assignments too), or after the wait; it is
+// then released at the policy and its capacity credited back, releases
+// grouped.
 func TestBUCompleteness(t *testing.T) {
 	clk := newClock()
 	b := newTestBU(t, clk, Push, OutcomeDecided)
 	b.Lead(1)
 	b.Outputs()
-	if !b.Data("ru2", final(1)) { // before its assignment
+	if !b.Data("ru2", final(1), []uint32{3, 4}) { // before its assignment
 		t.Fatal("early data refused")
 	}
 	b.Assign(Assign{Epoch: 1, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 10)})
 	if k := kinds(b.Outputs()); len(k) != 0 {
 		t.Fatalf("completed with ru1 missing: %v", k)
 	}
-	b.Data("ru1", final(1))
+	b.Data("ru1", DataHeader{Assignment: 1, Incarnation: 9, PayloadBytes: 500}, []uint32{1}) // not final
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed with source 2 missing: %v", k)
+	}
+	b.Data("ru1", final(1), []uint32{2})
 	out := b.Outputs()
-	if len(out) != 1 || out[0].Kind != BUComplete || out[0].Assignment.ID != 1 || out[0].MissingRUs != nil {
+	if len(out) != 1 || out[0].Kind != BUComplete || out[0].Assignment.ID != 1 || out[0].Missing != nil {
 		t.Fatalf("complete %+v", out)
 	}
-	// ru2 dies while assignment 2 waits for it.
+	if b.Data("ru1", final(1), []uint32{1}) || b.Stats().LateData != 1 {
+		t.Fatal("data after completion accepted")
+	}
+	// ru1's final message without source 2: it will not come.
 	b.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(10, 10)})
-	b.Data("ru1", final(2))
+	b.Data("ru1", final(2), []uint32{1})
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed without ru2: %v", k)
+	}
+	// ru2 dies while assignment 2 waits for it.
 	b.RUDead("ru2")
 	out = b.Outputs()
-	if len(out) != 1 || out[0].Kind != BUComplete || !reflect.DeepEqual(out[0].MissingRUs, []string{"ru2"}) {
+	if len(out) != 1 || out[0].Kind != BUComplete || !reflect.DeepEqual(out[0].Missing, []uint32{2, 3, 4}) {
 		t.Fatalf("after RU death %+v", out)
 	}
-	// Assignment 3 waits only for ru1 now, and it never sends: the wait.
+	// Assignment 3 does not wait for the dead RU's sources; ru1 never
+	// sends: the wait.
 	b.Assign(Assign{Epoch: 1, ID: 3, Incarnation: 9, BU: "bu", Unit: events(20, 10)})
-	clk.advance(50 * time.Millisecond)
+	clk.advance(49 * time.Millisecond)
+	b.Tick()
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed before the wait: %v", k)
+	}
+	clk.advance(time.Millisecond)
 	b.Tick()
 	out = b.Outputs()
-	if len(out) != 1 || !reflect.DeepEqual(out[0].MissingRUs, []string{"ru1"}) || b.Stats().Incomplete != 2 {
+	if len(out) != 1 || !reflect.DeepEqual(out[0].Missing, []uint32{1, 2, 3, 4}) || b.Stats().Incomplete != 2 {
 		t.Fatalf("after the wait %+v %+v", out, b.Stats())
 	}
+	// ru2 back (a new incarnation): its sources are waited for again.
+	b.RUJoin("ru2", []uint32{3, 4})
+	b.Assign(Assign{Epoch: 1, ID: 4, Incarnation: 9, BU: "bu", Unit: events(30, 10)})
+	b.Data("ru1", final(4), []uint32{1, 2})
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed without the rejoined ru2: %v", k)
+	}
+	b.Data("ru2", final(4), []uint32{3, 4})
+	if out = b.Outputs(); len(out) != 1 || out[0].Missing != nil {
+		t.Fatalf("assignment 4: %+v", out)
+	}
 	// Stale data: another incarnation's.
-	if b.Data("ru1", DataHeader{Assignment: 4, Incarnation: 8, Flags: DataFinal}) || b.Stats().StaleData != 1 {
+	if b.Data("ru1", DataHeader{Assignment: 5, Incarnation: 8, Flags: DataFinal}, nil) || b.Stats().StaleData != 1 {
 		t.Fatal("stale data accepted")
 	}
 	// Decisions: grouped by 2, with the freed capacity credited.
@@ -100,17 +130,28 @@ func TestBUCompleteness(t *testing.T) {
 	b.Outcome(2, OutcomeDecided, 10)
 	out = b.Outputs()
 	if len(out) != 2 || out[0].Kind != BURelease || len(out[0].Release.Entries) != 2 ||
-		out[0].Release.Entries[0] != (ReleaseEntry{Assignment: 1, Outcome: OutcomeDecided, Events: 10, Bytes: 2000}) ||
+		out[0].Release.Entries[0] != (ReleaseEntry{Assignment: 1, Outcome: OutcomeDecided, Events: 10, Bytes: 2500}) ||
 		out[1].Kind != BUCredit || out[1].Credit.Events != 20 {
 		t.Fatalf("release %+v", out)
 	}
 	b.Outcome(3, OutcomeDecided, 10)
+	b.Outcome(4, OutcomeDecided, 10)
+	b.Outputs()
+	b.Outcome(99, OutcomeDecided, 10)
+	if b.Stats().Unknown != 1 {
+		t.Fatal("outcome of an unknown id not counted")
+	}
+	b.Assign(Assign{Epoch: 1, ID: 5, Incarnation: 9, BU: "bu", Unit: events(40, 10)})
+	b.Data("ru1", final(5), []uint32{1, 2})
+	b.Data("ru2", final(5), []uint32{3, 4})
+	b.Outputs()
+	b.Outcome(5, OutcomeDecided, 10)
 	clk.advance(5 * time.Millisecond)
 	b.Tick()
 	if out = b.Outputs(); len(out) != 2 || len(out[0].Release.Entries) != 1 {
 		t.Fatalf("lingering release %+v", out)
 	}
-	if b.Data("ru1", final(1)) {
+	if b.Data("ru1", final(1), nil) {
 		t.Fatal("data of a settled assignment accepted")
 	}
 	b.Drain()
@@ -119,9 +160,19 @@ func TestBUCompleteness(t *testing.T) {
 	}
 }
 
-// TestBUPull: a pull BU requests each assignment from every RU.
+// TestBUPull: a pull BU requests each assignment from every RU it knows,
+// and from an RU it learns of later when it still waits for its sources.
 func TestBUPull(t *testing.T) {
 	b := newTestBU(t, newClock(), Pull, OutcomeReceived)
+	b.RUJoin("ru3", []uint32{9})
+	b.Assign(Assign{Epoch: 1, ID: 4, Incarnation: 9, BU: "bu", Unit: events(90, 1)})
+	b.Outputs()
+	b.RUJoin("ru4", []uint32{4})
+	if out := b.Outputs(); len(out) != 1 || out[0].Kind != BURequest || out[0].RU != "ru4" || out[0].Request.ID != 4 {
+		t.Fatalf("late RU's requests %+v", out)
+	}
+	delete(b.rus, "ru3")
+	delete(b.rus, "ru4")
 	a := Assign{Epoch: 1, ID: 5, Incarnation: 9, BU: "bu", Unit: events(0, 10)}
 	b.Assign(a)
 	out := b.Outputs()
@@ -129,8 +180,8 @@ func TestBUPull(t *testing.T) {
 		t.Fatalf("requests %+v", out)
 	}
 	// Policy received: the release goes when the data is in.
-	b.Data("ru1", final(5))
-	b.Data("ru2", final(5))
+	b.Data("ru1", final(5), []uint32{1, 2})
+	b.Data("ru2", final(5), []uint32{3, 4})
 	b.Outcome(5, OutcomeDecided, 10)
 	out = b.Outputs()
 	if len(out) != 2 || out[1].Kind != BURelease || !reflect.DeepEqual(out[1].Release.Entries, []ReleaseEntry{

@@ -132,6 +132,7 @@ type EMStats struct {
 	NewerEpoch       uint64 `json:"newer_epoch"`       // credits for a newer EM: this one is superseded
 	StaleIncarnation uint64 `json:"stale_incarnation"` // from a BU incarnation that is not its live one
 	UnknownBU        uint64 `json:"unknown_bu"`        // from a BU that never joined
+	EarlyCredit      uint64 `json:"early_credit"`      // credits kept until their BU's membership came
 	StaleAssignment  uint64 `json:"stale_assignment"`  // releases of assignments settled or superseded
 	NotYours         uint64 `json:"not_yours"`         // releases of another BU's assignment
 	// State.
@@ -142,6 +143,10 @@ type EMStats struct {
 	NeedIDs      bool `json:"need_ids"`      // work waits for a block of ids
 	Superseded   bool `json:"superseded"`    // a newer EM exists
 	IDsAvailable int  `json:"ids_available"` // reserved and unused
+	// Credits is each live BU's event credit left, OpenPerBU its open
+	// assignments.
+	Credits   map[string]int64 `json:"credits"`
+	OpenPerBU map[string]int   `json:"open_per_bu"`
 }
 
 // assignment is the EM's record of one live assignment.
@@ -177,10 +182,14 @@ type EM struct {
 	clock  Clock
 	ledger *Ledger
 
-	queue  workQueue
-	bus    map[string]*buState
-	gone   map[string]bool // BUs that had an incarnation declared dead
-	order  []*buState      // live BUs in join order, for round-robin
+	queue workQueue
+	bus   map[string]*buState
+	gone  map[string]bool // BUs that had an incarnation declared dead
+	// early holds credit from BUs whose membership the EM has not seen
+	// yet (the transport can be faster than the etcd watch): applied at
+	// their Join, so a BU's first credit is never lost.
+	early  map[string]Credit
+	order  []*buState // live BUs in join order, for round-robin
 	live   map[uint64]*assignment
 	blocks []Block
 	// reservedEnd is the end of the last block reserved: ids below it
@@ -197,6 +206,9 @@ type EM struct {
 	bytesSeen, elementsSeen uint64
 }
 
+// maxEarlyCredit bounds the BUs whose credit waits for their membership.
+const maxEarlyCredit = 1024
+
 // ErrBadUnit: an announced unit is malformed (no range, ranges out of
 // order, unknown kind).
 var ErrBadUnit = errors.New("farm: bad unit")
@@ -208,7 +220,7 @@ func NewEM(cfg EMConfig, epoch uint64, clock Clock) (*EM, error) {
 		return nil, err
 	}
 	m := &EM{cfg: cfg, epoch: epoch, clock: clock, ledger: NewLedger(),
-		bus: map[string]*buState{}, gone: map[string]bool{}, live: map[uint64]*assignment{}}
+		bus: map[string]*buState{}, gone: map[string]bool{}, early: map[string]Credit{}, live: map[uint64]*assignment{}}
 	m.stats.Epoch = epoch
 	m.wantIDs()
 	return m, nil
@@ -236,9 +248,12 @@ func (m *EM) Stats() EMStats {
 	s.NeedIDs = m.idsLeft() == 0
 	s.IDsAvailable = int(min(m.idsLeft(), 1<<31))
 	s.Open, s.Undecided = 0, 0
+	s.Credits, s.OpenPerBU = map[string]int64{}, map[string]int{}
 	for _, b := range m.order {
 		s.Open += len(b.open)
 		s.Undecided += len(b.undecided)
+		s.Credits[b.id] = b.events
+		s.OpenPerBU[b.id] = len(b.open)
 	}
 	return s
 }
@@ -327,6 +342,13 @@ func (m *EM) Join(bu string, inc uint64) {
 	b := &buState{id: bu, inc: inc, open: map[uint64]*assignment{}, undecided: map[uint64]*assignment{}}
 	m.bus[bu] = b
 	m.order = append(m.order, b)
+	if c, ok := m.early[bu]; ok {
+		delete(m.early, bu)
+		if c.Incarnation == inc {
+			m.stats.EarlyCredit++
+			m.Credit(c)
+		}
+	}
 }
 
 // Drain stops giving bu (incarnation inc) work; it finishes what it has.
@@ -402,6 +424,16 @@ func (m *EM) Credit(c Credit) {
 	case c.Epoch > m.epoch:
 		m.stats.NewerEpoch++
 		m.stats.Superseded = true
+		return
+	}
+	if m.bus[c.BU] == nil && !m.gone[c.BU] && len(m.early) < maxEarlyCredit {
+		e := m.early[c.BU]
+		if e.Incarnation != c.Incarnation {
+			e = Credit{Epoch: c.Epoch, Incarnation: c.Incarnation, BU: c.BU}
+		}
+		e.Events += c.Events
+		e.Bytes += c.Bytes
+		m.early[c.BU] = e
 		return
 	}
 	b := m.current(c.BU, c.Incarnation)

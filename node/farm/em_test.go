@@ -248,7 +248,7 @@ func TestStaleEpoch(t *testing.T) {
 	if len(assigns(m.Outputs())) != 0 || !m.Stats().Superseded {
 		t.Fatalf("superseded EM assigned: %+v", m.Stats())
 	}
-	m.Credit(Credit{Epoch: 7, Incarnation: 1, BU: "nobody", Events: 100})
+	m.Release(Release{Incarnation: 1, BU: "nobody", Entries: []ReleaseEntry{{Assignment: 1, Outcome: OutcomeDecided}}})
 	if m.Stats().UnknownBU != 1 {
 		t.Fatal("unknown BU not counted")
 	}
@@ -412,5 +412,23 @@ func TestReleasePolicyDurable(t *testing.T) {
 	m.Credit(Credit{Epoch: 7, Incarnation: 2, BU: "b", Events: 20, Bytes: 1 << 40})
 	if re := assigns(m.Outputs()); len(re) != 1 || re[0].Supersedes != as[0].ID {
 		t.Fatalf("reassigned %+v", re)
+	}
+}
+
+// TestEarlyCredit: a credit from a BU whose membership the EM has not seen
+// yet waits for its Join (of that incarnation only).
+func TestEarlyCredit(t *testing.T) {
+	m := newTestEM(t, pushCfg(), newClock())
+	m.Announce(events(0, 20))
+	m.Credit(Credit{Epoch: 7, Incarnation: 3, BU: "a", Events: 10, Bytes: 1 << 40})
+	m.Credit(Credit{Epoch: 7, Incarnation: 3, BU: "a", Events: 10, Bytes: 1 << 40})
+	m.Credit(Credit{Epoch: 7, Incarnation: 4, BU: "b", Events: 10, Bytes: 1 << 40})
+	if len(assigns(m.Outputs())) != 0 {
+		t.Fatal("assigned to a BU that has not joined")
+	}
+	m.Join("a", 3)
+	m.Join("b", 5) // another incarnation than the credit's
+	if as := assigns(m.Outputs()); len(as) != 2 || as[0].BU != "a" || as[1].BU != "a" || m.Stats().EarlyCredit != 1 {
+		t.Fatalf("after joins: %+v %+v", as, m.Stats())
 	}
 }

@@ -81,12 +81,12 @@ func (f *farmSim) send(to string, fn func()) {
 func (f *farmSim) startBU(name string) {
 	f.inc++
 	b, err := NewBU(BUConfig{Node: name, Protocol: f.proto, Release: f.rel, ReleaseGroup: 2, ReleaseLinger: time.Millisecond,
-		Slots: 8, SlotBytes: 1 << 30, Wait: time.Second}, f.inc, f.clk)
+		Slots: 8, SlotBytes: 1 << 30, Wait: time.Second, Sources: []uint32{0, 1, 2, 3, 4}}, f.inc, f.clk)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	for i := range f.rus {
-		b.RUJoin(fmt.Sprintf("ru%d", i))
+		b.RUJoin(fmt.Sprintf("ru%d", i), f.ruSrc[i])
 	}
 	f.bus[name], f.buInc[name], f.alive[name] = b, f.inc, true
 	f.em.Join(name, f.inc)
@@ -124,8 +124,14 @@ func (f *farmSim) route() {
 			case RUSend:
 				h, ps := o.Header, o.Packets
 				bu := o.BU
+				var srcs []uint32
+				for _, p := range ps {
+					if !slices.Contains(srcs, p.Source) {
+						srcs = append(srcs, p.Source)
+					}
+				}
 				f.send("bu:"+bu, func() {
-					if f.bus[bu].Data(from, h) {
+					if f.bus[bu].Data(from, h, srcs) {
 						f.got[h.Assignment] = append(f.got[h.Assignment], ps...)
 					}
 				})
@@ -153,7 +159,7 @@ func (f *farmSim) route() {
 				rel := o.Release
 				f.send("em", func() { f.em.Release(rel) })
 			case BUComplete:
-				a, miss := o.Assignment, o.MissingRUs
+				a, miss := o.Assignment, o.Missing
 				inc := f.buInc[name]
 				f.checkData(a, miss)
 				bb := b
@@ -181,7 +187,7 @@ func (f *farmSim) reserveNext() {
 
 // checkData: a complete assignment's data holds every element of every
 // source, once (no RU died in this simulation).
-func (f *farmSim) checkData(a Assign, miss []string) {
+func (f *farmSim) checkData(a Assign, miss []uint32) {
 	if len(miss) > 0 {
 		for i, r := range f.rus {
 			ra := r.assigns[a.ID]
@@ -191,7 +197,7 @@ func (f *farmSim) checkData(a Assign, miss []string) {
 				f.t.Logf("ru%d: unknown", i)
 			}
 		}
-		f.t.Fatalf("assignment %+v completed with RUs %v missing (now %v)", a, miss, f.clk.Now())
+		f.t.Fatalf("assignment %+v completed with sources %v missing (now %v)", a, miss, f.clk.Now())
 	}
 	for src := uint32(0); src < 5; src++ {
 		for _, rg := range a.Unit.Ranges {

@@ -125,3 +125,61 @@ func (c *Client) Leader(ctx context.Context) (Leader, bool, error) {
 	kv := resp.Kvs[0]
 	return Leader{Node: string(kv.Value), Epoch: uint64(kv.CreateRevision), Incarnation: uint64(kv.Lease)}, true, nil
 }
+
+// WatchLeader sends the current EM, if there is one, and then every
+// change of leader (OK false: none now), until ctx ends; a failed watch
+// closes the channel after an entry with Err set.
+func (c *Client) WatchLeader(ctx context.Context) <-chan LeaderEvent {
+	out := make(chan LeaderEvent, 4)
+	go func() {
+		defer close(out)
+		send := func(e LeaderEvent) bool {
+			select {
+			case out <- e:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		resp, err := c.cli.Get(ctx, c.emPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			send(LeaderEvent{Err: fmt.Errorf("control: watch leader: %w", err)})
+			return
+		}
+		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), c.emPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		var last Leader
+		var had bool
+		report := func() bool {
+			l, ok, err := c.Leader(ctx)
+			if err != nil {
+				send(LeaderEvent{Err: err})
+				return false
+			}
+			if ok == had && l == last {
+				return true
+			}
+			last, had = l, ok
+			return send(LeaderEvent{Leader: l, OK: ok})
+		}
+		if !report() {
+			return
+		}
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				send(LeaderEvent{Err: fmt.Errorf("control: watch leader: %w", err)})
+				return
+			}
+			if !report() {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// LeaderEvent is a change of EM: Leader when OK, none otherwise.
+type LeaderEvent struct {
+	Leader Leader
+	OK     bool
+	Err    error
+}

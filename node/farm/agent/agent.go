@@ -1,0 +1,594 @@
+// Package agent is one node's part of the farm at run time: it joins the
+// farm in etcd, campaigns for event manager if it is a candidate, keeps a
+// peer connection to every other member, and drives the pure state
+// machines of package farm — the EM when it leads, the RU tracker over the
+// packets its readout hands it, the BU tracker feeding its local build
+// pipeline — with the messages those connections carry.
+//
+// Everything the state machines do happens on one goroutine (the loop):
+// connection readers, etcd watches, the readout and the pipeline post
+// closures to it, so the machines stay single-threaded as they are
+// written. Sends go through one goroutine per peer so a slow peer never
+// blocks the loop.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/control"
+	"github.com/sluice-daq/sluice/node/peer"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Sentinel errors.
+var (
+	// ErrFenced: this node's membership lease was revoked or expired; its
+	// incarnation is over (it must start again as a new one).
+	ErrFenced = errors.New("agent: fenced: membership lease gone")
+	// ErrRefused: this node's run configuration differs from the farm's.
+	ErrRefused = errors.New("agent: refused to join the run")
+)
+
+// Pipeline is a BU's local build pipeline (the builder, trigger chain and
+// store of a single node). Build is called on the agent's loop, so it must
+// return quickly: it hands over one assignment whose data is all in (or
+// given up on: missing names the RUs that did not send it all), as the
+// multi-fragment packets the RUs sent, views into receive buffers that
+// stay valid until release is called (once). missing lists the sources
+// without data (their fragments are absent from its events). The pipeline
+// reports its progress on each assignment with Agent.Outcome.
+type Pipeline interface {
+	Build(a farm.Assign, packets []schemas.MFP, missing []uint32, release func())
+}
+
+// Config configures an agent.
+type Config struct {
+	Node    string
+	Roles   farm.Roles
+	Sources []uint32 // RU: the sources its readout delivers
+	// TriggerSource: the RU that reads this source names the events
+	// (announces them to the EM) from its packets.
+	TriggerSource uint32
+	// Run is this node's view of the run: it refuses to join a farm whose
+	// record differs.
+	Run       farm.RunConfig
+	Control   *control.Client
+	Transport peer.Transport
+	// LeaseTTL is the membership lease (default 2s; etcd may grant more).
+	LeaseTTL time.Duration
+	// Slots and SlotBytes: the BU's capacity (defaults 64 × assignment
+	// size, 256 MiB).
+	Slots     int
+	SlotBytes int64
+	// Wait: how long RUs and BUs wait for an assignment's missing data
+	// (default 1s).
+	Wait time.Duration
+	// Tick is the state machines' timer (default 5ms).
+	Tick time.Duration
+	// BlockSize: assignment ids the EM reserves at a time (default 4096).
+	BlockSize uint64
+	// Linger: a partly filled assignment waits this long (default 2ms).
+	Linger time.Duration
+	// SendPool bounds the RU's send buffers (default 64 MiB).
+	SendPool int
+	Pipeline Pipeline
+	Log      *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.Node == "" || c.Control == nil || c.Transport == nil {
+		return fmt.Errorf("agent: Node, Control and Transport are required")
+	}
+	if err := c.Run.Validate(); err != nil {
+		return err
+	}
+	if c.Roles&farm.RoleBU != 0 && c.Pipeline == nil {
+		return fmt.Errorf("agent: a BU needs a Pipeline")
+	}
+	if c.Roles&farm.RoleRU != 0 && len(c.Sources) == 0 {
+		return fmt.Errorf("agent: an RU needs its Sources")
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 2 * time.Second
+	}
+	if c.Slots == 0 {
+		c.Slots = 64 * c.Run.AssignmentSize
+	}
+	if c.SlotBytes == 0 {
+		c.SlotBytes = 256 << 20
+	}
+	if c.Wait == 0 {
+		c.Wait = time.Second
+	}
+	if c.Tick == 0 {
+		c.Tick = 5 * time.Millisecond
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = 4096
+	}
+	if c.Linger == 0 {
+		c.Linger = 2 * time.Millisecond
+	}
+	if c.SendPool == 0 {
+		c.SendPool = 64 << 20
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// member is what the agent knows of another (or its own) membership.
+type member struct {
+	control.Member
+	roles farm.Roles
+}
+
+// Agent is one node's farm runtime.
+type Agent struct {
+	cfg   Config
+	ctx   context.Context // Run's
+	log   *slog.Logger
+	loop  chan func()
+	clock farm.SystemClock
+
+	ms     *control.Membership
+	inc    uint64
+	unit   farm.UnitKind
+	policy farm.Outcome
+	proto  farm.Protocol
+
+	// Loop state.
+	members map[string]*member
+	peers   map[string]*peerConn
+	leader  control.Leader
+	hasLead bool
+	em      *farm.EM
+	lead    *control.Leadership
+	// pendingLead: elected, waiting until the RUs it knows cover the run's
+	// sources.
+	pendingLead *control.Leadership
+	ru          *farm.RU
+	bu          *farm.BU
+	seq         map[uint32]uint64    // UnitPackets: next sequence number per source
+	data        map[uint64]*received // BU: what arrived per assignment
+	sources     []uint32             // every source of the run
+	early       []farm.Announce      // announcements before an EM is known
+	early2      []func()             // messages for the EM before this node became it
+	pool        *sendPool
+	stopped     bool
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is a snapshot for /status and tests.
+type Status struct {
+	Node        string              `json:"node"`
+	Incarnation uint64              `json:"incarnation"`
+	Roles       string              `json:"roles"`
+	EM          *farm.EMStats       `json:"em,omitempty"`
+	RU          *farm.RUStats       `json:"ru,omitempty"`
+	BU          *farm.BUStats       `json:"bu,omitempty"`
+	Peers       []string            `json:"peers"`
+	Leader      string              `json:"leader"`
+	Epoch       uint64              `json:"epoch"`
+	Ledger      *farm.LedgerSummary `json:"ledger,omitempty"`
+	Dropped     map[string]uint64   `json:"dropped,omitempty"` // messages dropped, by why
+}
+
+// New checks cfg and returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), loop: make(chan func(), 1024),
+		members: map[string]*member{}, peers: map[string]*peerConn{}, seq: map[uint32]uint64{},
+		data: map[uint64]*received{}}
+	for _, g := range cfg.Run.Sources {
+		ids, _ := schemas.ParseSourceList(g.Sources) // Validate checked them
+		a.sources = append(a.sources, ids...)
+	}
+	a.proto, _ = farm.ParseProtocol(cfg.Run.Protocol)
+	a.policy, _ = farm.ParseOutcome(cfg.Run.Release)
+	if cfg.Run.Unit == farm.UnitPackets.String() {
+		a.unit = farm.UnitPackets
+	} else {
+		a.unit = farm.UnitEvents
+	}
+	a.status.Dropped = map[string]uint64{}
+	return a, nil
+}
+
+// post runs fn on the loop (blocking while the loop's queue is full: the
+// backpressure of readout and connections).
+func (a *Agent) post(ctx context.Context, fn func()) error {
+	select {
+	case a.loop <- fn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run joins the farm and runs until ctx ends (nil) or the node is fenced
+// (ErrFenced) or refused (ErrRefused).
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.ctx = ctx
+	c := a.cfg.Control
+	if err := c.CheckRun(ctx, a.cfg.Run); err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	ms, err := c.Join(ctx, control.Member{Node: a.cfg.Node, Roles: a.cfg.Roles.String(),
+		Sources: schemas.FormatSourceList(a.cfg.Sources), Address: a.cfg.Transport.Addr()}, a.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	a.ms, a.inc = ms, ms.Incarnation()
+	a.log.Info("farm: joined", "incarnation", fmt.Sprintf("%x", a.inc), "roles", a.cfg.Roles.String())
+	defer ms.Leave(context.WithoutCancel(ctx))
+	if err := a.startRoles(); err != nil {
+		return err
+	}
+	a.pool = newSendPool(a.cfg.Transport, a.cfg.SendPool)
+	defer a.pool.close()
+
+	members, rev, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(3)
+	go func() { defer wg.Done(); a.acceptLoop(ctx) }()
+	go func() {
+		defer wg.Done()
+		for e := range c.WatchMembers(ctx, rev) {
+			e := e
+			if a.post(ctx, func() { a.memberEvent(ctx, e) }) != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for e := range c.WatchLeader(ctx) {
+			e := e
+			if a.post(ctx, func() { a.leaderEvent(ctx, e) }) != nil {
+				return
+			}
+		}
+	}()
+	if a.cfg.Roles&farm.RoleEM != 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Campaign(ctx, ms)
+			if err != nil {
+				return
+			}
+			a.post(ctx, func() { a.becomeEM(ctx, l) })
+		}()
+	}
+	for _, m := range members {
+		a.memberEvent(ctx, control.MemberEvent{Member: m})
+	}
+	tick := time.NewTicker(a.cfg.Tick)
+	defer tick.Stop()
+	publish := time.NewTicker(200 * time.Millisecond)
+	defer publish.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.closePeers()
+			return nil
+		case <-ms.Done():
+			a.closePeers()
+			return ErrFenced
+		case fn := <-a.loop:
+			fn()
+		case <-tick.C:
+			a.tick()
+		case <-publish.C:
+			a.publish(ctx)
+		}
+		a.route(ctx)
+		a.snapshot()
+	}
+}
+
+func (a *Agent) startRoles() error {
+	if a.cfg.Roles&farm.RoleRU != 0 {
+		ru, err := farm.NewRU(farm.RUConfig{Sources: a.cfg.Sources, Release: a.policy, Wait: a.cfg.Wait}, a.clock)
+		if err != nil {
+			return err
+		}
+		a.ru = ru
+	}
+	if a.cfg.Roles&farm.RoleBU != 0 {
+		bu, err := farm.NewBU(farm.BUConfig{Node: a.cfg.Node, Protocol: a.proto, Release: a.policy,
+			ReleaseGroup: a.cfg.Run.ReleaseGroup, ReleaseLinger: 2 * a.cfg.Tick, Slots: a.cfg.Slots,
+			SlotBytes: a.cfg.SlotBytes, Wait: a.cfg.Wait, Sources: a.sources}, a.inc, a.clock)
+		if err != nil {
+			return err
+		}
+		a.bu = bu
+	}
+	return nil
+}
+
+func (a *Agent) tick() {
+	if a.em != nil {
+		a.em.Tick()
+	}
+	if a.ru != nil {
+		a.ru.Tick()
+	}
+	if a.bu != nil {
+		a.bu.Tick()
+	}
+}
+
+// memberEvent: a member joined or left.
+func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
+	if e.Err != nil {
+		a.log.Warn("farm: membership watch", "err", e.Err)
+		return
+	}
+	m := e.Member
+	if e.Left {
+		old := a.members[m.Node]
+		if old == nil || old.Incarnation != m.Incarnation {
+			return
+		}
+		delete(a.members, m.Node)
+		a.log.Info("farm: member left", "peer", m.Node, "incarnation", fmt.Sprintf("%x", m.Incarnation))
+		a.memberGone(old)
+		if p := a.peers[m.Node]; p != nil && p.inc == m.Incarnation {
+			p.close()
+			delete(a.peers, m.Node)
+		}
+		return
+	}
+	roles := parseRoles(m.Roles)
+	if old := a.members[m.Node]; old != nil {
+		if old.Incarnation == m.Incarnation {
+			return
+		}
+		a.memberGone(old)
+	}
+	nm := &member{Member: m, roles: roles}
+	a.members[m.Node] = nm
+	if roles&farm.RoleBU != 0 && a.em != nil {
+		a.em.Join(m.Node, m.Incarnation)
+	}
+	if roles&farm.RoleRU != 0 && a.bu != nil {
+		srcs, err := schemas.ParseSourceList(m.Sources)
+		if err != nil {
+			a.log.Warn("farm: member's source list", "peer", m.Node, "err", err)
+		}
+		a.bu.RUJoin(m.Node, srcs)
+	}
+	if m.Node != a.cfg.Node {
+		a.connect(ctx, nm)
+	}
+	a.tryLead(ctx)
+}
+
+// memberGone: an incarnation ended (left, fenced, expired, or replaced).
+func (a *Agent) memberGone(m *member) {
+	if m.roles&farm.RoleBU != 0 && a.em != nil {
+		a.em.Dead(m.Node, m.Incarnation)
+	}
+	if m.roles&farm.RoleRU != 0 && a.bu != nil && m.Node != a.cfg.Node {
+		a.bu.RUDead(m.Node)
+	}
+}
+
+func parseRoles(s string) farm.Roles {
+	var r farm.Roles
+	for _, x := range []struct {
+		n string
+		r farm.Roles
+	}{{"ru", farm.RoleRU}, {"bu", farm.RoleBU}, {"em", farm.RoleEM}} {
+		for _, part := range splitComma(s) {
+			if part == x.n {
+				r |= x.r
+			}
+		}
+	}
+	return r
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// leaderEvent: the EM changed.
+func (a *Agent) leaderEvent(ctx context.Context, e control.LeaderEvent) {
+	if e.Err != nil {
+		a.log.Warn("farm: leader watch", "err", e.Err)
+		return
+	}
+	a.leader, a.hasLead = e.Leader, e.OK
+	if !e.OK {
+		return
+	}
+	a.log.Info("farm: event manager", "leader", e.Leader.Node, "epoch", e.Leader.Epoch)
+	if a.bu != nil {
+		a.bu.Lead(e.Leader.Epoch)
+	}
+	for _, an := range a.early {
+		a.toEM(ctx, an)
+	}
+	a.early = nil
+}
+
+// becomeEM: this node won the election. It starts assigning once every
+// source of the run is read out by an RU it knows: its announcements of
+// assignments (push) and its relays of releases go to the RUs it knows,
+// so one it did not know yet would miss them.
+func (a *Agent) becomeEM(ctx context.Context, l *control.Leadership) {
+	a.pendingLead = l
+	a.tryLead(ctx)
+}
+
+// covered reports whether the RUs this node knows read out every source
+// of the run.
+func (a *Agent) covered() bool {
+	have := map[uint32]bool{}
+	for _, m := range a.members {
+		if m.roles&farm.RoleRU == 0 {
+			continue
+		}
+		ids, _ := schemas.ParseSourceList(m.Sources)
+		for _, id := range ids {
+			have[id] = true
+		}
+	}
+	for _, s := range a.sources {
+		if !have[s] {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Agent) tryLead(ctx context.Context) {
+	l := a.pendingLead
+	if l == nil || !a.covered() {
+		return
+	}
+	a.pendingLead = nil
+	cfg, err := a.cfg.Run.EMConfig(a.cfg.BlockSize, a.cfg.Linger)
+	if err != nil {
+		a.log.Error("farm: cannot be the event manager", "err", err)
+		return
+	}
+	em, err := farm.NewEM(cfg, l.Epoch(), a.clock)
+	if err != nil {
+		a.log.Error("farm: cannot be the event manager", "err", err)
+		return
+	}
+	a.em, a.lead = em, l
+	a.log.Info("farm: leading", "epoch", l.Epoch())
+	names := make([]string, 0, len(a.members))
+	for n := range a.members {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if m := a.members[n]; m.roles&farm.RoleBU != 0 {
+			em.Join(m.Node, m.Incarnation)
+		}
+	}
+	if a.stopped {
+		em.Flush()
+	}
+	for _, fn := range a.early2 {
+		fn()
+	}
+	a.early2 = nil
+}
+
+// Outcome is the BU's pipeline reporting how far assignment id got
+// (events built, for decided and durable). Safe from any goroutine.
+func (a *Agent) Outcome(ctx context.Context, id uint64, o farm.Outcome, events uint32) error {
+	return a.post(ctx, func() {
+		if a.bu != nil {
+			a.bu.Outcome(id, o, events)
+		}
+	})
+}
+
+// EndOfData tells the farm that this node's readout has ended: the EM (if
+// this node leads) sends partly filled assignments at once from now on.
+// Call it on every node; the EM acts on its own.
+func (a *Agent) EndOfData(ctx context.Context) error {
+	return a.post(ctx, func() {
+		a.stopped = true
+		if a.em != nil {
+			a.em.Flush()
+		}
+	})
+}
+
+// Status returns the latest snapshot (safe from any goroutine).
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.status
+	s.Dropped = make(map[string]uint64, len(a.status.Dropped))
+	for k, v := range a.status.Dropped {
+		s.Dropped[k] = v
+	}
+	return s
+}
+
+func (a *Agent) drop(why string) {
+	a.mu.Lock()
+	a.status.Dropped[why]++
+	a.mu.Unlock()
+}
+
+func (a *Agent) snapshot() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := &a.status
+	s.Node, s.Incarnation, s.Roles = a.cfg.Node, a.inc, a.cfg.Roles.String()
+	s.Leader, s.Epoch = a.leader.Node, a.leader.Epoch
+	s.EM, s.RU, s.BU, s.Ledger = nil, nil, nil, nil
+	if a.em != nil {
+		st := a.em.Stats()
+		s.EM = &st
+		l := a.em.Ledger().Summary()
+		s.Ledger = &l
+	}
+	if a.ru != nil {
+		st := a.ru.Stats()
+		s.RU = &st
+	}
+	if a.bu != nil {
+		st := a.bu.Stats()
+		s.BU = &st
+	}
+	s.Peers = s.Peers[:0]
+	for n := range a.peers {
+		s.Peers = append(s.Peers, n)
+	}
+	sort.Strings(s.Peers)
+}
+
+// publish puts the EM's ledger in etcd for `sluice farm status`.
+func (a *Agent) publish(ctx context.Context) {
+	if a.em == nil || a.lead == nil {
+		return
+	}
+	l, run := a.lead, a.cfg.Run.Run
+	s := a.em.Ledger().Summary()
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := l.PutLedger(pctx, run, s); err != nil && ctx.Err() == nil {
+			a.log.Warn("farm: publish ledger", "err", err)
+		}
+	}()
+}

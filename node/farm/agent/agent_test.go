@@ -1,0 +1,345 @@
+package agent
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/control"
+	"github.com/sluice-daq/sluice/node/peer"
+	"github.com/sluice-daq/sluice/node/peer/tcp"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// Three agents in one process, each with its own etcd client and its own
+// TCP peer transport on loopback, a real embedded etcd: the farm's code
+// paths end to end except the node's builder/trigger/store, for which a
+// checking pipeline stands in (it verifies every fragment's bytes).
+
+const nSources = 5
+
+// payload is source s's fragment of event id: its bytes name both.
+func payload(s uint32, id uint64) []byte {
+	b := make([]byte, 16+int(id%7))
+	binary.LittleEndian.PutUint32(b, s)
+	binary.LittleEndian.PutUint64(b[4:], id)
+	return b
+}
+
+// checker is the stand-in pipeline: it checks each assignment's packets
+// hold exactly the fragments of its events from every source, records
+// which node built which event, and decides (unless stuck).
+type checker struct {
+	t     *testing.T
+	node  string
+	stuck atomic.Bool // never decide: a BU whose trigger hangs
+	agent *Agent
+	ctx   context.Context
+
+	mu    *sync.Mutex
+	built map[uint64][]string // event id → nodes that built it
+	bad   *[]string
+}
+
+func (c *checker) Build(a farm.Assign, packets []schemas.MFP, missing []uint32, release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(missing) > 0 {
+		*c.bad = append(*c.bad, fmt.Sprintf("%s: assignment %d built without %v", c.node, a.ID, missing))
+	}
+	seen := map[[2]uint64]int{}
+	for _, p := range packets {
+		p.Fragments(func(_ int, id uint64, crc uint32, pl []byte) bool {
+			if string(pl) != string(payload(p.SourceID, id)) || crc != schemas.Checksum(pl) {
+				*c.bad = append(*c.bad, fmt.Sprintf("%s: source %d event %d: wrong bytes", c.node, p.SourceID, id))
+			}
+			seen[[2]uint64{uint64(p.SourceID), id}]++
+			return true
+		})
+	}
+	events := 0
+	for _, r := range a.Unit.Ranges {
+		for id := r.First; id <= r.Last(); id++ {
+			for s := uint64(0); s < nSources; s++ {
+				if seen[[2]uint64{s, id}] != 1 {
+					*c.bad = append(*c.bad, fmt.Sprintf("%s: event %d has %d fragments of source %d", c.node, id, seen[[2]uint64{s, id}], s))
+				}
+			}
+			c.built[id] = append(c.built[id], c.node)
+			events++
+		}
+	}
+	release()
+	if c.stuck.Load() {
+		return
+	}
+	go c.agent.Outcome(c.ctx, a.ID, farm.OutcomeDecided, uint32(events))
+}
+
+func testLog() *slog.Logger {
+	if os.Getenv("AGENT_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testFarm struct {
+	t       *testing.T
+	etcd    string
+	cfg     farm.RunConfig
+	mu      sync.Mutex
+	built   map[uint64][]string
+	bad     []string
+	agents  map[string]*Agent
+	checks  map[string]*checker
+	cancels map[string]context.CancelFunc
+	errs    map[string]chan error
+	freed   atomic.Int64
+}
+
+func newTestFarm(t *testing.T, proto string) *testFarm {
+	s, err := control.StartServer(control.ServerConfig{DataDir: t.TempDir(), Listen: "http://127.0.0.1:0", Peer: "http://127.0.0.1:0", TickMs: 20, ElectionMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	f := &testFarm{t: t, etcd: s.Endpoint(), built: map[uint64][]string{}, agents: map[string]*Agent{},
+		checks: map[string]*checker{}, cancels: map[string]context.CancelFunc{}, errs: map[string]chan error{}}
+	f.cfg = farm.RunConfig{Schema: farm.RunConfigSchema, Run: 1, Protocol: proto, Unit: "events", AssignmentSize: 4,
+		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 2,
+		Sources: []farm.SourceGroup{{Name: "all", Sources: "0-4"}}}
+	c := f.client()
+	if _, err := c.PutRunConfig(context.Background(), f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *testFarm) client() *control.Client {
+	c, err := control.Dial(context.Background(), control.Config{Endpoints: []string{f.etcd}, Farm: "agent-test"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (f *testFarm) start(node string, roles farm.Roles, sources []uint32) {
+	tr, err := tcp.New(peer.Config{Node: node, Farm: "agent-test", Token: "secret", Listen: "127.0.0.1:0", PoolBytes: 16 << 20, MaxData: 1 << 20})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := &checker{t: f.t, node: node, mu: &f.mu, built: f.built, bad: &f.bad, ctx: ctx}
+	a, err := New(Config{Node: node, Roles: roles, Sources: sources, TriggerSource: 0, Run: f.cfg, Control: f.client(),
+		Transport: tr, LeaseTTL: time.Second, Wait: 5 * time.Second, Pipeline: ch, Log: testLog()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ch.agent = a
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx); tr.Close() }()
+	f.agents[node], f.checks[node], f.cancels[node], f.errs[node] = a, ch, cancel, errc
+	f.t.Cleanup(func() { cancel(); <-errc })
+}
+
+// stop ends a node's agent (its lease is revoked as it leaves: to the
+// others it is gone at once, as a killed process is after its
+// connections reset).
+func (f *testFarm) stop(node string) {
+	f.cancels[node]()
+	if err := <-f.errs[node]; err != nil {
+		f.t.Errorf("%s: %v", node, err)
+	}
+	f.errs[node] <- nil
+}
+
+func (f *testFarm) waitFor(what string, d time.Duration, cond func() bool, onFail ...func()) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			for _, fn := range onFail {
+				fn()
+			}
+			f.t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readout feeds node's sources events [from, to), 4 per packet.
+func (f *testFarm) readout(node string, sources []uint32, from, to uint64) {
+	a := f.agents[node]
+	for first := from; first < to; first += 4 {
+		for _, s := range sources {
+			var pls [][]byte
+			for id := first; id < min(first+4, to); id++ {
+				pls = append(pls, payload(s, id))
+			}
+			b := schemas.AppendMFP(nil, s, first, 0, 0, pls, nil)
+			p, _, err := schemas.DecodeMFP(b)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if err := a.AddPacket(context.Background(), p, func() { f.freed.Add(1) }); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// dump logs every agent's status (on a failure).
+func (f *testFarm) dump() {
+	for n, a := range f.agents {
+		b, _ := json.MarshalIndent(a.Status(), "", " ")
+		f.t.Logf("%s: %s", n, b)
+	}
+}
+
+func (f *testFarm) leaderStatus() (Status, bool) {
+	for _, a := range f.agents {
+		if s := a.Status(); s.EM != nil && s.Ledger != nil {
+			return s, true
+		}
+	}
+	return Status{}, false
+}
+
+// ready waits until every agent sees the EM and its peers, and the EM
+// has every BU's credit: before, work may all go to the first BUs.
+func (f *testFarm) ready(n int) {
+	f.waitFor("every agent to see the EM and its peers, and the EM every BU's credit", 10*time.Second, func() bool {
+		for _, a := range f.agents {
+			s := a.Status()
+			if s.Leader == "" || len(s.Peers) != n-1 {
+				return false
+			}
+		}
+		s, ok := f.leaderStatus()
+		if !ok || s.EM.BUs != n {
+			return false
+		}
+		for _, c := range s.EM.Credits {
+			if c == 0 {
+				return false
+			}
+		}
+		return true
+	}, f.dump)
+}
+
+// TestAgentFarm: three folded nodes (RU+BU+EM candidate) build 400 events
+// of five sources, push and pull: each event exactly once, from the right
+// bytes of every source; the EM's ledger balances; every RU packet freed.
+func TestAgentFarm(t *testing.T) {
+	for _, proto := range []string{"push", "pull"} {
+		t.Run(proto, func(t *testing.T) {
+			f := newTestFarm(t, proto)
+			all := farm.RoleRU | farm.RoleBU | farm.RoleEM
+			src := map[string][]uint32{"a": {0, 1}, "b": {2, 3}, "c": {4}}
+			for _, n := range []string{"a", "b", "c"} {
+				f.start(n, all, src[n])
+			}
+			f.ready(3)
+			const events = 400
+			var wg sync.WaitGroup
+			for n, s := range src {
+				wg.Add(1)
+				go func() { defer wg.Done(); f.readout(n, s, 0, events) }()
+			}
+			wg.Wait()
+			for _, a := range f.agents {
+				a.EndOfData(context.Background())
+			}
+			f.waitFor("the farm ledger to balance", 20*time.Second, func() bool {
+				s, ok := f.leaderStatus()
+				return ok && s.Ledger.Balanced && s.Ledger.Built == events
+			})
+			f.waitFor("every packet freed", 5*time.Second, func() bool { return f.freed.Load() == events/4*nSources })
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.bad) > 0 {
+				t.Fatalf("%d problems, first: %v", len(f.bad), f.bad[:min(5, len(f.bad))])
+			}
+			per := map[string]int{}
+			for id := uint64(0); id < events; id++ {
+				if len(f.built[id]) != 1 {
+					t.Fatalf("event %d built by %v", id, f.built[id])
+				}
+				per[f.built[id][0]]++
+			}
+			if len(per) != 3 {
+				f.dump()
+				t.Fatalf("events per BU %v: not every BU took work", per)
+			}
+			s, _ := f.leaderStatus()
+			t.Logf("%s: built per BU %v; EM %s: %d assignments", proto, per, s.Node, s.EM.Assigned)
+		})
+	}
+}
+
+// TestAgentFailover: a BU-only node whose trigger hangs holds assignments;
+// it dies; the EM reassigns them to the others, which build them from the
+// bytes the RUs still held: the ledger balances with nothing lost.
+func TestAgentFailover(t *testing.T) {
+	f := newTestFarm(t, "push")
+	all := farm.RoleRU | farm.RoleBU | farm.RoleEM
+	f.start("a", all, []uint32{0, 1, 2})
+	f.start("b", all, []uint32{3, 4})
+	f.start("c", farm.RoleBU, nil)
+	f.checks["c"].stuck.Store(true)
+	f.ready(3)
+	const events = 200
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.readout("a", []uint32{0, 1, 2}, 0, events) }()
+	go func() { defer wg.Done(); f.readout("b", []uint32{3, 4}, 0, events) }()
+	wg.Wait()
+	f.waitFor("c to hold work", 10*time.Second, func() bool {
+		s := f.agents["c"].Status()
+		return s.BU != nil && s.BU.InFlight >= 3
+	}, f.dump)
+	held := f.agents["c"].Status().BU.InFlight
+	f.stop("c")
+	for _, n := range []string{"a", "b"} {
+		f.agents[n].EndOfData(context.Background())
+	}
+	f.waitFor("the farm ledger to balance", 20*time.Second, func() bool {
+		s, ok := f.leaderStatus()
+		return ok && s.Ledger.Balanced && s.Ledger.Built == events
+	}, f.dump)
+	s, _ := f.leaderStatus()
+	if s.EM.Reassigned < uint64(held) || s.Ledger.LostTotal() != 0 || s.Ledger.PerBU["c"] != 0 {
+		t.Fatalf("c held %d; EM %+v; ledger %+v", held, s.EM, s.Ledger)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.bad) > 0 {
+		t.Fatalf("%d problems, first: %v", len(f.bad), f.bad[:min(5, len(f.bad))])
+	}
+	dup := 0
+	for id := uint64(0); id < events; id++ {
+		var others int
+		for _, n := range f.built[id] {
+			if n != "c" {
+				others++
+			}
+		}
+		if others != 1 {
+			t.Fatalf("event %d built by %v: want exactly once by a live BU", id, f.built[id])
+		}
+		if len(f.built[id]) > 1 {
+			dup++
+		}
+	}
+	t.Logf("c held %d assignments when it died; %d reassigned; %d events c had built were built again", held, s.EM.Reassigned, dup)
+}
