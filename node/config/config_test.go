@@ -265,10 +265,10 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// The commented default file documents every key of every transport with
-// its default, the input's beside uri and the sender's in the emulator
-// section: a transport's default changed in code fails here until the file
-// says it too.
+// The commented default file shows every key of every transport with its
+// default, the input's beside uri and the sender's in the emulator section:
+// they are written in from the registry (withTransportKeys), so a new
+// transport needs no edit here; this fails if default.yaml lost a marker.
 func TestDefaultYAMLDocumentsTransportKeys(t *testing.T) {
 	text := string(DefaultYAML)
 	for _, tr := range transport.Registered() {

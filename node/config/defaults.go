@@ -13,12 +13,14 @@ import (
 // DefaultYAML is the commented default configuration printed by `sluice
 // config default`: every key with its default value and meaning, plus an
 // embedded synthetic emulator input and one source group so that it runs
-// as is. It is written by hand, for operators; a test fails when it differs
-// from the defaults in code (Default, the stage defaults) or leaves a key
-// out.
-//
+// as is. It is written by hand, for operators, except the keys of the
+// transports, which each transport documents where it registers (see
+// withTransportKeys); a test fails when it differs from the defaults in
+// code (Default, the stage defaults) or leaves a key out.
+var DefaultYAML = withTransportKeys(defaultTemplate)
+
 //go:embed default.yaml
-var DefaultYAML []byte
+var defaultTemplate []byte
 
 // base is what a file is decoded over: every section's defaults, taken
 // from the package that owns it, and no inputs, sources or stages (those

@@ -2,8 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"sort"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -223,4 +226,76 @@ func appendKeys(n *yaml.Node, values ...any) error {
 		}
 	}
 	return nil
+}
+
+// Marker lines of default.yaml, replaced by the registered transports'
+// keys: a transport's keys are documented where it is registered (the doc
+// tags of its settings), not in this package.
+const (
+	inputKeysMarker  = "#@ input keys"
+	senderKeysMarker = "#@ sender keys"
+)
+
+// withTransportKeys returns the default file's template with each marker
+// line replaced, at its indentation, by the transports' keys: for every
+// registered transport with an input (inputs) or one an embedded emulator
+// may feed (senders), its URI form and what it is, then each key with its
+// default and its doc tag.
+func withTransportKeys(template []byte) []byte {
+	var out []string
+	for _, line := range strings.Split(string(template), "\n") {
+		text := strings.TrimLeft(line, " ")
+		indent := line[:len(line)-len(text)]
+		switch text {
+		case inputKeysMarker:
+			out = append(out, transportKeys(indent, func(t *transport.Transport) any {
+				if t.NewInputOptions == nil {
+					return nil
+				}
+				return t.NewInputOptions()
+			})...)
+		case senderKeysMarker:
+			out = append(out, transportKeys(indent, func(t *transport.Transport) any {
+				if t.NewSenderOptions == nil || !t.Embeddable {
+					return nil
+				}
+				return t.NewSenderOptions()
+			})...)
+		default:
+			out = append(out, line)
+		}
+	}
+	return []byte(strings.Join(out, "\n"))
+}
+
+func transportKeys(indent string, options func(*transport.Transport) any) []string {
+	var out []string
+	for _, t := range transport.Registered() {
+		opts := options(t)
+		if opts == nil {
+			continue
+		}
+		var n yaml.Node
+		if err := n.Encode(opts); err != nil {
+			panic(fmt.Sprintf("config: the settings of %s:// do not encode: %v", t.Scheme, err))
+		}
+		docs := map[string]string{}
+		for typ, i := reflect.TypeOf(opts).Elem(), 0; i < typ.NumField(); i++ {
+			docs[conf.Key(typ.Field(i))] = typ.Field(i).Tag.Get("doc")
+		}
+		head := fmt.Sprintf("%s#   %-20s %s", indent, t.Scheme+"://"+t.Target, t.About)
+		if len(n.Content) == 0 {
+			head += "; no keys"
+		}
+		out = append(out, head)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1].Value
+			line := fmt.Sprintf("%s#     %s: %s", indent, k, v)
+			if d := docs[k]; d != "" {
+				line = fmt.Sprintf("%-*s # %s", len(indent)+30, line, d)
+			}
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -60,7 +60,9 @@ type Transport struct {
 }
 
 // InputOptions are one transport's input settings: a pointer to its own
-// struct, decoded from the keys beside the input's uri.
+// struct, decoded from the keys beside the input's uri (its fields' yaml
+// tags), each documented for operators by its field's doc tag (the node's
+// commented default configuration shows it with the default).
 type InputOptions interface {
 	// Check returns the problems of these settings for an input at u, with
 	// paths relative to the input ("credit_window").

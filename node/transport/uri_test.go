@@ -65,10 +65,12 @@ func TestParseURI(t *testing.T) {
 			t.Errorf("ParseURI(%q): %v, want a URIError saying %q", bad, err, why)
 		}
 	}
-	if f := transport.Forms(); f != "shm://NAME, tcp://HOST:PORT, udp://HOST:PORT[?format=...] or file://PATH" {
+	// In registration order (package all), "or" before the last; a
+	// transport registered later only adds to the end.
+	if f := transport.Forms(); !strings.HasPrefix(f, "shm://NAME, tcp://HOST:PORT, udp://HOST:PORT[?format=...]") || !strings.Contains(f, "file://PATH") || !strings.Contains(f, " or ") {
 		t.Errorf("Forms() = %q", f)
 	}
-	if f := transport.EmbeddableForms(); f != "shm://NAME, tcp://HOST:PORT or udp://HOST:PORT[?format=...]" {
+	if f := transport.EmbeddableForms(); !strings.HasPrefix(f, "shm://NAME, tcp://HOST:PORT") || strings.Contains(f, "file://") {
 		t.Errorf("EmbeddableForms() = %q", f)
 	}
 }

@@ -47,7 +47,7 @@ const DefaultQueue = 64
 type Options struct {
 	// Queue is the packets the queue holds before the sender waits
 	// (default 64).
-	Queue int `yaml:"queue"`
+	Queue int `yaml:"queue" doc:"packets the queue holds before the sender waits"`
 }
 
 // Check wants a queue of 1 to 65536 packets.

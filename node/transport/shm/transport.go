@@ -63,7 +63,7 @@ func (*Options) Ends() bool { return true }
 type SenderOptions struct {
 	// RingSize is the data region of the ring it creates, in bytes: a
 	// power of two (default DefaultRingData).
-	RingSize conf.ByteSize `yaml:"ring_size"`
+	RingSize conf.ByteSize `yaml:"ring_size" doc:"data region of the ring it creates (a power of two)"`
 }
 
 // Check wants a ring of 1 MiB to 64 GiB, the sizes an operator would

@@ -40,13 +40,13 @@ type Options struct {
 	// CreditWindow is the bytes of credit each connection is granted
 	// (default 8 MiB); a sender never has more than this in flight
 	// unreleased, and no packet may be larger.
-	CreditWindow conf.ByteSize `yaml:"credit_window"`
+	CreditWindow conf.ByteSize `yaml:"credit_window" doc:"bytes granted per connection before the sender waits"`
 	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
 	// granted is in Stats.SocketBufferBytes).
-	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_RCVBUF requested"`
 	// ExpectStreams: when > 0, Run returns nil once this many senders
 	// ended their stream cleanly (0: it runs until it is stopped).
-	ExpectStreams int `yaml:"expect_streams"`
+	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
 }
 
 // DefaultOptions are the settings of an input configured with none.
@@ -89,10 +89,10 @@ func (o *Options) Ends() bool { return o.ExpectStreams > 0 }
 type SenderOptions struct {
 	// Connections to open; source s goes on connection s mod Connections
 	// (0: min(sources, 4)).
-	Connections int `yaml:"connections"`
+	Connections int `yaml:"connections" doc:"sender connections (0 = min(sources, 4))"`
 	// SocketBuffer is the SO_SNDBUF requested (default 4 MiB; 0: the
 	// system's).
-	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_SNDBUF requested"`
 }
 
 // Check wants 0 to 1024 connections and a port to send to.

@@ -70,14 +70,14 @@ type Options struct {
 	// 20 ms): a missing sequence number is declared lost when a datagram
 	// ReorderWindow past it arrives or when the datagram after it has
 	// waited LatencyBudget.
-	ReorderWindow int           `yaml:"reorder_window"`
-	LatencyBudget time.Duration `yaml:"latency_budget"`
+	ReorderWindow int           `yaml:"reorder_window" doc:"datagrams past a gap before it counts as lost"`
+	LatencyBudget time.Duration `yaml:"latency_budget" doc:"or this long waited for the missing datagram"`
 	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
 	// granted is in Stats.SocketBufferBytes).
-	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_RCVBUF requested"`
 	// ExpectStreams: when > 0, Run returns nil once this many senders sent
 	// their end marker (0: it runs until it is stopped).
-	ExpectStreams int `yaml:"expect_streams"`
+	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
 	// Format is the datagrams' payload, FormatMFP (default) or FormatVTP;
 	// written in the URI (?format=), not beside it.
 	Format string `yaml:"-"`
@@ -129,7 +129,7 @@ func (o *Options) Ends() bool { return o.ExpectStreams > 0 }
 type SenderOptions struct {
 	// SocketBuffer is the SO_SNDBUF requested (default 4 MiB; 0: the
 	// system's).
-	SocketBuffer conf.ByteSize `yaml:"socket_buffer"`
+	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_SNDBUF requested"`
 }
 
 // Check wants a port to send to.
