@@ -24,10 +24,11 @@ import (
 //
 // Each prints "ready" on stdout once connected.
 const (
-	envRole = "PEERTEST_ROLE"
-	envAddr = "PEERTEST_ADDR"
-	envNode = "PEERTEST_NODE"
-	envSize = "PEERTEST_SIZE"
+	envRole  = "PEERTEST_ROLE"
+	envAddr  = "PEERTEST_ADDR"
+	envNode  = "PEERTEST_NODE"
+	envSize  = "PEERTEST_SIZE"
+	envPlain = "PEERTEST_PLAIN"
 	// helperHeartbeat is the helpers' Config.Heartbeat.
 	helperHeartbeat = 25 * time.Millisecond
 )
@@ -90,6 +91,11 @@ func helper(f Factory, role string) error {
 	case "idle":
 		<-c.Done()
 		return c.Err()
+	case "sink":
+		if a := os.Getenv(envPlain); a != "" {
+			go plainSink(a)
+		}
+		return sink(ctx, c)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -102,10 +108,11 @@ type child struct {
 
 // startHelper runs the test binary as a helper of role connecting to addr
 // and waits for its "ready".
-func startHelper(t testing.TB, role, node, addr string, size int) *child {
+func startHelper(t testing.TB, role, node, addr string, size int, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"="+role, envNode+"="+node, envAddr+"="+addr, envSize+"="+strconv.Itoa(size))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

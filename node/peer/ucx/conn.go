@@ -11,8 +11,10 @@ import "C"
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -38,6 +40,12 @@ type Conn struct {
 	// before the Conn is established waits in early.
 	hs    chan hsFrame
 	hsErr chan error
+
+	// Control-path frames queued for the worker, which sends what has
+	// gathered as one active message.
+	cmu     sync.Mutex
+	cbuf    []byte
+	cqueued bool
 
 	// Worker state.
 	ep      C.ucp_ep_h
@@ -112,10 +120,7 @@ type hsIO struct {
 }
 
 func (h hsIO) WriteFrame(b []byte) error {
-	if !h.c.t.ops.push(func() { h.c.t.sendFrame(h.c, b) }) {
-		return fmt.Errorf("%w: transport %s", peer.ErrClosed, h.c.t.addr)
-	}
-	return nil
+	return h.c.queue(func(buf []byte) []byte { return append(buf, b...) })
 }
 
 func (h hsIO) ReadFrame() (wire.Header, []byte, error) {
@@ -274,25 +279,58 @@ func (t *Transport) establish(c *Conn, p handshake.Peer) error {
 	return err
 }
 
-// Control is link.Wire's: the frame goes out as an eager active message.
-func (c *Conn) Control(typ uint16, body []byte) error {
-	f := wire.AppendFrame(make([]byte, 0, wire.HeaderSize+len(body)), wire.KindControl, typ, body)
-	if !c.t.ops.push(func() { c.t.sendFrame(c, f) }) {
+// queue appends a frame (by add) to the Conn's pending control-path
+// frames and, if they were empty, asks the worker to send them: frames
+// queued meanwhile travel together in one active message.
+func (c *Conn) queue(add func([]byte) []byte) error {
+	c.cmu.Lock()
+	c.cbuf = add(c.cbuf)
+	first := !c.cqueued
+	c.cqueued = true
+	c.cmu.Unlock()
+	if first && !c.t.ops.push(func() { c.t.flushFrames(c) }) {
 		return fmt.Errorf("%w: transport %s", peer.ErrClosed, c.t.addr)
 	}
 	return nil
 }
 
+// Control is link.Wire's: the frame goes out in an eager active message.
+func (c *Conn) Control(typ uint16, body []byte) error {
+	return c.queue(func(b []byte) []byte { return wire.AppendFrame(b, wire.KindControl, typ, body) })
+}
+
 // Credit is link.Wire's.
 func (c *Conn) Credit(n uint32) {
-	f := wire.AppendCredit(nil, n)
-	c.t.ops.push(func() { c.t.sendFrame(c, f) })
+	c.queue(func(b []byte) []byte { return wire.AppendCredit(b, n) })
 }
 
 // Heartbeat is link.Wire's.
 func (c *Conn) Heartbeat() {
-	f := wire.AppendFrame(nil, wire.KindHeartbeat, 0, nil)
-	c.t.ops.push(func() { c.t.sendFrame(c, f) })
+	c.queue(func(b []byte) []byte { return wire.AppendFrame(b, wire.KindHeartbeat, 0, nil) })
+}
+
+// maxBatch bounds the frames one control active message carries.
+const maxBatch = 128 << 10
+
+// flushFrames sends the Conn's pending frames (worker), in active
+// messages of at most maxBatch bytes (or one frame), cut at frame ends.
+func (t *Transport) flushFrames(c *Conn) {
+	c.cmu.Lock()
+	buf := c.cbuf
+	c.cbuf, c.cqueued = nil, false
+	c.cmu.Unlock()
+	for len(buf) > 0 {
+		n := 0
+		for n < len(buf) {
+			l := wire.HeaderSize + int(binary.LittleEndian.Uint32(buf[n+4:]))
+			if n > 0 && n+l > maxBatch {
+				break
+			}
+			n += l
+		}
+		t.sendFrame(c, buf[:n])
+		buf = buf[n:]
+	}
 }
 
 // Shutdown is link.Wire's.
@@ -383,6 +421,7 @@ func (t *Transport) shutdown(c *Conn, bye bool, err error) {
 		// Tell the peer, then give it byeGrace to take what is in flight
 		// and close its side; its close (an endpoint error here) or the
 		// deadline closes ours.
+		t.flushFrames(c)
 		t.sendFrame(c, wire.AppendFrame(nil, wire.KindBye, 0, nil))
 		c.closeAt = time.Now().Add(byeGrace)
 		return
@@ -519,29 +558,38 @@ func (t *Transport) onCtl(ep C.ucp_ep_h, data []byte) {
 		}
 		return
 	}
-	h, body, err := wire.ParseFrame(data, t.lim)
-	if err != nil {
-		t.protocolError(c, err)
-		return
-	}
-	if c.state == stateHandshake {
-		if h.Kind <= wire.KindRefuse {
-			select {
-			case c.hs <- hsFrame{h, body}:
-			default:
-				t.protocolError(c, fmt.Errorf("too many handshake frames"))
+	for len(data) > 0 {
+		h, body, rest, err := wire.NextFrame(data, t.lim)
+		if err != nil {
+			t.protocolError(c, err)
+			return
+		}
+		data = rest
+		switch c.state {
+		case stateHandshake:
+			if h.Kind <= wire.KindRefuse {
+				select {
+				case c.hs <- hsFrame{h, body}:
+				default:
+					t.protocolError(c, fmt.Errorf("too many handshake frames"))
+					return
+				}
+				continue
 			}
+			if len(c.early) > t.cfg.ControlWindow+16 {
+				t.protocolError(c, fmt.Errorf("%d frames before the hello exchange ended", len(c.early)))
+				return
+			}
+			c.early = append(c.early, early{h, body})
+		case stateEstablished:
+			c.Touch()
+			if !t.dispatch(c, h, body) {
+				return
+			}
+		default:
 			return
 		}
-		if len(c.early) > t.cfg.ControlWindow+16 {
-			t.protocolError(c, fmt.Errorf("%d frames before the hello exchange ended", len(c.early)))
-			return
-		}
-		c.early = append(c.early, early{h, body})
-		return
 	}
-	c.Touch()
-	t.dispatch(c, h, body)
 }
 
 func (t *Transport) protocolError(c *Conn, err error) {

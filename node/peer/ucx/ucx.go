@@ -374,6 +374,9 @@ func (t *Transport) loop() {
 				}
 			}
 		}
+		// No spinning before sleeping: the worker's locked thread holds one
+		// of the process's Ps while it polls, and on a machine with few
+		// cores the goroutines that answer need it.
 		if t.epfd < 0 || len(ops) > 0 {
 			continue
 		}

@@ -64,3 +64,26 @@ func FuzzDecodeHello(f *testing.F) {
 		}
 	})
 }
+
+func FuzzNextFrame(f *testing.F) {
+	seq := AppendFrame(nil, KindControl, 3, []byte("abc"))
+	seq = AppendCredit(seq, 4)
+	seq = AppendFrame(seq, KindHeartbeat, 0, nil)
+	f.Add(seq)
+	f.Add(seq[:len(seq)-3])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rest := b
+		for len(rest) > 0 {
+			off := len(b) - len(rest)
+			h, body, r, err := NextFrame(rest, lim)
+			if err != nil {
+				decodetest.Check(t, err, len(rest))
+				return
+			}
+			if len(body) != int(h.Length) || len(r) >= len(rest) {
+				t.Fatalf("frame at %d: body %d bytes (header %d), rest %d of %d", off, len(body), h.Length, len(r), len(rest))
+			}
+			rest = r
+		}
+	})
+}

@@ -149,6 +149,24 @@ func ParseFrame(b []byte, lim Limits) (Header, []byte, error) {
 	return h, b[HeaderSize:], nil
 }
 
+// NextFrame decodes the first of a sequence of whole non-data frames in b
+// (UCX: an active message may carry several) and returns it and what
+// follows. Errors as ParseFrame's, offsets within b.
+func NextFrame(b []byte, lim Limits) (h Header, body, rest []byte, err error) {
+	h, err = ParseHeader(b, lim)
+	if err != nil {
+		return Header{}, nil, nil, err
+	}
+	if h.Kind == KindData {
+		return Header{}, nil, nil, schemas.Errorf(format, "kind", 0, schemas.ErrInconsistent, "a data frame where a control-path frame belongs")
+	}
+	end := HeaderSize + int(h.Length)
+	if len(b) < end {
+		return Header{}, nil, nil, schemas.Errorf(format, "body", int64(len(b)), schemas.ErrTruncated, "frame of %d bytes, %d left", end, len(b))
+	}
+	return h, b[HeaderSize:end], b[end:], nil
+}
+
 // Credit decodes a credit body (4 bytes, checked by ParseHeader).
 func Credit(body []byte) uint32 { return binary.LittleEndian.Uint32(body) }
 

@@ -160,3 +160,22 @@ func TestMACBindsEverything(t *testing.T) {
 		}
 	}
 }
+
+func TestNextFrame(t *testing.T) {
+	seq := AppendFrame(nil, KindControl, 3, []byte("abc"))
+	seq = AppendCredit(seq, 4)
+	h, body, rest, err := NextFrame(seq, lim)
+	if err != nil || h.Kind != KindControl || string(body) != "abc" {
+		t.Fatal(h, body, err)
+	}
+	h, body, rest, err = NextFrame(rest, lim)
+	if err != nil || h.Kind != KindCredit || Credit(body) != 4 || len(rest) != 0 {
+		t.Fatal(h, err, len(rest))
+	}
+	_, _, _, err = NextFrame(seq[:len(seq)-1], lim)
+	if err != nil {
+		t.Fatalf("first frame of a cut sequence: %v", err)
+	}
+	_, _, _, err = NextFrame(seq[11:len(seq)-1], lim)
+	decodetest.Want(t, err, schemas.ErrTruncated, 11)
+}
