@@ -42,9 +42,9 @@
 // connecting side: the control connection (hello exchange, then control,
 // credit, heartbeat and bye frames) and the data connection (a join frame,
 // then data frames in both directions), so a 64 MiB data frame never
-// delays a credit or a heartbeat. On UCX each frame is one active message on
-// the Conn's endpoint: control-connection frames as AM id 1 (eager: the
-// message is the frame), data frames as AM id 2 (the AM header is the data
+// delays a credit or a heartbeat. On UCX the Conn is one endpoint: its
+// control-path frames travel as AM id 1 (eager; one message carries one or
+// more whole frames, those queued together), data frames as AM id 2 (the AM header is the data
 // frame's first 8+H bytes, the AM data is the payload, always by
 // rendezvous so the receiver fetches it only once it has a pool slot).
 //
