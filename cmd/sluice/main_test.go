@@ -30,6 +30,9 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("version output %q lacks the version or Go version", out)
 	}
+	if !strings.Contains(out, "peer transports: tcp") || !strings.Contains(out, "ucx") {
+		t.Fatalf("version output %q does not say which peer transports (and whether UCX) are in", out)
+	}
 }
 
 // `sluice --version` is a flag too, printing the same line as `sluice version`.

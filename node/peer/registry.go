@@ -10,7 +10,27 @@ import (
 var (
 	regMu    sync.Mutex
 	registry = map[string]func(Config) (Transport, error){}
+	about    = map[string]func() string{}
 )
+
+// Describe gives the transport registered under name a description for
+// `sluice version` (e.g. the library version found at run time).
+func Describe(name string, describe func() string) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	about[name] = describe
+}
+
+// About is the description of name's transport, "" if it has none.
+func About(name string) string {
+	regMu.Lock()
+	f := about[name]
+	regMu.Unlock()
+	if f == nil {
+		return ""
+	}
+	return f()
+}
 
 // Register makes a transport available to Open under name. Transport
 // packages call it from init (node/peer/tcp: "tcp"; node/peer/ucx, built

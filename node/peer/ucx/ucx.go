@@ -34,6 +34,7 @@ const Name = "ucx"
 
 func init() {
 	peer.Register(Name, func(c peer.Config) (peer.Transport, error) { return New(c) })
+	peer.Describe(Name, func() string { return "UCX " + Version() + " at run time, built for the " + APIVersion() + " API" })
 }
 
 // byeGrace bounds how long a closing Conn waits for its peer to close after

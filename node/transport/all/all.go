@@ -5,6 +5,7 @@
 package all
 
 import (
+	"github.com/sluice-daq/sluice/node/peerinput"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/node/transport/file"
 	"github.com/sluice-daq/sluice/node/transport/shm"
@@ -17,4 +18,5 @@ func init() {
 	transport.Register(tcp.Transport)
 	transport.Register(udp.Transport)
 	transport.Register(file.Transport)
+	transport.Register(peerinput.Transport)
 }
