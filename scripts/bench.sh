@@ -7,7 +7,9 @@ GO=${GO:-go}
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 ./... 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
+# The peer transports' benchmarks run apart, PEER_COUNT times (below).
+pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v '/node/peer/')
+"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 $pkgs 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
 awk '
 /^Benchmark/ {
   name=$1; sub(/-[0-9]+$/, "", name); fig=""; ratio=""
@@ -19,4 +21,37 @@ awk '
   if (fig == "") fig=sprintf("%s ns/op", $3)
   printf "%-60s %-24s %s\n", name, fig, (ratio == "" ? "" : "ratio " ratio)
 }' "$out"
+# Peer transports (node/peer/...): each benchmark PEER_COUNT times (5 by
+# default); figure and ratio as min / median / max over the runs, with the
+# machine's load average before and after (these run two processes each,
+# and against ucx_perftest when built with UCX).
+PEER_COUNT=${PEER_COUNT:-5}
+echo "peer transports: $PEER_COUNT runs each, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . -count "$PEER_COUNT" ./node/peer/... 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
+awk '
+function stats(list,   a, n, i, j, t) {
+  n = split(list, a, " ")
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+  return sprintf("%s / %s / %s", a[1], (n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2), a[n])
+}
+/^Benchmark/ {
+  name=$1; sub(/-[0-9]+$/, "", name)
+  if (!(name in figs)) order[++k] = name
+  for (i=3; i<NF; i++) {
+    u = $(i+1)
+    if (u == "ratio") ratios[name] = ratios[name] " " $i
+    else if (u == "MB/s" || u == "msgs/s" || u == "us") { if (!(name in unit) || unit[name] == u) { figs[name] = figs[name] " " $i; unit[name] = u } }
+    else if (u == "cpu_ns/B" || u == "cpu_ns/msg") cpus[name] = cpus[name] " " $i
+  }
+}
+END {
+  for (j = 1; j <= k; j++) {
+    n = order[j]
+    printf "%-60s %s %s", n, stats(figs[n]), unit[n]
+    if (n in ratios) printf "   ratio %s", stats(ratios[n])
+    if (n in cpus) printf "   cpu %s ns", stats(cpus[n])
+    printf "\n"
+  }
+}' "$out"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -x bin/sluice ] && bin/sluice bench --help >/dev/null 2>&1; then bin/sluice bench; fi

@@ -177,7 +177,7 @@ func (f *Factory) testStop(t *testing.T) {
 	if !errors.Is(err, peer.ErrPeerLost) || !errors.Is(err, peer.ErrHeartbeat) {
 		t.Fatalf("stopped peer: %v, want ErrPeerLost and ErrHeartbeat", err)
 	}
-	if took < cs.PeerTimeout-helperHeartbeat-cs.Heartbeat || took > cs.PeerTimeout+200*time.Millisecond {
+	if took < cs.PeerTimeout-helperHeartbeat-cs.Heartbeat || took > cs.PeerTimeout+slack*200*time.Millisecond {
 		t.Errorf("stopped peer lost after %v, want about PeerTimeout %v", took, cs.PeerTimeout)
 	}
 	t.Logf("stopped peer lost after %v", took)

@@ -29,7 +29,7 @@ type Factory struct {
 	// zero once every transport is closed.
 	Resources func() map[string]int64
 	// DeadWithin is how soon a SIGKILLed peer must surface as an error
-	// (default 100ms).
+	// (default 100ms; three times that under the race detector).
 	DeadWithin time.Duration
 }
 
@@ -39,9 +39,9 @@ type PoolMemory interface{ PoolMemory() []byte }
 
 func (f *Factory) deadWithin() time.Duration {
 	if f.DeadWithin > 0 {
-		return f.DeadWithin
+		return f.DeadWithin * slack
 	}
-	return 100 * time.Millisecond
+	return 100 * time.Millisecond * slack
 }
 
 // Config is the suite's base configuration: loopback, port 0, the given
