@@ -82,19 +82,19 @@ const (
 // Options are a peer input's settings.
 type Options struct {
 	// Node is this node's id on the peer network (default "bu").
-	Node string `yaml:"node"`
+	Node string `yaml:"node" doc:"this node's id on the peer network"`
 	// Farm and Token: peers of another farm, or that cannot prove the
 	// token, are refused (and counted by the peer transport).
-	Farm  string `yaml:"farm"`
-	Token string `yaml:"token"`
+	Farm  string `yaml:"farm" doc:"peers of another farm are refused"`
+	Token string `yaml:"token" doc:"the farm's shared secret (proved by HMAC, never sent)"`
 	// Pool is the receive pool, registered memory the packets land in:
 	// part of the node's memory budget (default 256 MiB).
-	Pool conf.ByteSize `yaml:"pool"`
+	Pool conf.ByteSize `yaml:"pool" doc:"receive pool the packets land in (part of the memory budget)"`
 	// MaxPacket is the largest packet taken (default 64 MiB).
-	MaxPacket conf.ByteSize `yaml:"max_packet"`
+	MaxPacket conf.ByteSize `yaml:"max_packet" doc:"largest packet taken"`
 	// ExpectStreams: when > 0, Run returns once this many senders said
 	// goodbye (0: it runs until it is stopped).
-	ExpectStreams int `yaml:"expect_streams"`
+	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders said goodbye (0 = never)"`
 }
 
 // DefaultOptions are the settings of an input configured with none.
@@ -244,13 +244,13 @@ func (in *Input) serve(ctx context.Context, c peer.Conn, sink transport.Sink) (c
 // SenderOptions are a peer sender's settings.
 type SenderOptions struct {
 	// Node is the sender's node id (default "ru").
-	Node  string `yaml:"node"`
-	Farm  string `yaml:"farm"`
-	Token string `yaml:"token"`
+	Node  string `yaml:"node" doc:"the sender's node id"`
+	Farm  string `yaml:"farm" doc:"as the input's"`
+	Token string `yaml:"token" doc:"as the input's"`
 	// SendRing is the registered memory packets are copied into to be sent
 	// from (default 64 MiB): the emulator makes its packets in Go memory,
 	// where a readout unit would send from its registered readout ring.
-	SendRing conf.ByteSize `yaml:"send_ring"`
+	SendRing conf.ByteSize `yaml:"send_ring" doc:"registered memory the packets are sent from"`
 }
 
 // DefaultSenderOptions are the settings of a sender configured with none.
