@@ -25,6 +25,7 @@ type guard struct {
 	size     uint64        // store bytes at the last directory scan
 	pending  uint64        // bytes admitted since that scan
 	headroom int64         // last computed headroom (bytes; may be negative)
+	refused  uint64        // bytes of the last refused write, until one is admitted
 	ready    chan struct{} // closed while writes are admitted
 }
 
@@ -107,9 +108,11 @@ func (g *guard) admit(need uint64, m *metrics) error {
 	head, err := g.decide(free, g.size+g.pending, need)
 	if err != nil {
 		g.setHeadroom(head, m)
+		g.refused = need
 		g.block()
 		return err
 	}
+	g.refused = 0
 	g.pending += need
 	g.setHeadroom(head-int64(min(need, math.MaxInt64)), m)
 	g.unblock()
@@ -117,7 +120,9 @@ func (g *guard) admit(need uint64, m *metrics) error {
 }
 
 // refresh re-measures, with a directory scan (every GuardInterval and
-// after GC), and lifts the backpressure once there is headroom again.
+// after GC), and lifts the backpressure once there is headroom again: room
+// for the write that was refused, not merely a positive headroom, or the
+// writer would be woken only to be refused again.
 func (g *guard) refresh(m *metrics) {
 	free, size, err := g.measure()
 	if err != nil {
@@ -128,7 +133,7 @@ func (g *guard) refresh(m *metrics) {
 	g.size, g.pending = size, 0
 	head, _ := g.decide(free, size, 0)
 	g.setHeadroom(head, m)
-	if head > 0 {
+	if head > 0 && uint64(head) >= g.refused {
 		g.unblock()
 	} else {
 		g.block()

@@ -66,6 +66,15 @@ func TestDiskBudgetInjected(t *testing.T) {
 		t.Fatal("Writable ready right after a refused write")
 	default:
 	}
+	// Re-checks every 5 ms find 200 kB of headroom: not enough for the
+	// refused 400 kB batch, so the backpressure must stay (it once lifted
+	// at any positive headroom, waking the writer only to be refused again).
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-s.Writable():
+		t.Fatal("Writable ready while the refused write still does not fit")
+	default:
+	}
 	if keys, _ := readAll(t, s, Deferred, CursorOptions{}); len(keys) != 4 {
 		t.Fatalf("%d events stored, want the 4 of the first batch only", len(keys))
 	}
