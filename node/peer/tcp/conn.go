@@ -9,7 +9,10 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/node/peer"
 	"github.com/sluice-daq/sluice/node/peer/internal/handshake"
@@ -289,15 +292,25 @@ func (c *Conn) controlReader() {
 func (c *Conn) dataReader() {
 	defer c.t.wg.Done()
 	defer close(c.dataDone)
-	var hb [wire.HeaderSize]byte
+	rc, err := c.data.SyscallConn()
+	if err != nil {
+		c.dataBroken(err)
+		return
+	}
+	// hb holds the current frame's header, the first have bytes of it read
+	// already (by the previous frame's readv).
+	var hb, next [wire.HeaderSize]byte
+	have := 0
 	for {
-		n, err := io.ReadFull(c.data, hb[:])
-		if err != nil {
-			if n > 0 {
-				c.t.ctr.DataTruncated.Add(1)
+		if have < wire.HeaderSize {
+			n, err := io.ReadFull(c.data, hb[have:])
+			if err != nil {
+				if have+n > 0 {
+					c.t.ctr.DataTruncated.Add(1)
+				}
+				c.dataBroken(err)
+				return
 			}
-			c.dataBroken(err)
-			return
 		}
 		h, err := wire.ParseHeader(hb[:], c.t.lim)
 		if err == nil && h.Kind != wire.KindData {
@@ -308,11 +321,6 @@ func (c *Conn) dataReader() {
 			return
 		}
 		header := make([]byte, h.Type)
-		if _, err := io.ReadFull(c.data, header); err != nil {
-			c.t.ctr.DataTruncated.Add(1)
-			c.dataBroken(err)
-			return
-		}
 		slot := c.t.pool.TryGet(int(h.Length))
 		if slot == nil {
 			c.poolWait.Store(true)
@@ -323,15 +331,59 @@ func (c *Conn) dataReader() {
 			c.t.ctr.DataTruncated.Add(1)
 			return // the Conn or transport ended
 		}
-		if _, err := io.ReadFull(c.data, slot.Bytes()); err != nil {
-			slot.Release()
-			c.t.ctr.DataTruncated.Add(1)
-			c.dataBroken(err)
-			return
+		// One readv for the data header, the payload (straight into the
+		// slot) and as much of the next frame's header as has arrived.
+		have = 0
+		if need := len(header) + int(h.Length); need > 0 {
+			got, err := readAtLeast(rc, [][]byte{header, slot.Bytes(), next[:]}, need)
+			if err != nil {
+				slot.Release()
+				c.t.ctr.DataTruncated.Add(1)
+				c.dataBroken(err)
+				return
+			}
+			have = got - need
 		}
 		c.Touch()
 		c.DeliverData(header, slot)
+		hb = next
 	}
+}
+
+// readAtLeast reads into bufs, in order, until at least min bytes arrived
+// (it may fill more of the last buffers), with readv through the poller.
+func readAtLeast(rc syscall.RawConn, bufs [][]byte, min int) (int, error) {
+	total := 0
+	iov := make([][]byte, 0, len(bufs))
+	for total < min {
+		iov = iov[:0]
+		skip := total
+		for _, b := range bufs {
+			if skip >= len(b) {
+				skip -= len(b)
+				continue
+			}
+			iov = append(iov, b[skip:])
+			skip = 0
+		}
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Readv(int(fd), iov)
+			return rerr != unix.EAGAIN
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, io.ErrUnexpectedEOF
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func (c *Conn) dataWriter() {
