@@ -61,10 +61,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	if replay {
 		p.ReplayStore = st
 		p.NewReplayChain = func(ctx context.Context) (Decider, error) {
-			// The replay stages' metrics would collide with the online
-			// stages' on one registry; inter-fill replay is visible through
-			// sluice_replay_* instead.
-			return NewChain(ctx, cfg.ReplayStages(), nil, log.With("replay", true), arena)
+			return newReplayChain(ctx, cfg, log.With("replay", true), arena)
 		}
 	}
 	groups, err := cfg.Groups()

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -122,6 +125,64 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 			}
 		}
 	}
+}
+
+// ErrNoReplayStage: the configuration names no trigger stage to replay with.
+var ErrNoReplayStage = errors.New("no trigger stage to replay with: add trigger.stages (when: replay) or replay.stages")
+
+// replayArenaBytes is the shared memory `sluice replay` builds the replayed
+// batches in: a few batches of the cursor's 64 MiB at most.
+const replayArenaBytes = 256 << 20
+
+// newReplayChain starts cfg's replay stages, for `sluice replay` and
+// inter-fill replay alike. It has no metrics registry: its series would
+// collide with the online stages' on the node's (inter-fill replay is
+// visible through sluice_replay_* and /status instead), and its State
+// needs none. Batches built in arena (nil: none) reach the plugins
+// without a copy.
+func newReplayChain(ctx context.Context, cfg *config.Config, log *slog.Logger, arena *plugins.Arena) (Decider, error) {
+	stages := cfg.ReplayStages()
+	if len(stages) == 0 {
+		return nil, ErrNoReplayStage
+	}
+	return NewChain(ctx, stages, nil, log, arena)
+}
+
+// replayOptions are cfg's replay settings (rate, batch size).
+func replayOptions(cfg *config.Config) ReplayOptions {
+	return ReplayOptions{Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents}
+}
+
+// RunReplay is `sluice replay`: it replays the deferred events in sel of
+// cfg's store with cfg's replay stages (see Replay), with cfg's rate and
+// batch size, building the batches in shared memory the plugins map.
+// progress (nil: none) is called after each committed batch. The store,
+// the plugin processes and the memory are opened here and closed before it
+// returns, so the plugins' last log lines come before what the caller
+// prints next. ErrNoReplayStage when cfg has no replay stage; the summary
+// so far with ctx.Err() when ctx ends.
+func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, log *slog.Logger, progress func(ReplaySummary)) (ReplaySummary, error) {
+	if len(cfg.ReplayStages()) == 0 {
+		return ReplaySummary{}, ErrNoReplayStage
+	}
+	st, err := OpenStore(cfg, nil)
+	if err != nil {
+		return ReplaySummary{}, err
+	}
+	defer st.Close()
+	arena, err := plugins.NewArena(replayArenaBytes)
+	if err != nil {
+		return ReplaySummary{}, fmt.Errorf("plugin arena: %w", err)
+	}
+	defer arena.Close()
+	chain, err := newReplayChain(ctx, cfg, log, arena)
+	if err != nil {
+		return ReplaySummary{}, err
+	}
+	defer chain.Close()
+	opts := replayOptions(cfg)
+	opts.Selection, opts.Progress, opts.Mem = sel, progress, arena
+	return Replay(ctx, st, chain, opts)
 }
 
 func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names map[string][]string, b *storage.Batch, s *ReplaySummary) error {
@@ -243,15 +304,15 @@ func (r *interFill) begin(ctx context.Context) {
 	go func() {
 		defer close(r.done)
 		var last ReplaySummary
-		opts := ReplayOptions{Rate: r.n.cfg.Replay.Rate, BatchEvents: r.n.cfg.Replay.BatchEvents,
-			Progress: func(s ReplaySummary) {
-				r.mu.Lock()
-				r.st.Events += s.Replayed - last.Replayed
-				r.st.Accepted += s.Accepted - last.Accepted
-				r.st.Kept += s.Kept - last.Kept
-				r.mu.Unlock()
-				last = s
-			}}
+		opts := replayOptions(r.n.cfg)
+		opts.Progress = func(s ReplaySummary) {
+			r.mu.Lock()
+			r.st.Events += s.Replayed - last.Replayed
+			r.st.Accepted += s.Accepted - last.Accepted
+			r.st.Kept += s.Kept - last.Kept
+			r.mu.Unlock()
+			last = s
+		}
 		s, err := Replay(rctx, r.parts.ReplayStore, r.chain, opts)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			r.n.log.Error("inter-fill replay failed", "err", err)

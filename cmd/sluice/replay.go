@@ -19,7 +19,6 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
-	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -70,42 +69,18 @@ otherwise. A summary that does not balance exits with status 2.`,
 			if err != nil {
 				return &exitError{code: exitConfig, err: err}
 			}
-			rs := cfg.ReplayStages()
-			if len(rs) == 0 {
-				return &exitError{code: exitConfig, err: errors.New("no trigger stage to replay with: add trigger.stages (when: replay) or replay.stages")}
-			}
 			log, _ := node.NewLogger(os.Stderr, cfg.Log)
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			stop := onSignals(func(bool) { log.Info("signal: stopping replay after the current batch"); cancel() })
 			defer stop()
 
-			st, err := node.OpenStore(cfg, nil)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			// Replayed batches are built in shared memory the plugins map,
-			// so they reach them without a copy.
-			arena, err := plugins.NewArena(replayArenaBytes)
-			if err != nil {
-				return err
-			}
-			defer arena.Close()
-			chain, err := node.NewChain(ctx, rs, nil, log, arena)
-			if err != nil {
-				return err
-			}
-			defer chain.Close()
-
 			p := newReplayProgress(cmd.ErrOrStderr())
-			s, err := node.Replay(ctx, st, chain, node.ReplayOptions{
-				Selection: sel, Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents, Progress: p.update, Mem: arena,
-			})
+			s, err := node.RunReplay(ctx, cfg, sel, log, p.update)
 			p.finish(s)
-			// The plugins exit (and their last log lines are written)
-			// before the summary, not after it.
-			chain.Close()
+			if errors.Is(err, node.ErrNoReplayStage) {
+				return &exitError{code: exitConfig, err: err}
+			}
 			if errors.Is(err, context.Canceled) {
 				err = nil // a stopped replay is a clean replay: what was committed is final
 			}
@@ -128,10 +103,6 @@ otherwise. A summary that does not balance exits with status 2.`,
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
-
-// replayArenaBytes is the shared memory replayed batches are built in: a
-// few batches of the cursor's 64 MiB at most.
-const replayArenaBytes = 256 << 20
 
 // parseSelection turns --runs and --events ("N" or "FIRST-LAST") into a
 // storage selection.
