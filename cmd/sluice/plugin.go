@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -21,14 +17,12 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/plugins/sdk/scaffold"
 	"github.com/sluice-daq/sluice/plugins/sdk/triggertest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
 func init() { register(newPluginCmd) }
-
-// sluiceModule is the module path the generated plugin projects depend on.
-const sluiceModule = "github.com/sluice-daq/sluice"
 
 func newPluginCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -46,23 +40,28 @@ func newPluginNewCmd() *cobra.Command {
 		Short: "Write a ready-to-build trigger plugin project in ./NAME",
 		Long: `Writes a trigger plugin project (main.go, main_test.go, Makefile, README.md,
 go.mod, go.sum) that builds and tests offline against a local sluice checkout:
-its go.mod replaces ` + sluiceModule + ` with that directory, given by
+its go.mod replaces ` + scaffold.Module + ` with that directory, given by
 --sluice-dir or else found from where this sluice binary was built, from the
 binary's location, or from the working directory.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(name) {
-				return fmt.Errorf("plugin new: name %q: use lower-case letters, digits and _ (a Go identifier)", name)
-			}
-			src, err := findSluiceDir(sluiceDir)
-			if err != nil {
+			if err := scaffold.CheckName(name); err != nil {
 				return fmt.Errorf("plugin new: %w", err)
+			}
+			var src string
+			var err error
+			if sluiceDir != "" {
+				if src, err = scaffold.CheckSluiceDir(sluiceDir); err != nil {
+					return fmt.Errorf("plugin new: --sluice-dir %w", err)
+				}
+			} else if src, err = scaffold.FindSluiceDir(); err != nil {
+				return fmt.Errorf("plugin new: %w; give --sluice-dir", err)
 			}
 			if dir == "" {
 				dir = name
 			}
-			if err := writePluginProject(dir, name, src); err != nil {
+			if err := scaffold.Write(dir, name, src, scaffold.Command()); err != nil {
 				return fmt.Errorf("plugin new: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote plugin project %s in %s (sluice checkout %s)\nnext: cd %s && make test && make check   # builds bin/%s and runs sluice plugin check on it\n",
@@ -73,126 +72,6 @@ binary's location, or from the working directory.`,
 	cmd.Flags().StringVar(&sluiceDir, "sluice-dir", "", "local sluice checkout to build against (default: detected)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to write the project into (default ./NAME); must not exist")
 	return cmd
-}
-
-// findSluiceDir returns the sluice checkout to build plugins against: the
-// flag's value, else the source tree this binary was built from (its file
-// paths are in the binary unless built with -trimpath), else an ancestor
-// of the executable or of the working directory holding sluice's go.mod.
-func findSluiceDir(flag string) (string, error) {
-	if flag != "" {
-		abs, err := filepath.Abs(flag)
-		if err != nil {
-			return "", err
-		}
-		if !isSluiceDir(abs) {
-			return "", fmt.Errorf("--sluice-dir %s: no go.mod of module %s there", abs, sluiceModule)
-		}
-		return abs, nil
-	}
-	var starts []string
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	for _, d := range starts {
-		for ; ; d = filepath.Dir(d) {
-			if isSluiceDir(d) {
-				return d, nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("cannot find a sluice checkout (tried %v); give --sluice-dir", starts)
-}
-
-// isSluiceDir reports whether dir holds the go.mod of the sluice module.
-func isSluiceDir(dir string) bool { return moduleOf(dir) == sluiceModule }
-
-// moduleOf returns the module path on the first line of dir's go.mod (the
-// line sluice's go.mod and the generated ones start with), or "".
-func moduleOf(dir string) string {
-	f, err := os.Open(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	if !s.Scan() {
-		return ""
-	}
-	m, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module ")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(m)
-}
-
-// sluiceCommand is the default SLUICE of a generated Makefile: the resolved
-// absolute path of the running sluice binary, so that `make check` works
-// without sluice on PATH. It is "sluice" (found on PATH) when the path is
-// unknown or holds characters a make variable cannot carry unquoted.
-func sluiceCommand() string {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil || !filepath.IsAbs(exe) || strings.ContainsAny(exe, " \t\n$#\\'\"") {
-		return "sluice"
-	}
-	return exe
-}
-
-// writePluginProject writes the project files into dir (created; it must
-// not exist). go.mod requires sluice through the replace directive plus
-// every module sluice requires, at sluice's versions, and go.sum is
-// sluice's, so that the project builds from the module cache alone.
-func writePluginProject(dir, name, sluiceDir string) error {
-	gomod, err := os.ReadFile(filepath.Join(sluiceDir, "go.mod"))
-	if err != nil {
-		return err
-	}
-	gosum, err := os.ReadFile(filepath.Join(sluiceDir, "go.sum"))
-	if err != nil {
-		return err
-	}
-	text := string(gomod)
-	i := strings.Index(text, "\nrequire")
-	if i < 0 {
-		return fmt.Errorf("%s/go.mod has no require block", sluiceDir)
-	}
-	goLine := "go 1.26.0"
-	for _, l := range strings.Split(text[:i], "\n") {
-		if strings.HasPrefix(l, "go ") {
-			goLine = l
-		}
-	}
-	data := struct {
-		Name, Type, Module, SluiceDir, Sluice, GoLine, Requires string
-	}{
-		Name: name, Type: strings.ReplaceAll(name, "_", "") + "Trigger", Module: sluiceModule,
-		SluiceDir: sluiceDir, Sluice: sluiceCommand(), GoLine: goLine, Requires: strings.TrimSpace(text[i:]),
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return err
-	}
-	for file, tmpl := range pluginTemplates {
-		var b strings.Builder
-		if err := template.Must(template.New(file).Parse(tmpl)).Execute(&b, data); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(b.String()), 0o644); err != nil {
-			return err
-		}
-	}
-	return os.WriteFile(filepath.Join(dir, "go.sum"), gosum, 0o644)
 }
 
 func newPluginCheckCmd() *cobra.Command {
@@ -251,29 +130,18 @@ func checkStartable(path string) error {
 	}
 	switch {
 	case fi.IsDir():
-		bin, ok := projectBinary(path)
+		bin, ok := scaffold.ProjectBinary(path)
 		if !ok {
 			return fmt.Errorf("%s is a directory; pass the plugin binary", path)
 		}
 		return fmt.Errorf("%s is a directory; build it (make build) and pass the binary, e.g. %s%s", path, bin, notBuilt(bin))
 	case fi.Mode().Perm()&0o111 == 0:
-		if bin, ok := projectBinary(filepath.Dir(path)); ok {
+		if bin, ok := scaffold.ProjectBinary(filepath.Dir(path)); ok {
 			return fmt.Errorf("%s is not executable (mode %s); build the project (make build) and pass the binary, e.g. %s%s", path, fi.Mode(), bin, notBuilt(bin))
 		}
 		return fmt.Errorf("%s is not executable (mode %s); pass the plugin binary", path, fi.Mode())
 	}
 	return nil
-}
-
-// projectBinary returns where the Makefile of the project in dir (one that
-// plugin new wrote: go.mod's module is the plugin's name) builds the plugin,
-// and false if dir has no go.mod.
-func projectBinary(dir string) (string, bool) {
-	name := moduleOf(dir)
-	if name == "" {
-		return "", false
-	}
-	return filepath.Join(dir, "bin", filepath.Base(name)), true
 }
 
 // notBuilt says so when bin does not exist yet.
@@ -404,189 +272,4 @@ func checkEvents(mem memory.Allocator, n int, seed uint64) ([]arrow.RecordBatch,
 		}
 	}
 	return triggertest.Native(mem, stream, groups, n)
-}
-
-// pluginTemplates are the files of a new plugin project (text/template).
-var pluginTemplates = map[string]string{
-	"go.mod": `module {{.Name}}
-
-{{.GoLine}}
-
-// The sluice module is not published: build against a local checkout.
-replace {{.Module}} => {{.SluiceDir}}
-
-require {{.Module}} v0.0.0-00010101000000-000000000000
-
-// The modules sluice requires, at sluice's versions.
-{{.Requires}}
-`,
-	"main.go": `// Command {{.Name}} is a sluice trigger plugin. The sluice node starts it as
-// a separate process and hands it batches of events; see the README.
-package main
-
-import (
-	"fmt"
-
-	"{{.Module}}/plugins/sdk"
-	"{{.Module}}/schemas"
-)
-
-// {{.Type}} accepts events whose payloads hold more than min_bytes bytes in
-// total (parameter min_bytes, default 500) on its one line, "big", and
-// rejects the others. Replace Decide with your selection.
-type {{.Type}} struct {
-	minBytes uint64
-}
-
-func (t *{{.Type}}) Describe() sdk.Description {
-	// Columns could list the source groups Decide reads; empty means all.
-	return sdk.Description{Name: "{{.Name}}", Version: "0.1.0", Lines: []string{"big"}}
-}
-
-func (t *{{.Type}}) Configure(params map[string]string) error {
-	if err := sdk.CheckParams(params, "min_bytes"); err != nil {
-		return err
-	}
-	var err error
-	t.minBytes, err = sdk.ParamUint(params, "min_bytes", 500)
-	return err
-}
-
-func (t *{{.Type}}) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
-	for i := range out {
-		var n uint64
-		for g := range ev.Groups {
-			n += uint64(len(ev.GroupPayload(g, i)))
-		}
-		switch {
-		case ev.Status(i)&schemas.StatusCorrupt != 0:
-			out[i] = sdk.Defer(fmt.Sprintf("event %d has a corrupt fragment", ev.EventID(i)))
-		case n > t.minBytes:
-			out[i] = sdk.Accept(1) // line 0, "big"
-		default:
-			out[i] = sdk.Reject()
-		}
-	}
-	return nil
-}
-
-func main() { sdk.Serve(&{{.Type}}{}) }
-`,
-	"main_test.go": `package main
-
-import (
-	"context"
-	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"{{.Module}}/plugins/sdk/triggertest"
-	"{{.Module}}/schemas"
-)
-
-// TestDecide runs the trigger in process on synthetic events of 10 sources
-// × 64 bytes (640 payload bytes each): all pass min_bytes=600, none
-// min_bytes=640.
-func TestDecide(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	batches, err := triggertest.Synthetic(mem, 1, 100, 40, 64, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer triggertest.Release(batches)
-	for minBytes, want := range map[string]schemas.Decision{"600": schemas.DecisionAccept, "640": schemas.DecisionReject} {
-		r, err := triggertest.InProcess(&{{.Type}}{}, map[string]string{"min_bytes": minBytes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := triggertest.Run(context.Background(), r, batches)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res) != 100 {
-			t.Fatalf("%d decisions for 100 events", len(res))
-		}
-		for _, d := range res {
-			if d.Decision != want || (want == schemas.DecisionAccept) != (d.Lines == 1) {
-				t.Fatalf("min_bytes=%s event %d: %v lines %b, want %v", minBytes, d.EventID, d.Decision, d.Lines, want)
-			}
-		}
-	}
-	if _, err := triggertest.InProcess(&{{.Type}}{}, map[string]string{"min_byte": "1"}); err == nil {
-		t.Fatal("a misspelt parameter was accepted")
-	}
-}
-`,
-	"Makefile": `# {{.Name}}: a sluice trigger plugin. Builds offline against the sluice
-# checkout named in go.mod's replace directive.
-# SLUICE defaults to the sluice binary that wrote this project; override it
-# (make check SLUICE=...) if that binary moves or to use another build.
-GO     ?= go
-SLUICE ?= {{.Sluice}}
-
-.PHONY: build test check clean
-
-build:
-	$(GO) build -o bin/{{.Name}} .
-
-test:
-	$(GO) test ./...
-
-# Starts the built plugin as the node would and runs it on synthetic events.
-check: build
-	$(SLUICE) plugin check bin/{{.Name}}
-
-clean:
-	rm -rf bin
-`,
-	"README.md": `# {{.Name}} — a sluice trigger plugin
-
-A trigger plugin for the sluice node: a separate program that the node starts
-and hands batches of events (Arrow record batches, one row per event).
-` + "`main.go`" + ` implements ` + "`sdk.Trigger`" + ` (Describe, Configure, Decide) and
-calls ` + "`sdk.Serve`" + `.
-
-Decide reads each batch through ` + "`schemas.EventBatch`" + `. The template sums
-an event's payload bytes over its source groups (` + "`ev.Groups`" + `, and
-` + "`ev.GroupPayload(g, i)`" + `: group g's payloads of event i back to back),
-defers events whose ` + "`ev.Status(i)`" + ` has ` + "`schemas.StatusCorrupt`" + ` (naming
-` + "`ev.EventID(i)`" + `), and accepts those above min_bytes on its line "big".
-The other accessors of event i: ` + "`ev.GroupIndex(name)`" + ` (a group's index, or
--1), ` + "`ev.GroupSizes(g, i)`" + ` (each source's payload size in group g),
-` + "`ev.Fragments(g, i, fn)`" + ` (each source of group g with its payload),
-` + "`ev.EachFragment(i, fn)`" + ` (every source of every group), ` + "`ev.Payload(source, i)`" + `
-(one source's payload), ` + "`ev.MissingSources(i)`" + ` and ` + "`ev.CorruptSources(i)`" + `.
-List the groups Decide reads in ` + "`Description.Columns`" + ` and the node sends
-only those.
-
-## Building offline against a local sluice checkout
-
-The sluice module (` + "`{{.Module}}`" + `) is not published anywhere. This
-project builds against the local checkout at
-
-    {{.SluiceDir}}
-
-through the ` + "`replace`" + ` directive in go.mod; go.mod and go.sum list the
-modules sluice needs at sluice's versions, so nothing is downloaded when they
-are in the module cache (build sluice there once). If the checkout moves,
-edit the replace line.
-
-    make test     # go test ./... (the trigger in process, on synthetic events)
-    make build    # bin/{{.Name}}
-    make check    # $(SLUICE) plugin check bin/{{.Name}}: handshake, description, decisions
-
-` + "`sluice plugin check`" + ` takes the built binary (bin/{{.Name}}), not this
-directory. The Makefile's SLUICE defaults to the sluice binary that wrote the
-project ({{.Sluice}}); override it with ` + "`make check SLUICE=...`" + `.
-
-Without network access use ` + "`GOFLAGS=-mod=mod GOPROXY=off make test`" + `.
-
-## Deploying
-
-Name the binary in the node's config as the plugin of a trigger stage, with
-its parameters (here ` + "`min_bytes`" + `). Log with ` + "`sdk.Logger(\"{{.Name}}\")`" + `:
-the lines appear in the node's log under the plugin's name.
-`,
-	".gitignore": "bin/\n",
 }
