@@ -16,10 +16,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/wire"
 	"github.com/sluice-daq/sluice/plugins/sdk"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
 )
 
 // minRegion is the smallest shared-memory region made for an instance;

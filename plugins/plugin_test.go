@@ -6,9 +6,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
 )
 
 // TestPassthroughRoundTrip runs the passthrough plugin out of process over

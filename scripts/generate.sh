@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the Go code of the project's protocol buffers (the trigger
-# plugin protocol in schemas/pluginpb). Installs protoc from Debian's
+# plugin protocol in plugins/internal/pluginpb). Installs protoc from Debian's
 # protobuf-compiler when it is missing, and the Go code generators at pinned
 # versions. CI does not run this: the generated code is committed and must be
 # regenerated (and committed) whenever a .proto changes.
@@ -28,8 +28,8 @@ want_version protoc-gen-go "$PROTOC_GEN_GO_VERSION" ||
 want_version protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" ||
   GOFLAGS= "$GO" install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
 
-protoc --proto_path=schemas/pluginpb \
-  --go_out=schemas/pluginpb --go_opt=paths=source_relative \
-  --go-grpc_out=schemas/pluginpb --go-grpc_opt=paths=source_relative \
-  schemas/pluginpb/trigger.proto
-echo "generate: schemas/pluginpb regenerated with $(protoc --version), protoc-gen-go $PROTOC_GEN_GO_VERSION, protoc-gen-go-grpc $PROTOC_GEN_GO_GRPC_VERSION"
+protoc --proto_path=plugins/internal/pluginpb \
+  --go_out=plugins/internal/pluginpb --go_opt=paths=source_relative \
+  --go-grpc_out=plugins/internal/pluginpb --go-grpc_opt=paths=source_relative \
+  plugins/internal/pluginpb/trigger.proto
+echo "generate: plugins/internal/pluginpb regenerated with $(protoc --version), protoc-gen-go $PROTOC_GEN_GO_VERSION, protoc-gen-go-grpc $PROTOC_GEN_GO_GRPC_VERSION"

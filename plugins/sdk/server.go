@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/wire"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
 )
 
 // server serves one Trigger over the sluice.trigger.v1 gRPC service.

@@ -9,10 +9,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/plugins/internal/wire"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
 )
 
 // fake decides by event id: accept on line 1 when even, reject when odd,

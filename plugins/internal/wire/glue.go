@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 )
 
 // GRPCPlugin adapts the sluice.trigger.v1 service to go-plugin. In a plugin

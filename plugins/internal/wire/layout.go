@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 )
 
 // SchemaBytes encodes a schema alone as an Arrow IPC stream.

@@ -8,9 +8,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/pluginpb"
 )
 
 func batch(t testing.TB, mem memory.Allocator, events int) arrow.RecordBatch {

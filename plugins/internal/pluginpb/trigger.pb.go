@@ -871,7 +871,7 @@ const file_trigger_proto_rawDesc = "" +
 	"\aTrigger\x12N\n" +
 	"\bDescribe\x12\".sluice.trigger.v1.DescribeRequest\x1a\x1e.sluice.trigger.v1.Description\x12V\n" +
 	"\tConfigure\x12#.sluice.trigger.v1.ConfigureRequest\x1a$.sluice.trigger.v1.ConfigureResponse\x12M\n" +
-	"\x06Decide\x12 .sluice.trigger.v1.DecideRequest\x1a!.sluice.trigger.v1.DecideResponseB/Z-github.com/sluice-daq/sluice/schemas/pluginpbb\x06proto3"
+	"\x06Decide\x12 .sluice.trigger.v1.DecideRequest\x1a!.sluice.trigger.v1.DecideResponseB8Z6github.com/sluice-daq/sluice/plugins/internal/pluginpbb\x06proto3"
 
 var (
 	file_trigger_proto_rawDescOnce sync.Once
