@@ -12,6 +12,14 @@
 // reason. Plugins die with the node, even when the node is killed with
 // SIGKILL.
 //
+// A decision is a schemas.Verdict from the plugin to the store: the host
+// adds the stage and the reason's kind (the plugin's own, the deferral
+// fraction or backlog, the prescales, a trigger error). Chain.State reports
+// each stage's plugin processes (up, restarts, backlog, calls, failures)
+// and what it decided (accepted, rejected, prescaled, deferred, per line),
+// whether or not the chain has a metrics registry (its sluice_trigger_…
+// metrics say the same).
+//
 // Batches reach a plugin on the same machine through shared memory, mapped
 // once on both sides; only names, offsets and lengths cross the socket:
 //
