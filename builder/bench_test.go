@@ -126,7 +126,7 @@ func BenchmarkMFP128B1024Sources(b *testing.B) {
 	}
 	// Warm up: fill the pools (event states, batch buffers) and touch the
 	// baseline's buffer, so that both are measured in steady state, not
-	// first-touch page faults (CALIBRATION.md: ~15 µs per fresh 4 KiB page).
+	// first-touch page faults (~15 µs per fresh 4 KiB page on the 2-core CI machines).
 	warm := 3 * Defaults().BatchEvents * nsrc / packing
 	subject(warm)
 	baseline(warm)

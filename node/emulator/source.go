@@ -176,7 +176,7 @@ func (f *fileSource) renumberODIN(b []byte, patches []odinPatch) []byte {
 
 // putODINEventNumber writes event number n into the ODIN version 6
 // payload at the start of w: word 3 the high, word 4 the low 32 bits,
-// little-endian (FORMATS.md "ODIN bank"). Every other bit stays as it is;
+// little-endian (the ODIN v6 bank layout; schemas/lhcb documents it). Every other bit stays as it is;
 // a DecodeODIN/AppendODIN round trip would clear the bits of word 8 the
 // ODIN struct has no field for (bit 15).
 func putODINEventNumber(w []byte, n uint64) {

@@ -3,8 +3,7 @@
 // follow the ATLAS TDAQ eformat headers (HeaderMarker.h as vendored in
 // redeboer/BOSS_ExternalLibs) and athena's offline v4.0 readers
 // (rolandjansky/athena: v40_Header.cxx, v40_ROBFragment.cxx,
-// v40_FullEventFragment.cxx); the tables are in /work/shared/FORMATS.md
-// section 4.
+// v40_FullEventFragment.cxx); the tables are below.
 //
 // Every structure is a sequence of 32-bit words in the writer's native byte
 // order. Each fragment starts with a marker holding the bytes 0x12 0x34 in

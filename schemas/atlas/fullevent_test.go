@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// TestFullEventWordOrder pins the v4.0 header word order of FORMATS.md 4.
+// TestFullEventWordOrder pins the v4.0 header word order of the package doc.
 func TestFullEventWordOrder(t *testing.T) {
 	e := testEvent(ChecksumAdler32)
 	b, err := AppendFullEvent(nil, &e, binary.LittleEndian)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestCRC16Check checks the catalogue check value of the CRC-16/CMS
-// parameter set given in FORMATS.md 3a.
+// parameter set (the FED trailer CRC of cms-sw/cmssw, documented in doc.go).
 func TestCRC16Check(t *testing.T) {
 	if got := CRC16([]byte("123456789")); got != 0xAEE7 {
 		t.Fatalf("CRC16(\"123456789\") = 0x%04X, want 0xAEE7", got)

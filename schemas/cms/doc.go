@@ -4,8 +4,7 @@
 // for the HLT: an FRD header followed by the concatenated FED fragments of
 // one event, versions 3 to 6) and the optional "RAW_" header of an FRD file.
 // Layouts follow cms-sw/cmssw (DataFormats/FEDRawData, IOPool/Streamer); the
-// tables are in /work/shared/FORMATS.md section 3 and repeated on the types
-// below. Everything is little-endian.
+// tables are below and on the types. Everything is little-endian.
 //
 // # FED fragment
 //

@@ -39,7 +39,7 @@ func TestFEDRoundTrip(t *testing.T) {
 	if len(b) != 40 {
 		t.Fatalf("encoded %d bytes, want 40", len(b))
 	}
-	// Header word bits, per FORMATS.md 3a.
+	// Header word bits, per the FED header table in doc.go.
 	if h := binary.LittleEndian.Uint64(b); h != 0x5_3_123456_DEF_ABC_2_8 {
 		t.Fatalf("header word 0x%016X", h)
 	}

@@ -3,8 +3,8 @@
 // bank, the multi-event packets (MEP) of the Allen 2019–2023 event builder,
 // and (provisionally) the Run 3 PCIe40 multi-fragment packet.
 //
-// Everything is little-endian. Layouts are those of /work/shared/FORMATS.md
-// section 6, cross-checked with the LHCb Allen sources (mdf/include/
+// Everything is little-endian. The layouts below (and the PCIe40 packet's on
+// PCIe40MFP) are cross-checked with the LHCb Allen sources (mdf/include/
 // mdf_header.hpp, eb_header.hpp, mdf/lhcb/Event/ODIN.h) and with the real
 // samples in testdata/third_party/lhcb.
 //

@@ -13,7 +13,8 @@ var (
 )
 
 // Facts of the MDF sample, checked independently of this package (Python
-// struct parsing while writing it, and /work/shared/data/README.md).
+// struct parsing while writing it, and the provenance table in
+// testdata/third_party/lhcb/README.md).
 const (
 	sampleRecords = 10
 	sampleBanks   = 12364

@@ -22,9 +22,9 @@ func mepBody(t testing.TB) ([]byte, []byte) {
 	return data, rec.Body
 }
 
-// TestMEPSample checks the sample against what FORMATS.md and an
-// independent Python parse say: 1238 blocks (not 1025 as
-// /work/shared/data/README.md states), packing factor 10, offsets counted
+// TestMEPSample checks the sample against what the package doc and an
+// independent Python parse say: 1238 blocks (1025 of them non-retina
+// banks), packing factor 10, offsets counted
 // from the end of the MEP header.
 func TestMEPSample(t *testing.T) {
 	_, body := mepBody(t)

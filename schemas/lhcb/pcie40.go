@@ -8,8 +8,7 @@ import (
 )
 
 // PCIe40MFP is the Run 3 LHCb multi-fragment packet sent by a PCIe40
-// readout board. PROVISIONAL: the layout is the one of FORMATS.md section 6,
-// taken there from a public implementation and not checked against LHCb
+// readout board. PROVISIONAL: the layout (the table below) is taken from a public implementation and not checked against LHCb
 // Online's own header, and no real sample exists; the tests only check it
 // against that table. Little-endian, 20-byte header:
 //

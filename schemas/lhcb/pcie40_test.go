@@ -10,7 +10,7 @@ import (
 )
 
 // TestPCIe40MFPTable checks the PROVISIONAL Run 3 PCIe40 MFP codec against
-// the table in /work/shared/FORMATS.md section 6 only — no real packet or
+// the table on PCIe40MFP only — no real packet or
 // LHCb Online header was available. The expected bytes are written out by
 // hand from that table.
 func TestPCIe40MFPTable(t *testing.T) {

@@ -1,10 +1,9 @@
 // Package vdif reads and writes the VLBI formats VDIF (VLBI Data
 // Interchange Format, specification release 1.1.1), VTP (VDIF Transport
 // Protocol) and Mark 5B, and maps VDIF frames to sluice fragments and
-// events. Layouts: ../../../shared/FORMATS.md sections 1 and 2, from the
-// specifications, mhvk/baseband (vdif/header.py, mark5b/header.py) and
-// DiFX vdifio; checked against the baseband sample files in
-// testdata/third_party/baseband.
+// events. Layouts (the tables below) are from the specifications,
+// mhvk/baseband (vdif/header.py, mark5b/header.py) and DiFX vdifio, checked
+// against the baseband sample files in testdata/third_party/baseband.
 //
 // # VDIF frame
 //

@@ -1,6 +1,6 @@
 // Package pool is a recycling Arrow allocator for the replay cursor. Fresh
 // memory is expensive on the farm's virtual machines (the first touch of a
-// page costs ~15 µs, CALIBRATION.md), and a replay allocates the same
+// page costs ~15 µs, measured on the 2-core CI machines), and a replay allocates the same
 // few-megabyte payload buffers batch after batch; recycling them makes
 // replay reads run at the speed of warm memory.
 package pool
