@@ -1,0 +1,74 @@
+package layering
+
+import (
+	"bufio"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// outside matches names of places that a clone of the repository does not
+// have: the development machine's directories and the design notes kept
+// beside the repository.
+var outside = regexp.MustCompile(`/work/|/home/[a-z]|\.\./shared|\b(CALIBRATION|FORMATS|DESIGN|FARM|DEVELOPERS)\.md\b`)
+
+// relPath matches a relative path that climbs directories.
+var relPath = regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
+
+// TestSelfContained: no source, script, configuration or document of the
+// repository names a path outside it, so that a clone explains itself.
+// Relative paths that climb must end inside the repository.
+func TestSelfContained(t *testing.T) {
+	top := root(t)
+	checked := 0
+	err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != top && (strings.HasPrefix(name, ".") && name != ".ci" || name == "bin" || name == "data" || name == "golden") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".go", ".md", ".yaml", ".yml", ".sh", ".txt", ".json", ".proto":
+		default:
+			if name != "Makefile" && name != "run" {
+				return nil
+			}
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rel, _ := filepath.Rel(top, path)
+		checked++
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for line := 1; sc.Scan(); line++ {
+			text := sc.Text()
+			if m := outside.FindString(text); m != "" && rel != filepath.Join("internal", "layering", "selfcontained_test.go") {
+				t.Errorf("%s:%d names %q, outside the repository: %s", rel, line, m, strings.TrimSpace(text))
+			}
+			for _, m := range relPath.FindAllString(text, -1) {
+				target := filepath.Join(filepath.Dir(path), m)
+				if r, err := filepath.Rel(top, target); err != nil || strings.HasPrefix(r, "..") {
+					t.Errorf("%s:%d: %q climbs out of the repository", rel, line, m)
+				}
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files read: the walk missed the tree", checked)
+	}
+}
