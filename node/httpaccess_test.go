@@ -252,7 +252,7 @@ func TestStatusShowsPaths(t *testing.T) {
 func TestNodeHidesPathsOffLoopback(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.HTTP.Address = "0.0.0.0:0"
-	if _, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: &fakeChain{}}, nil); err == nil ||
+	if _, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: &fakeChain{}}, nil); err == nil ||
 		!strings.Contains(err.Error(), "http: 0.0.0.0:0 is not a loopback address and no token is set (http.token_file)") {
 		t.Fatalf("a node off loopback without a token started: %v", err)
 	}
@@ -266,7 +266,7 @@ func TestNodeHidesPathsOffLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bodies []string
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
 		for n.Status().Ledger.EventsStored < 10 {
 			time.Sleep(5 * time.Millisecond)
 		}

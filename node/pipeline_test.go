@@ -192,7 +192,7 @@ func testConfig(t *testing.T, inputs int) *config.Config {
 
 // runNode runs a node with the given parts (the store opened from cfg)
 // until it stops; stop, when set, is called once the node runs.
-func runNode(t *testing.T, cfg *config.Config, parts *Parts, stop func(*Node)) (Ledger, error, *Node) {
+func runNode(t *testing.T, cfg *config.Config, parts *Parts, stop func(*Node)) (Ledger, *Node, error) {
 	t.Helper()
 	// The builder builds in mem: every batch must be released by the node.
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -221,7 +221,7 @@ func runNode(t *testing.T, cfg *config.Config, parts *Parts, stop func(*Node)) (
 	}
 	l, err := n.Run(context.Background())
 	mem.AssertSize(t, 0)
-	return l, err, n
+	return l, n, err
 }
 
 // streamCount lists a store stream: events and their ids.
@@ -244,7 +244,7 @@ func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
 	in1 := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100, duplicateEvery: 50}
 	in2 := &fakeInput{sources: []uint32{10, 11}, events: 1000, packing: 1, size: 300}
 	chain := &fakeChain{}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in1, in2}, Finite: []bool{true, true}, Chain: chain}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in1, in2}, Finite: []bool{true, true}, Chain: chain}, nil)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, l.String())
 	}
@@ -288,7 +288,7 @@ func TestPipelineStopDrains(t *testing.T) {
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0-1"}}
 	in := &fakeInput{sources: []uint32{0, 1}, size: 1000} // endless
 	var states []State
-	l, err, n := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+	l, n, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
 		for n.Status().Ledger.EventsStored < 200 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -317,7 +317,7 @@ func TestPipelineNoOnlineStageDefersAll(t *testing.T) {
 	cfg.Store.Sync = storage.SyncInterval
 	cfg.Store.SyncInterval = 20 * time.Millisecond
 	in := &fakeInput{sources: []uint32{0, 1}, events: 300, packing: 3}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
 	if err != nil || !l.Balanced {
 		t.Fatalf("run: %v %+v", err, l)
 	}
@@ -350,7 +350,7 @@ func TestReplayRateAndSelection(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}, events: 100}
-	if l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil); err != nil {
+	if l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil); err != nil {
 		t.Fatal(err, l)
 	}
 	st, err := OpenStore(cfg, nil)
@@ -378,7 +378,7 @@ func TestPipelineStatusWhileRunning(t *testing.T) {
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}}
 	var st Status
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{false}, Chain: &fakeChain{}}, func(n *Node) {
 		for n.Status().Ledger.EventsStored < 50 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -472,7 +472,7 @@ func TestPipelineFailingInputFailsRun(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	bad := &failingInput{err: errors.New("ring writer died")}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{bad}, Finite: []bool{false}}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{bad}, Finite: []bool{false}}, nil)
 	if err == nil || !errors.Is(err, bad.err) || !l.Balanced {
 		t.Fatalf("want the input's error with a balanced ledger, got %v %+v", err, l)
 	}
@@ -495,7 +495,7 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	in := &fakeInput{sources: []uint32{0}, events: 100}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &brokenChain{}}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &brokenChain{}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "plugin protocol violated") {
 		t.Fatalf("want the chain's error, got %v", err)
 	}
@@ -515,7 +515,7 @@ func TestFailedStartClosesWhatOpened(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Builder.MaxOpenEvents = -1 // the builder refuses it after the parts opened
 	chain := &fakeChain{}
-	l, err, n := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
+	l, n, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
 	if err == nil || !chain.closed || n.Status().State != StateStopped || !l.Balanced || l.FragmentsReceived != 0 {
 		t.Fatalf("err %v, chain closed %v, state %v, ledger %+v", err, chain.closed, n.Status().State, l)
 	}
@@ -583,7 +583,7 @@ func TestTimesliceMode(t *testing.T) {
 	cfg.Builder.Mode = "timeslice"
 	cfg.Builder.SliceDuration = 100 * time.Nanosecond
 	in := &fakeInput{sources: []uint32{0, 1}, events: 1000, packing: 50}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}}, nil)
 	if err != nil || !l.Balanced {
 		t.Fatal(err, l)
 	}

@@ -23,7 +23,7 @@ func TestReusedRunNumber(t *testing.T) {
 	first := func() *Parts {
 		return &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}, events: 100}}, Finite: []bool{true}, Chain: &fakeChain{}}
 	}
-	l, err, _ := runNode(t, cfg, first(), nil)
+	l, _, err := runNode(t, cfg, first(), nil)
 	if err != nil || l.EventsStored != 40 {
 		t.Fatalf("first run: %v %s", err, l.String())
 	}

@@ -74,7 +74,7 @@ func (*twoStageChain) Close() {}
 func TestLedgerPerStage(t *testing.T) {
 	cfg := testConfig(t, 1)
 	in := &fakeInput{sources: []uint32{0, 1, 2, 3}, events: 1000, packing: 4, size: 100}
-	l, err, _ := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &twoStageChain{}}, nil)
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &twoStageChain{}}, nil)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, l.String())
 	}
