@@ -93,3 +93,20 @@ func children(t *testing.T) []int {
 	}
 	return out
 }
+
+// TestStartLeavesNoSocketDir: go-plugin makes a directory for each plugin
+// process's socket; none is left after a plugin closed or failed to start,
+// even when its binary could not be run at all.
+func TestStartLeavesNoSocketDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	for _, name := range []string{"nosuchplugin", "notplugin", "chatty", "wrongproto", "passthrough"} {
+		p, err := Start(context.Background(), pluginPath(name), Options{StartTimeout: 5 * time.Second})
+		if err == nil {
+			p.Close()
+		}
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("%s: left in the temporary directory: %v", name, left)
+		}
+	}
+}

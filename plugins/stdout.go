@@ -64,18 +64,19 @@ func errStdoutBeforeServe(first []byte, cut bool) error {
 // command runner does) with the process's stdout read through a
 // stdoutSplitter.
 type stdoutRunner struct {
-	cmd    *exec.Cmd
-	stdout *stdoutSplitter
-	stderr io.ReadCloser
+	cmd       *exec.Cmd
+	stdout    *stdoutSplitter
+	stderr    io.ReadCloser
+	socketDir string // go-plugin's directory for the plugin's socket
 }
 
 // runnerFunc returns go-plugin's RunnerFunc for cmd: go-plugin hands it a
 // command of its own carrying the environment (handshake cookie, protocol
 // versions, TLS certificate) and stdin the plugin needs; they are copied
-// onto cmd. Lines after the handshake go to out. The runner is stored in
-// *r.
+// onto cmd, and a directory for the plugin's socket. Lines after the
+// handshake go to out. The runner is stored in *r.
 func runnerFunc(cmd *exec.Cmd, out *lineLog, r **stdoutRunner) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
-	return func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+	return func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		cmd.Env, cmd.Stdin = spec.Env, spec.Stdin
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -85,13 +86,23 @@ func runnerFunc(cmd *exec.Cmd, out *lineLog, r **stdoutRunner) func(hclog.Logger
 		if err != nil {
 			return nil, err
 		}
-		*r = &stdoutRunner{cmd: cmd, stdout: &stdoutSplitter{r: stdout, out: out}, stderr: stderr}
+		*r = &stdoutRunner{cmd: cmd, stdout: &stdoutSplitter{r: stdout, out: out}, stderr: stderr, socketDir: socketDir}
 		return *r, nil
 	}
 }
 
-func (r *stdoutRunner) Start(context.Context) error { return r.cmd.Start() }
-func (r *stdoutRunner) Wait(context.Context) error  { return r.cmd.Wait() }
+// Start starts the process. When it cannot, it removes the socket
+// directory: go-plugin removes it when it kills a process, and there is
+// none.
+func (r *stdoutRunner) Start(context.Context) error {
+	err := r.cmd.Start()
+	if err != nil && r.socketDir != "" {
+		_ = os.RemoveAll(r.socketDir)
+	}
+	return err
+}
+
+func (r *stdoutRunner) Wait(context.Context) error { return r.cmd.Wait() }
 
 func (r *stdoutRunner) Kill(context.Context) error {
 	if r.cmd.Process == nil {
