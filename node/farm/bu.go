@@ -28,6 +28,10 @@ type BUConfig struct {
 	// Sources are every source of the run (its source map): an assignment
 	// is complete when each has sent its data or is known not to.
 	Sources []uint32
+	// Retain is how long the BU remembers assignments it settled, to tell
+	// a new EM about them (the old one may have died before relaying the
+	// release to every RU; default 10s: longer than a takeover takes).
+	Retain time.Duration
 }
 
 // BUOutputKind says what a BUOutput asks the BU's driver to do.
@@ -48,6 +52,9 @@ const (
 	BURelease
 	// BUDrained: the draining BU has nothing in flight: it may leave.
 	BUDrained
+	// BUDiscard: data kept for Assignment.ID, whose assignment never came
+	// within the wait, is dropped: release its payloads.
+	BUDiscard
 )
 
 // BUOutput is one thing the BU tracker wants done.
@@ -76,6 +83,7 @@ type BUStats struct {
 	Duplicates uint64 `json:"duplicates"`  // a second final data message of one RU
 	Released   uint64 `json:"released"`    // release entries sent
 	Unknown    uint64 `json:"unknown_ids"` // outcomes reported for ids not in flight
+	Discarded  uint64 `json:"discarded"`   // early data whose assignment never came
 }
 
 type buAssign struct {
@@ -97,6 +105,12 @@ type earlyData struct {
 	from    string
 	h       DataHeader
 	sources []uint32
+	at      time.Time
+}
+
+type retained struct {
+	e  InventoryEntry
+	at time.Time
 }
 
 // BU tracks one BU incarnation's assignments: credits to the EM within
@@ -120,6 +134,7 @@ type BU struct {
 	credit int // slots granted to the EM of this epoch, not yet assigned
 	rel    []ReleaseEntry
 	relAt  time.Time
+	kept   []retained // settled recently, oldest first
 	drain  bool
 	stats  BUStats
 	out    []BUOutput
@@ -256,11 +271,11 @@ func (b *BU) Assign(a Assign) {
 		b.stats.StaleData++
 		return
 	}
+	if _, ok := b.as[a.ID]; ok || b.done.overlap(a.ID, a.ID) > 0 {
+		return // known (a new EM announcing what it adopted)
+	}
 	if a.Epoch < b.epoch {
 		b.stats.OldEpoch++
-		return
-	}
-	if _, ok := b.as[a.ID]; ok || b.done.overlap(a.ID, a.ID) > 0 {
 		return
 	}
 	ba := &buAssign{a: a, wait: map[uint32]bool{}, missing: map[uint32]bool{}, finals: map[string]bool{}, since: b.clock.Now()}
@@ -311,7 +326,7 @@ func (b *BU) Data(from string, h DataHeader, sources []uint32) bool {
 			return false
 		}
 		b.stats.EarlyData++
-		b.early[h.Assignment] = append(b.early[h.Assignment], earlyData{from, h, sources})
+		b.early[h.Assignment] = append(b.early[h.Assignment], earlyData{from, h, sources, b.clock.Now()})
 		return true
 	}
 	if a.complete {
@@ -392,6 +407,8 @@ func (b *BU) Outcome(id uint64, o Outcome, events uint32) {
 	if o >= OutcomeDecided && o >= b.cfg.Release {
 		delete(b.as, id)
 		b.done.add(id, id)
+		b.kept = append(b.kept, retained{InventoryEntry{ID: id, Supersedes: a.a.Supersedes, Epoch: a.a.Epoch,
+			Incarnation: b.inc, BU: b.cfg.Node, Reached: o, Unit: a.a.Unit}, b.clock.Now()})
 		b.slots -= a.a.Unit.Len()
 		b.bytes -= int64(a.bytes)
 	}
@@ -426,6 +443,41 @@ func (b *BU) Tick() {
 	if len(b.rel) > 0 && now.Sub(b.relAt) >= b.cfg.ReleaseLinger {
 		b.flush()
 	}
+	retain := b.cfg.Retain
+	if retain == 0 {
+		retain = 10 * time.Second
+	}
+	i := 0
+	for i < len(b.kept) && now.Sub(b.kept[i].at) >= retain {
+		i++
+	}
+	b.kept = b.kept[i:]
+	var gone []uint64
+	for id, ds := range b.early {
+		if now.Sub(ds[0].at) >= b.cfg.Wait {
+			gone = append(gone, id)
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+	for _, id := range gone {
+		delete(b.early, id)
+		b.stats.Discarded++
+		b.out = append(b.out, BUOutput{Kind: BUDiscard, Assignment: Assign{ID: id}})
+	}
+}
+
+// Inventory is what this BU tells a new EM of epoch: its assignments in
+// flight with how far each got, and those it settled within Retain.
+func (b *BU) Inventory(epoch uint64) Inventory {
+	inv := Inventory{Epoch: epoch, Incarnation: b.inc, Node: b.cfg.Node}
+	for _, a := range b.sorted() {
+		inv.Entries = append(inv.Entries, InventoryEntry{ID: a.a.ID, Supersedes: a.a.Supersedes, Epoch: a.a.Epoch,
+			Incarnation: b.inc, BU: b.cfg.Node, Reached: a.reached, Unit: a.a.Unit})
+	}
+	for _, k := range b.kept {
+		inv.Entries = append(inv.Entries, k.e)
+	}
+	return inv
 }
 
 // Drain stops new credit; BUDrained comes once nothing is in flight.

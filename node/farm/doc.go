@@ -28,7 +28,8 @@
 //	|   0 |    4 | magic    | 0x4D464C53, the bytes "SLFM"                     |
 //	|   4 |    1 | version  | 1                                                |
 //	|   5 |    1 | kind     | 1 hello, 2 bye, 3 heartbeat, 4 credit, 5 assign, |
-//	|     |      |          | 6 request, 7 data, 8 release, 9 announce         |
+//	|     |      |          | 6 request, 7 data, 8 release, 9 announce,        |
+//	|     |      |          | 10 inventory                                     |
 //	|   6 |    2 | reserved | 0                                                |
 //	|   8 |    4 | size     | bytes of the whole message, header included      |
 //
@@ -131,6 +132,23 @@
 //	|  24 |    4 | count        | elements: the sum of the ranges' n           |
 //	|  28 |    4 | n_ranges     | 1 or more                                    |
 //	|  32 | 12·k | ranges       | as in assign                                 |
+//
+// Inventory (kind 10), BU and RU → a new EM: a BU's assignments in
+// flight and lately settled, an RU's lately released ones, so the EM
+// adopts them rather than assigning their events again (the old EM may
+// have died with its messages half sent). The RU holding the trigger
+// source sends its inventory after its re-announcements.
+//
+//	|  12 |    8 | epoch        | of the new EM                                |
+//	|  20 |    8 | incarnation  | the sender's                                 |
+//	|  28 |    4 | n            | entries (0 or more)                          |
+//	|  32 |  str | node         | the sender's node id                         |
+//	|     |  ... | entries      | id u64, supersedes u64, epoch u64 (of the EM |
+//	|     |      |              | that made it), incarnation u64 (its BU's),   |
+//	|     |      |              | reached u8 (0: nothing yet), 3 reserved (0), |
+//	|     |      |              | run u32, resync u32, unit u8, 3 reserved,    |
+//	|     |      |              | count u32, n_ranges u32, bu str (its BU),    |
+//	|     |      |              | then the ranges as in assign                 |
 //
 // Outcomes: 1 received (every RU's data is in), 2 decided (built and the
 // trigger decided), 3 durable (accepted events synced to the store), 4

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,9 @@ type EMConfig struct {
 	Release Outcome
 	// BlockSize is how many assignment ids the EM reserves at a time.
 	BlockSize uint64
+	// ReconcileWait bounds a takeover (Reconcile): parties that have not
+	// reported by then are given up on (counted), 0: no bound.
+	ReconcileWait time.Duration
 }
 
 // Validate checks the configuration.
@@ -83,8 +87,8 @@ func (c EMConfig) Validate() error {
 		return fmt.Errorf("em: release policy %v: want received, decided or durable", c.Release)
 	case c.BlockSize < 1:
 		return fmt.Errorf("em: id block size %d: want at least 1", c.BlockSize)
-	case c.Linger < 0:
-		return fmt.Errorf("em: linger %v: want >= 0", c.Linger)
+	case c.Linger < 0 || c.ReconcileWait < 0:
+		return fmt.Errorf("em: linger %v, reconcile wait %v: want >= 0", c.Linger, c.ReconcileWait)
 	}
 	return nil
 }
@@ -133,8 +137,16 @@ type EMStats struct {
 	StaleIncarnation uint64 `json:"stale_incarnation"` // from a BU incarnation that is not its live one
 	UnknownBU        uint64 `json:"unknown_bu"`        // from a BU that never joined
 	EarlyCredit      uint64 `json:"early_credit"`      // credits kept until their BU's membership came
-	StaleAssignment  uint64 `json:"stale_assignment"`  // releases of assignments settled or superseded
-	NotYours         uint64 `json:"not_yours"`         // releases of another BU's assignment
+	Adopted          uint64 `json:"adopted"`           // assignments in flight taken over from BUs' inventories
+	AdoptedSettled   uint64 `json:"adopted_settled"`   // built under the old EM (carried over), their releases relayed again
+	Conflicts        uint64 `json:"conflicts"`         // inventory entries overlapping adopted ones: ignored
+	LateInventory    uint64 `json:"late_inventory"`    // inventories after the takeover ended, or for another epoch
+	SilentParties    uint64 `json:"silent_parties"`    // takeover parties that never reported (ReconcileWait)
+	// DuplicateAnnounced counts elements announced again (dropped).
+	DuplicateAnnounced uint64 `json:"duplicate_announced"`
+	Reconciling        bool   `json:"reconciling"`
+	StaleAssignment    uint64 `json:"stale_assignment"` // releases of assignments settled or superseded
+	NotYours           uint64 `json:"not_yours"`        // releases of another BU's assignment
 	// State.
 	Queued       int  `json:"queued"`        // elements announced and not assigned
 	Open         int  `json:"open"`          // assignments below the release policy
@@ -204,6 +216,16 @@ type EM struct {
 	// bytesPer estimates an element's payload bytes from releases, to
 	// charge byte credit before the bytes are known.
 	bytesSeen, elementsSeen uint64
+
+	// Takeover (Reconcile): parties still to report, announcements held
+	// until they did, elements adopted from BUs' inventories.
+	reconciling bool
+	waitFor     map[string]bool
+	held        []Unit
+	since       time.Time
+	adopted     map[UnitKey]*rangeSet
+	reports     []report
+	heldRel     []Release
 }
 
 // maxEarlyCredit bounds the BUs whose credit waits for their membership.
@@ -243,6 +265,7 @@ func (m *EM) Outputs() []Output {
 // Stats returns the EM's counters and state.
 func (m *EM) Stats() EMStats {
 	s := m.stats
+	s.Reconciling = m.reconciling
 	s.Queued = m.queue.elements
 	s.BUs = len(m.order)
 	s.NeedIDs = m.idsLeft() == 0
@@ -324,10 +347,26 @@ func (m *EM) Announce(u Unit) error {
 	if err := checkAnnounced(u); err != nil {
 		return err
 	}
-	m.ledger.Announce(u)
-	m.queue.pushBack(u, m.clock.Now())
+	if m.reconciling {
+		m.held = append(m.held, Unit{Run: u.Run, Resync: u.Resync, Kind: u.Kind, Ranges: append([]Range(nil), u.Ranges...)})
+		return nil
+	}
+	m.announce(u)
 	m.pump()
 	return nil
+}
+
+// announce queues the elements of u not announced before; the others
+// (an RU announcing again, to a new EM, what an older one had) are
+// counted and dropped: the EM never assigns an element twice.
+func (m *EM) announce(u Unit) {
+	rest, dup := m.ledger.fresh(u)
+	m.stats.DuplicateAnnounced += dup
+	if len(rest.Ranges) == 0 {
+		return
+	}
+	m.ledger.Announce(rest)
+	m.queue.pushBack(rest, m.clock.Now())
 }
 
 // Join registers BU bu's incarnation inc (its etcd membership record). An
@@ -374,6 +413,10 @@ func (m *EM) Dead(bu string, inc uint64) {
 func (m *EM) dead(b *buState) {
 	delete(m.bus, b.id)
 	m.gone[b.id] = true
+	if m.reconciling {
+		delete(m.waitFor, b.id)
+		defer m.maybeReconciled()
+	}
 	for i, x := range m.order {
 		if x == b {
 			m.order = append(m.order[:i], m.order[i+1:]...)
@@ -449,6 +492,11 @@ func (m *EM) Credit(c Credit) {
 // assignments that are not the sender incarnation's live ones (settled,
 // superseded, another BU's) are ignored and counted.
 func (m *EM) Release(r Release) {
+	if m.reconciling {
+		// It may be of an assignment the takeover will adopt.
+		m.heldRel = append(m.heldRel, r)
+		return
+	}
 	b := m.current(r.BU, r.Incarnation)
 	if b == nil {
 		return
@@ -519,8 +567,25 @@ func (m *EM) release(b *buState, e ReleaseEntry) bool {
 	return first
 }
 
-// Tick lets partly filled assignments whose linger passed go out.
-func (m *EM) Tick() { m.pump() }
+// Tick lets partly filled assignments whose linger passed go out, and
+// ends a takeover that waited ReconcileWait.
+func (m *EM) Tick() {
+	if m.reconciling && m.cfg.ReconcileWait > 0 && m.clock.Now().Sub(m.since) >= m.cfg.ReconcileWait {
+		m.stats.SilentParties += uint64(len(m.waitFor))
+		m.waitFor = nil
+		m.maybeReconciled()
+	}
+	m.pump()
+}
+
+// PartyGone: a party of the takeover (an RU) left: it will not report.
+// (A BU that dies is given up on by Dead.)
+func (m *EM) PartyGone(name string) {
+	if m.reconciling {
+		delete(m.waitFor, name)
+		m.maybeReconciled()
+	}
+}
 
 // Flush sends partly filled assignments at once from now on (end of run:
 // no more elements will join them).
@@ -548,7 +613,7 @@ func (m *EM) bytesFor(n int) int64 {
 
 // pump makes assignments while there is work, ids and a BU to take it.
 func (m *EM) pump() {
-	if m.stats.Superseded {
+	if m.stats.Superseded || m.reconciling {
 		return
 	}
 	now := m.clock.Now()
@@ -620,4 +685,181 @@ func sortedByID(set map[uint64]*assignment) []*assignment {
 		return 0
 	})
 	return out
+}
+
+// Reconcile starts a takeover: this EM follows one that died, and must
+// not assign what it already assigned. Until every party named (the BUs
+// it knows, and the RU holding the trigger source) has sent its Inventory
+// — or, for a BU, died — it assigns nothing and holds announcements. Then
+// it keeps the assignments the BUs hold (adopted under their own ids, and
+// announced again to the RUs that may have missed them), and assigns only
+// the announced elements no BU holds. With no party it ends at once.
+func (m *EM) Reconcile(parties []string) {
+	m.reconciling = true
+	m.since = m.clock.Now()
+	m.waitFor = map[string]bool{}
+	m.adopted = map[UnitKey]*rangeSet{}
+	for _, p := range parties {
+		m.waitFor[p] = true
+	}
+	m.maybeReconciled()
+}
+
+// Inventory takes a party's report (see Reconcile): a BU's assignments in
+// flight and lately settled, an RU's lately released ones. They are
+// resolved together once every party reported.
+func (m *EM) Inventory(inv Inventory) {
+	if !m.reconciling || inv.Epoch != m.epoch {
+		m.stats.LateInventory++
+		return
+	}
+	for _, e := range inv.Entries {
+		if checkUnit(KindAssign, e.Unit) != nil || e.ID == 0 {
+			m.stats.Conflicts++
+			continue
+		}
+		m.reports = append(m.reports, report{e: e, fromBU: e.BU == inv.Node && e.Incarnation == inv.Incarnation})
+	}
+	delete(m.waitFor, inv.Node)
+	m.maybeReconciled()
+}
+
+type report struct {
+	e      InventoryEntry
+	fromBU bool // its own BU reported it
+}
+
+// resolve decides each reported assignment: settled (an outcome at the
+// settle level anywhere: its release may have reached only some RUs) is
+// carried over and its release relayed to every RU; held by its BU, still
+// live, is adopted; released at policy received with its BU gone is
+// lost; anything else is forgotten (its elements are announced again and
+// assigned anew; the RUs void the old id). Later ids win where two
+// overlap (a reassignment over the one it superseded).
+func (m *EM) resolve() {
+	settle := max(OutcomeDecided, m.cfg.Release)
+	type verdict struct {
+		e               InventoryEntry
+		settled, holder bool
+		released        bool
+		reached         Outcome
+	}
+	byID := map[uint64]*verdict{}
+	for _, r := range m.reports {
+		v := byID[r.e.ID]
+		if v == nil {
+			v = &verdict{e: r.e}
+			byID[r.e.ID] = v
+		}
+		if r.e.Reached >= settle {
+			v.settled = true
+		}
+		if r.e.Reached >= m.cfg.Release {
+			v.released = true
+		}
+		if r.fromBU && r.e.Reached < settle {
+			if b := m.bus[r.e.BU]; b != nil && b.inc == r.e.Incarnation {
+				v.holder = true
+				v.reached = max(v.reached, r.e.Reached)
+			}
+		}
+	}
+	ids := make([]uint64, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	relays := map[[2]string]*Release{}
+	relay := func(e InventoryEntry, o Outcome) {
+		k := [2]string{e.BU, fmt.Sprint(e.Incarnation)}
+		if relays[k] == nil {
+			relays[k] = &Release{Incarnation: e.Incarnation, BU: e.BU}
+		}
+		relays[k].Entries = append(relays[k].Entries, ReleaseEntry{Assignment: e.ID, Outcome: o})
+	}
+	now := m.clock.Now()
+	for i := len(ids) - 1; i >= 0; i-- {
+		v := byID[ids[i]]
+		e := v.e
+		if !v.settled && !v.holder && !v.released {
+			continue
+		}
+		set := m.adopted[KeyOf(e.Unit)]
+		if set == nil {
+			set = &rangeSet{}
+			m.adopted[KeyOf(e.Unit)] = set
+		}
+		overlap := false
+		for _, r := range e.Unit.Ranges {
+			if set.overlap(r.First, r.Last()) > 0 {
+				overlap = true
+			}
+		}
+		if overlap {
+			m.stats.Conflicts++
+			continue
+		}
+		for _, r := range e.Unit.Ranges {
+			set.add(r.First, r.Last())
+		}
+		m.ledger.Announce(e.Unit)
+		switch {
+		case v.settled:
+			m.stats.AdoptedSettled++
+			m.ledger.Carried(e.Unit, e.BU)
+			relay(e, settle)
+		case v.holder:
+			m.stats.Adopted++
+			b := m.bus[e.BU]
+			a := Assign{Epoch: e.Epoch, ID: e.ID, Supersedes: e.Supersedes, Incarnation: e.Incarnation, BU: e.BU, Unit: e.Unit}
+			rec := &assignment{a: a, bu: b, reached: v.reached, at: now}
+			m.live[e.ID] = rec
+			if v.reached >= m.cfg.Release {
+				b.undecided[e.ID] = rec
+				relay(e, v.reached)
+			} else {
+				b.open[e.ID] = rec
+				// The RUs that missed it when it was made learn it now.
+				m.out = append(m.out, Output{Kind: OutAssign, Assign: a, ToRUs: m.cfg.Protocol == Push})
+			}
+		default: // released (policy received), its BU gone before deciding
+			m.ledger.Lost(e.Unit, LostBUDeadAfterRelease)
+			relay(e, m.cfg.Release)
+		}
+	}
+	keys := make([][2]string, 0, len(relays))
+	for k := range relays {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y [2]string) int {
+		if x[0] != y[0] {
+			return strings.Compare(x[0], y[0])
+		}
+		return strings.Compare(x[1], y[1])
+	})
+	for _, k := range keys {
+		m.out = append(m.out, Output{Kind: OutRelease, Release: *relays[k]})
+	}
+	m.reports = nil
+}
+
+// maybeReconciled ends the takeover once every party reported: the held
+// announcements, less what was adopted, become work.
+func (m *EM) maybeReconciled() {
+	if !m.reconciling || len(m.waitFor) > 0 {
+		return
+	}
+	m.reconciling = false
+	m.resolve()
+	rels := m.heldRel
+	m.heldRel = nil
+	for _, r := range rels {
+		m.Release(r)
+	}
+	// Announced again, what was adopted is dropped as a duplicate.
+	for _, u := range m.held {
+		m.announce(u)
+	}
+	m.held, m.waitFor = nil, nil
+	m.pump()
 }

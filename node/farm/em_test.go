@@ -432,3 +432,68 @@ func TestEarlyCredit(t *testing.T) {
 		t.Fatalf("after joins: %+v %+v", as, m.Stats())
 	}
 }
+
+// TestTakeover: a new EM waits for every party's inventory, adopts what a
+// live BU holds (announcing it again to the RUs), carries over what was
+// settled (relaying its release), drops re-announced elements it adopted,
+// holds a release that comes during the takeover, and then assigns the
+// rest; a party that stays silent is given up on after ReconcileWait.
+func TestTakeover(t *testing.T) {
+	cfg := pushCfg()
+	cfg.ReconcileWait = 100 * time.Millisecond
+	clk := newClock()
+	m := newTestEM(t, cfg, clk)
+	m.Join("a", 1)
+	m.Join("b", 2)
+	m.Reconcile([]string{"a", "b", "ru0", "ru1"})
+	m.Credit(Credit{Epoch: 7, Incarnation: 2, BU: "b", Events: 100, Bytes: 1 << 40})
+	m.Announce(events(0, 40)) // the trigger RU announcing again what it holds
+	if out := assigns(m.Outputs()); len(out) != 0 {
+		t.Fatalf("assigned during the takeover: %+v", out)
+	}
+	m.Inventory(Inventory{Epoch: 7, Incarnation: 1, Node: "a", Entries: []InventoryEntry{
+		{ID: 5, Epoch: 6, Incarnation: 1, BU: "a", Unit: events(0, 10)},                           // in flight
+		{ID: 6, Epoch: 6, Incarnation: 1, BU: "a", Reached: OutcomeDecided, Unit: events(10, 10)}, // settled
+	}})
+	m.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 5, Outcome: OutcomeDecided, Events: 10}}})
+	m.Inventory(Inventory{Epoch: 6, Node: "ru0"}) // an older EM's: late
+	m.Inventory(Inventory{Epoch: 7, Node: "ru0", Entries: []InventoryEntry{
+		{ID: 4, Epoch: 6, Incarnation: 9, BU: "gone", Reached: OutcomeDecided, Unit: events(20, 5)}, // released, its BU gone
+	}})
+	m.Inventory(Inventory{Epoch: 7, Incarnation: 2, Node: "b"})
+	if s := m.Stats(); !s.Reconciling || s.LateInventory != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	clk.advance(100 * time.Millisecond) // ru1 never reports
+	m.Tick()
+	out := m.Outputs()
+	var relays []ReleaseEntry
+	for _, o := range out {
+		if o.Kind == OutRelease {
+			relays = append(relays, o.Release.Entries...)
+		}
+	}
+	as := assigns(out)
+	// 5 is announced again to the RUs; 25-39 are new work for b.
+	if len(as) != 3 || as[0].ID != 5 || as[1].Unit.Ranges[0] != (Range{25, 10}) || as[2].Unit.Ranges[0] != (Range{35, 5}) || as[1].BU != "b" {
+		t.Fatalf("assignments %+v", as)
+	}
+	ids := map[uint64]bool{}
+	for _, e := range relays {
+		ids[e.Assignment] = true
+	}
+	if !ids[4] || !ids[6] || !ids[5] {
+		t.Fatalf("relays %+v: want 4 and 6 (carried over) and 5 (released during the takeover)", relays)
+	}
+	s := m.Stats()
+	if s.Reconciling || s.Adopted != 1 || s.AdoptedSettled != 2 || s.SilentParties != 1 || s.DuplicateAnnounced != 25 {
+		t.Fatalf("stats %+v", s)
+	}
+	for _, a := range as[1:] {
+		m.Release(Release{Incarnation: 2, BU: "b", Entries: []ReleaseEntry{{Assignment: a.ID, Outcome: OutcomeDecided, Events: uint32(a.Unit.Len())}}})
+	}
+	l := m.Ledger().Summary()
+	if !l.Balanced || l.Announced != 40 || l.Built != 25 || l.Carried != 15 {
+		t.Fatalf("ledger %+v", l)
+	}
+}

@@ -18,9 +18,10 @@ import (
 // the farm ledger balances, and every RU freed every packet.
 
 type fmsg struct {
-	to  string // "em", "ru:N", "bu:N"
-	fn  func() // the delivery
-	gen uint64 // the destination BU's incarnation when sent (BU inboxes)
+	to     string // "em", "ru:N", "bu:N"
+	fn     func() // the delivery
+	gen    uint64 // the destination BU's incarnation when sent (BU inboxes)
+	fromEM bool   // sent by the EM (lost in part when it dies)
 }
 
 type farmSim struct {
@@ -43,14 +44,19 @@ type farmSim struct {
 	frees  int
 	got    map[uint64][]*Packet // BU-side data per assignment (current incarnations)
 	decide []func()
-	built  map[uint64]string // event id → BU whose build the EM settled
+	built  map[uint64]string   // event id → BU whose build the EM settled
+	builds map[uint64][]uint64 // event id → BU incarnations that decided it
 	rel    Outcome
+	high   uint64 // end of the last id block reserved (etcd's mark)
+	oldEMs []*EM
+	emKill bool // the simulation kills the EM now and then
+	fromEM bool // messages sent now are the EM's
 }
 
 func newFarmSim(t *testing.T, seed uint64, proto Protocol, rel Outcome) *farmSim {
 	f := &farmSim{t: t, rng: rand.New(rand.NewPCG(seed, 3)), clk: newClock(), proto: proto, rel: rel,
 		bus: map[string]*BU{}, buInc: map[string]uint64{}, alive: map[string]bool{}, inbox: map[string][]fmsg{},
-		pkts: map[*Packet]bool{}, got: map[uint64][]*Packet{}, built: map[uint64]string{}, end: 120,
+		pkts: map[*Packet]bool{}, got: map[uint64][]*Packet{}, built: map[uint64]string{}, builds: map[uint64][]uint64{}, end: 120,
 		ruSrc: [][]uint32{{0, 1}, {2, 3}, {4}}}
 	em, err := NewEM(EMConfig{Protocol: proto, AssignmentSize: 4, Linger: time.Millisecond, MaxOutstanding: 2, Release: rel, BlockSize: 16}, 50, f.clk)
 	if err != nil {
@@ -75,7 +81,7 @@ func (f *farmSim) send(to string, fn func()) {
 	if !slices.Contains(f.dests, to) {
 		f.dests = append(f.dests, to)
 	}
-	f.inbox[to] = append(f.inbox[to], fmsg{to: to, fn: fn, gen: f.buInc[to[min(3, len(to)):]]})
+	f.inbox[to] = append(f.inbox[to], fmsg{to: to, fn: fn, gen: f.buInc[to[min(3, len(to)):]], fromEM: f.fromEM})
 }
 
 func (f *farmSim) startBU(name string) {
@@ -96,6 +102,8 @@ func (f *farmSim) startBU(name string) {
 
 // route moves every component's outputs into the inboxes.
 func (f *farmSim) route() {
+	f.fromEM = true
+	defer func() { f.fromEM = false }()
 	for _, o := range f.em.Outputs() {
 		switch o.Kind {
 		case OutReserve:
@@ -117,6 +125,7 @@ func (f *farmSim) route() {
 			}
 		}
 	}
+	f.fromEM = false
 	for i, r := range f.rus {
 		from := fmt.Sprintf("ru%d", i)
 		for _, o := range r.Outputs() {
@@ -168,6 +177,11 @@ func (f *farmSim) route() {
 						return // the BU died before deciding
 					}
 					bb.Outcome(a.ID, OutcomeDecided, uint32(a.Unit.Len()))
+					for _, r := range a.Unit.Ranges {
+						for id := r.First; id <= r.Last(); id++ {
+							f.builds[id] = append(f.builds[id], inc)
+						}
+					}
 					if f.rel == OutcomeDurable {
 						bb.Outcome(a.ID, OutcomeDurable, uint32(a.Unit.Len()))
 					}
@@ -177,11 +191,78 @@ func (f *farmSim) route() {
 	}
 }
 
-// reserveNext grants the EM the block after its last (etcd's job).
+// reserveNext grants the EM the block above the farm's mark (etcd's job).
 func (f *farmSim) reserveNext() {
-	first := max(f.em.reservedEnd, 1)
-	if err := f.em.Reserved(Block{First: first, End: first + 16}); err != nil {
+	first := max(f.high, 1)
+	f.high = first + 16
+	if err := f.em.Reserved(Block{First: first, End: f.high}); err != nil {
 		f.t.Fatal(err)
+	}
+}
+
+// killEM: the EM's process dies: what was sent to it is lost, and of what
+// it sent some never left; a new EM of a higher epoch takes over, the live
+// BUs report their inventories, the trigger source's RU announces again
+// what it holds unreleased.
+func (f *farmSim) killEM() {
+	f.inbox["em"] = nil
+	for d, q := range f.inbox {
+		kept := q[:0]
+		for _, m := range q {
+			if !m.fromEM || f.rng.IntN(2) == 0 {
+				kept = append(kept, m)
+			}
+		}
+		f.inbox[d] = kept
+	}
+	f.oldEMs = append(f.oldEMs, f.em)
+	cfg := f.em.cfg
+	em, err := NewEM(cfg, f.em.Epoch()+10, f.clk)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.em = em
+	var parties []string
+	var names []string
+	for n, ok := range f.alive {
+		if ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		em.Join(n, f.buInc[n])
+		parties = append(parties, n)
+	}
+	for i := range f.rus {
+		parties = append(parties, fmt.Sprintf("ru%d", i))
+	}
+	em.Reconcile(parties)
+	for _, n := range names {
+		b := f.bus[n]
+		b.Lead(em.Epoch())
+		inv := b.Inventory(em.Epoch())
+		f.send("em", func() { f.em.Inventory(inv) })
+	}
+	// Each RU reports when its inbox is next served (it may first apply
+	// relays the old EM sent before dying); the trigger source's RU first
+	// announces again what it holds unreleased.
+	epoch := em.Epoch()
+	for i := range f.rus {
+		r := f.rus[i]
+		f.send(fmt.Sprintf("ru:%d", i), func() {
+			if i == 0 {
+				for _, u := range r.Unassigned(0) {
+					f.send("em", func() {
+						if err := f.em.Announce(u); err != nil {
+							f.t.Fatal(err)
+						}
+					})
+				}
+			}
+			inv := r.Inventory(epoch, fmt.Sprintf("ru%d", i), 0)
+			f.send("em", func() { f.em.Inventory(inv) })
+		})
 	}
 }
 
@@ -245,15 +326,16 @@ func (f *farmSim) produce() bool {
 		if err := r.Add(p); err != nil {
 			f.t.Fatal(err)
 		}
+		// The trigger source's RU names the events as it reads them.
+		if s == 0 {
+			u := Unit{Run: 1, Kind: UnitEvents, Ranges: []Range{{First: p.First, N: n}}}
+			f.send("em", func() {
+				if err := f.em.Announce(u); err != nil {
+					f.t.Fatal(err)
+				}
+			})
+		}
 	})
-	if s == 0 {
-		u := Unit{Run: 1, Kind: UnitEvents, Ranges: []Range{{First: p.First, N: n}}}
-		f.send("em", func() {
-			if err := f.em.Announce(u); err != nil {
-				f.t.Fatal(err)
-			}
-		})
-	}
 	return true
 }
 
@@ -311,7 +393,11 @@ func (f *farmSim) run(steps int) {
 				d()
 			}
 		case x < 93:
-			f.kill()
+			if f.emKill && f.rng.IntN(3) == 0 {
+				f.killEM()
+			} else {
+				f.kill()
+			}
 		case x < 95:
 			for n, ok := range f.alive {
 				if !ok {
@@ -369,7 +455,32 @@ func (f *farmSim) finish() {
 	}
 	f.route()
 	l := f.em.Ledger().Summary()
-	if !l.Balanced || l.Announced != f.end || l.Built != f.end {
+	if !l.Balanced {
+		f.t.Fatalf("ledger:\n%s", l)
+	}
+	// Every event was built, and never by two BU incarnations that lived
+	// on: a second build happens only when the first builder died (its
+	// stored events would then count as duplicate_after_failover). And
+	// every EM's ledger saw it built, carried it over, or never heard of it.
+	live := map[uint64]bool{}
+	for n, ok := range f.alive {
+		if ok {
+			live[f.buInc[n]] = true
+		}
+	}
+	for id := uint64(0); id < f.end; id++ {
+		bs := f.builds[id]
+		nLive := 0
+		for _, inc := range bs {
+			if live[inc] {
+				nLive++
+			}
+		}
+		if len(bs) == 0 || nLive > 1 {
+			f.t.Fatalf("event %d decided by BU incarnations %v (live at the end: %v)", id, bs, live)
+		}
+	}
+	if len(f.oldEMs) == 0 && (l.Announced != f.end || l.Built != f.end) {
 		f.t.Fatalf("ledger:\n%s", l)
 	}
 	if len(f.pkts) != 0 {
@@ -380,19 +491,26 @@ func (f *farmSim) finish() {
 func TestFarmSimulation(t *testing.T) {
 	for _, proto := range []Protocol{Push, Pull} {
 		for _, rel := range []Outcome{OutcomeDecided, OutcomeDurable} {
-			t.Run(fmt.Sprintf("%v-%v", proto, rel), func(t *testing.T) {
-				var reassigned uint64
-				for seed := uint64(1); seed <= 30; seed++ {
-					f := newFarmSim(t, seed, proto, rel)
-					f.run(1500)
-					f.finish()
-					reassigned += f.em.Stats().Reassigned
-				}
-				if reassigned == 0 {
-					t.Fatal("no BU death caused a reassignment: the test proves nothing")
-				}
-				t.Logf("%d reassignments", reassigned)
-			})
+			for _, emKill := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v-%v-emkill=%v", proto, rel, emKill), func(t *testing.T) {
+					var reassigned, takeovers, adopted uint64
+					for seed := uint64(1); seed <= 30; seed++ {
+						f := newFarmSim(t, seed, proto, rel)
+						f.emKill = emKill
+						f.run(1500)
+						f.finish()
+						reassigned += f.em.Stats().Reassigned
+						takeovers += uint64(len(f.oldEMs))
+						for _, em := range append(f.oldEMs, f.em) {
+							adopted += em.Stats().Adopted
+						}
+					}
+					if reassigned == 0 || emKill && (takeovers == 0 || adopted == 0) {
+						t.Fatalf("%d reassignments, %d takeovers, %d adopted: the test proves nothing", reassigned, takeovers, adopted)
+					}
+					t.Logf("%d reassignments, %d EM takeovers, %d assignments adopted", reassigned, takeovers, adopted)
+				})
+			}
 		}
 	}
 }

@@ -34,7 +34,7 @@ type ledgerKey struct {
 }
 
 type ledgerSets struct {
-	announced, built, lost, dup rangeSet
+	announced, built, lost, dup, carried rangeSet
 }
 
 // Ledger is the farm ledger: every element (event id, or packet sequence
@@ -49,6 +49,7 @@ type Ledger struct {
 	sets       map[ledgerKey]*ledgerSets
 	announced  uint64
 	built      uint64
+	carried    uint64
 	lost       map[LostReason]uint64
 	lostIDs    map[LostReason][]KeyedRange
 	dup        uint64
@@ -95,6 +96,19 @@ func (l *Ledger) violate(format string, args ...any) {
 	}
 }
 
+// fresh returns u's elements not announced before, and how many were.
+func (l *Ledger) fresh(u Unit) (Unit, uint64) {
+	var sets *ledgerSets
+	if l.sets != nil {
+		sets = l.sets[ledgerKey{u.Run, u.Resync, u.Kind}]
+	}
+	if sets == nil {
+		return u, 0
+	}
+	rest, _ := subtractUnit(u, &sets.announced)
+	return rest, uint64(u.Len() - rest.Len())
+}
+
 // Announce records u's elements as announced. Elements announced before
 // are a violation (counted, and not announced again).
 func (l *Ledger) Announce(u Unit) {
@@ -127,6 +141,26 @@ func (l *Ledger) Built(u Unit, bu string, events uint32) {
 		}
 		l.built += uint64(r.N)
 		l.perBU[bu] += uint64(r.N)
+	}
+}
+
+// Carried records u's elements as built by bu under an earlier EM: a new
+// EM learns them from the BU's inventory at a takeover (the release may
+// not have reached every RU). They count as done here, apart from the
+// elements this EM saw built, so that summing Built over the EMs of a run
+// counts each element once.
+func (l *Ledger) Carried(u Unit, bu string) {
+	s := l.setsOf(u)
+	for _, r := range u.Ranges {
+		lo, hi := r.First, r.Last()
+		if o := s.built.add(lo, hi); o > 0 {
+			l.violate("%d elements of %s carried over after being built", o, u)
+		}
+		s.carried.add(lo, hi)
+		if a := s.announced.overlap(lo, hi); a != uint64(r.N) {
+			l.violate("%d elements of %s carried over were never announced", uint64(r.N)-a, u)
+		}
+		l.carried += uint64(r.N)
 	}
 }
 
@@ -178,6 +212,7 @@ func (l *Ledger) Duplicate(u Unit, bu string) {
 type LedgerSummary struct {
 	Announced    uint64                      `json:"announced"`
 	Built        uint64                      `json:"built"`
+	Carried      uint64                      `json:"carried"` // built under an earlier EM (takeover)
 	Events       uint64                      `json:"events"`
 	Lost         map[LostReason]uint64       `json:"lost"`
 	LostIDs      map[LostReason][]KeyedRange `json:"lost_ids,omitempty"`
@@ -201,7 +236,7 @@ func (s LedgerSummary) LostTotal() uint64 {
 
 // Summary returns the ledger's counts (copies; the ledger goes on).
 func (l *Ledger) Summary() LedgerSummary {
-	s := LedgerSummary{Announced: l.announced, Built: l.built, Events: l.events, Duplicate: l.dup,
+	s := LedgerSummary{Announced: l.announced, Built: l.built, Carried: l.carried, Events: l.events, Duplicate: l.dup,
 		Lost: map[LostReason]uint64{}, LostIDs: map[LostReason][]KeyedRange{}, PerBU: map[string]uint64{},
 		Violations: l.nViolation, Problems: append([]string(nil), l.violations...)}
 	for k, v := range l.lost {
@@ -214,10 +249,10 @@ func (l *Ledger) Summary() LedgerSummary {
 		s.PerBU[k] = v
 	}
 	s.DuplicateIDs = append([]KeyedRange(nil), l.dupIDs...)
-	if done := s.Built + s.LostTotal(); done <= s.Announced {
+	if done := s.Built + s.Carried + s.LostTotal(); done <= s.Announced {
 		s.Open = s.Announced - done
 	}
-	s.Balanced = s.Violations == 0 && s.Open == 0 && s.Built+s.LostTotal() == s.Announced
+	s.Balanced = s.Violations == 0 && s.Open == 0 && s.Built+s.Carried+s.LostTotal() == s.Announced
 	return s
 }
 
@@ -228,7 +263,11 @@ func (l *Ledger) Balanced() bool { return l.Summary().Balanced }
 // String is the ledger as a few lines for operators.
 func (s LedgerSummary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "farm ledger: announced %d = built %d + lost %d (open %d)", s.Announced, s.Built, s.LostTotal(), s.Open)
+	fmt.Fprintf(&b, "farm ledger: announced %d = built %d", s.Announced, s.Built)
+	if s.Carried > 0 {
+		fmt.Fprintf(&b, " + carried over %d (built under an earlier EM)", s.Carried)
+	}
+	fmt.Fprintf(&b, " + lost %d (open %d)", s.LostTotal(), s.Open)
 	if s.Balanced {
 		b.WriteString(": balanced\n")
 	} else {

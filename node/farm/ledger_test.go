@@ -3,6 +3,7 @@ package farm
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -119,5 +120,21 @@ func TestLedgerViolations(t *testing.T) {
 		if s.Balanced || s.Violations == 0 || len(s.Problems) == 0 {
 			t.Errorf("%s: %+v", name, s)
 		}
+	}
+}
+
+func TestSubtractUnit(t *testing.T) {
+	var s rangeSet
+	s.add(5, 7)
+	s.add(10, 10)
+	s.add(20, 30)
+	u := Unit{Run: 1, Kind: UnitEvents, Ranges: []Range{{0, 12}, {25, 10}, {40, 1}}}
+	got, ok := subtractUnit(u, &s)
+	want := []Range{{0, 5}, {8, 2}, {11, 1}, {31, 4}, {40, 1}}
+	if !ok || !reflect.DeepEqual(got.Ranges, want) {
+		t.Fatalf("got %v, want %v", got.Ranges, want)
+	}
+	if _, ok := subtractUnit(Unit{Kind: UnitEvents, Ranges: []Range{{21, 3}}}, &s); ok {
+		t.Fatal("a covered unit left something")
 	}
 }

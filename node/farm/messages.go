@@ -34,9 +34,10 @@ const (
 	KindData
 	KindRelease
 	KindAnnounce
+	KindInventory
 )
 
-var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce"}
+var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce", "inventory"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -278,6 +279,28 @@ type Announce struct {
 	Unit Unit
 }
 
+// Inventory is a node's report to a new EM (of Epoch): a BU's in-flight
+// and lately settled assignments with how far each got, an RU's lately
+// released ones, so the EM adopts them instead of assigning their events
+// again. The RU holding the trigger source sends its inventory after its
+// re-announcements: then they are all in.
+type Inventory struct {
+	Epoch       uint64
+	Incarnation uint64
+	Node        string
+	Entries     []InventoryEntry
+}
+
+// InventoryEntry is one assignment: for a BU one it holds or settled
+// lately, for an RU one whose release it applied lately.
+type InventoryEntry struct {
+	ID, Supersedes, Epoch uint64
+	Incarnation           uint64 // its BU's
+	BU                    string
+	Reached               Outcome // 0: nothing reported yet
+	Unit                  Unit
+}
+
 // Release is a BU reporting outcomes of some of its assignments.
 type Release struct {
 	Incarnation uint64
@@ -309,7 +332,7 @@ func Peek(b []byte) (Kind, int, error) {
 		return 0, 0, schemas.Errorf(format, "version", 4, schemas.ErrBadVersion, "want %d, have %d", Version, b[4])
 	}
 	k := Kind(b[5])
-	if k < KindHello || k > KindAnnounce {
+	if k < KindHello || k > KindInventory {
 		return 0, 0, schemas.Errorf(format, "kind", 5, schemas.ErrBadHeader, "unknown kind %d", b[5])
 	}
 	if b[6] != 0 || b[7] != 0 {
@@ -804,4 +827,88 @@ func DecodeAnnounce(b []byte) (Announce, error) {
 		return Announce{}, r.err
 	}
 	return an, nil
+}
+
+// AppendInventory appends inv encoded. Errors (ErrEncode): an empty or too
+// long node id, an entry with id 0, an unknown outcome, or a bad unit.
+func AppendInventory(dst []byte, inv Inventory) ([]byte, error) {
+	if err := checkStr(KindInventory, "node", inv.Node, true); err != nil {
+		return dst, err
+	}
+	for i, e := range inv.Entries {
+		if e.ID == 0 {
+			return dst, encodeErr(KindInventory, "entries", "entry %d: 0 is not an assignment id", i)
+		}
+		if e.Reached > OutcomeReturned {
+			return dst, encodeErr(KindInventory, "entries", "entry %d: unknown outcome %d", i, uint8(e.Reached))
+		}
+		if err := checkUnit(KindInventory, e.Unit); err != nil {
+			return dst, err
+		}
+		if err := checkStr(KindInventory, "entries.bu", e.BU, true); err != nil {
+			return dst, err
+		}
+	}
+	dst, start := appendHeader(dst, KindInventory)
+	dst = le.AppendUint64(dst, inv.Epoch)
+	dst = le.AppendUint64(dst, inv.Incarnation)
+	dst = le.AppendUint32(dst, uint32(len(inv.Entries)))
+	dst = appendStr(dst, inv.Node)
+	for _, e := range inv.Entries {
+		dst = le.AppendUint64(dst, e.ID)
+		dst = le.AppendUint64(dst, e.Supersedes)
+		dst = le.AppendUint64(dst, e.Epoch)
+		dst = le.AppendUint64(dst, e.Incarnation)
+		dst = append(dst, byte(e.Reached), 0, 0, 0)
+		dst = le.AppendUint32(dst, e.Unit.Run)
+		dst = le.AppendUint32(dst, e.Unit.Resync)
+		dst = append(dst, byte(e.Unit.Kind), 0, 0, 0)
+		dst = le.AppendUint32(dst, uint32(e.Unit.Len()))
+		dst = le.AppendUint32(dst, uint32(len(e.Unit.Ranges)))
+		dst = appendStr(dst, e.BU)
+		for _, r := range e.Unit.Ranges {
+			dst = le.AppendUint64(dst, r.First)
+			dst = le.AppendUint32(dst, r.N)
+		}
+	}
+	return finish(dst, start), nil
+}
+
+// DecodeInventory decodes one inventory message filling all of b.
+func DecodeInventory(b []byte) (Inventory, error) {
+	r := header(b, KindInventory)
+	var inv Inventory
+	inv.Epoch = r.u64("epoch")
+	inv.Incarnation = r.u64("incarnation")
+	nAt := r.off
+	n := r.u32("n")
+	inv.Node = r.str("node", true)
+	// An entry takes at least 56 + 2 + 12 bytes.
+	if r.err == nil && uint64(n)*70 > uint64(len(b)-r.off) {
+		r.fail("n", nAt, schemas.ErrSizeOverflow, "%d entries need at least %d bytes, %d left", n, uint64(n)*70, len(b)-r.off)
+	}
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		var e InventoryEntry
+		at := r.off
+		e.ID = r.u64("entries")
+		if r.err == nil && e.ID == 0 {
+			r.fail("entries", at, schemas.ErrBadHeader, "entry %d: 0 is not an assignment id", i)
+		}
+		e.Supersedes = r.u64("entries")
+		e.Epoch = r.u64("entries")
+		e.Incarnation = r.u64("entries")
+		oAt := r.off
+		e.Reached = Outcome(r.u8("entries"))
+		if r.err == nil && e.Reached > OutcomeReturned {
+			r.fail("entries", oAt, schemas.ErrBadHeader, "entry %d: unknown outcome %d", i, uint8(e.Reached))
+		}
+		r.zero("entries", 3)
+		e.Unit = r.unitWith(func() { e.BU = r.str("entries.bu", true) })
+		inv.Entries = append(inv.Entries, e)
+	}
+	r.end()
+	if r.err != nil {
+		return Inventory{}, r.err
+	}
+	return inv, nil
 }

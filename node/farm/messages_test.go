@@ -21,6 +21,14 @@ func sampleAssign() Assign {
 		Unit: Unit{Run: 300, Resync: 2, Kind: UnitEvents, Ranges: []Range{{First: 10, N: 5}, {First: 20, N: 1}, {First: math.MaxUint64 - 3, N: 4}}}}
 }
 
+func sampleInventory() Inventory {
+	a := sampleAssign()
+	return Inventory{Epoch: 50, Incarnation: 77, Node: "bu-3", Entries: []InventoryEntry{
+		{ID: a.ID, Supersedes: a.Supersedes, Epoch: a.Epoch, Incarnation: 77, BU: "bu-3", Reached: OutcomeReceived, Unit: a.Unit},
+		{ID: 2000, Epoch: 49, Incarnation: 5, BU: "x", Unit: Unit{Run: 300, Kind: UnitPackets, Ranges: []Range{{First: 7, N: 1}}}},
+	}}
+}
+
 func sampleRelease() Release {
 	return Release{Incarnation: 9, BU: "bu-1", Entries: []ReleaseEntry{
 		{Assignment: 5, Outcome: OutcomeDecided, Events: 100, Bytes: 1 << 20},
@@ -59,6 +67,10 @@ func TestRoundTrip(t *testing.T) {
 			DataHeader{Assignment: 8, Incarnation: 9, PayloadBytes: 1 << 33, Group: GroupMixed, Packets: 3, Flags: DataFinal | DataMissing}, KindData, 48},
 		{"announce", func() ([]byte, error) { return AppendAnnounce(nil, Announce{Unit: sampleAssign().Unit}) },
 			func(b []byte) (any, error) { return DecodeAnnounce(b) }, Announce{Unit: sampleAssign().Unit}, KindAnnounce, 32 + 36},
+		{"inventory", func() ([]byte, error) { return AppendInventory(nil, sampleInventory()) },
+			func(b []byte) (any, error) { return DecodeInventory(b) }, sampleInventory(), KindInventory, 32 + 5 + 2*56 + 5 + 2 + 4*12},
+		{"inventory-empty", func() ([]byte, error) { return AppendInventory(nil, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}) },
+			func(b []byte) (any, error) { return DecodeInventory(b) }, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}, KindInventory, 35},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
 	} {
@@ -324,13 +336,18 @@ func FuzzDecodeAnnounce(f *testing.F) {
 		DecodeAnnounce, func(a Announce) ([]byte, error) { return AppendAnnounce(nil, a) })
 }
 
+func FuzzDecodeInventory(f *testing.F) {
+	fuzzRoundTrip(f, [][]byte{seed(AppendInventory(nil, sampleInventory()))},
+		DecodeInventory, func(inv Inventory) ([]byte, error) { return AppendInventory(nil, inv) })
+}
+
 func FuzzPeek(f *testing.F) {
 	f.Add(seed(AppendRelease(nil, sampleRelease())))
 	f.Add(AppendHeartbeat(nil, Heartbeat{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, n, err := Peek(b)
 		decodetest.Check(t, err, len(b))
-		if err == nil && (k < KindHello || k > KindAnnounce || n < HeaderSize) {
+		if err == nil && (k < KindHello || k > KindInventory || n < HeaderSize) {
 			t.Fatalf("Peek accepted kind %d size %d", k, n)
 		}
 	})

@@ -73,3 +73,36 @@ func (s *rangeSet) ranges(max int) []Range {
 	}
 	return out
 }
+
+// gaps calls emit for each part of [lo, hi] not in the set, in order.
+func (s *rangeSet) gaps(lo, hi uint64, emit func(lo, hi uint64)) {
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= lo })
+	cur := lo
+	for ; i < len(s.r) && s.r[i].lo <= hi; i++ {
+		if s.r[i].lo > cur {
+			emit(cur, s.r[i].lo-1)
+		}
+		if s.r[i].hi >= hi {
+			return
+		}
+		cur = s.r[i].hi + 1
+	}
+	emit(cur, hi)
+}
+
+// subtractUnit returns u's elements not in s (ranges merged as a unit's
+// are), and whether any is left.
+func subtractUnit(u Unit, s *rangeSet) (Unit, bool) {
+	out := Unit{Run: u.Run, Resync: u.Resync, Kind: u.Kind}
+	for _, r := range u.Ranges {
+		emit := func(lo, hi uint64) {
+			out.Ranges = appendRanges(out.Ranges, []Range{{First: lo, N: uint32(hi - lo + 1)}})
+		}
+		if s == nil {
+			emit(r.First, r.Last())
+			continue
+		}
+		s.gaps(r.First, r.Last(), emit)
+	}
+	return out, len(out.Ranges) > 0
+}

@@ -3,6 +3,7 @@ package farm
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 )
@@ -19,6 +20,10 @@ type RUConfig struct {
 	// has not arrived before it is sent without it (flag DataMissing,
 	// counted by source).
 	Wait time.Duration
+	// Retain is how long the RU remembers the releases it applied, to
+	// tell a new EM (the old one may have died having relayed a release
+	// to some RUs only; default 10s).
+	Retain time.Duration
 }
 
 // Packet is one multi-fragment packet an RU holds: Source's data for
@@ -75,6 +80,7 @@ type RUStats struct {
 	Duplicate  uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
 	Late       uint64            `json:"late_packets"`      // data for elements whose assignments already went without it
 	Stale      uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
+	Voided     uint64            `json:"voided"`            // assignments of an older EM replaced by a newer one's
 	Missing    map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
 	BytesPerBU map[string]int64  `json:"bytes_held_per_bu"` // bytes of sent, unreleased assignments
 }
@@ -83,6 +89,13 @@ type ruPacket struct {
 	p        *Packet
 	refs     int    // assignments holding it, not released
 	assigned uint64 // its elements covered by assignments so far
+	users    []*ruAssign
+	released rangeSet // its elements whose assignment was released
+}
+
+type ruKept struct {
+	e  InventoryEntry
+	at time.Time
 }
 
 type unitSig struct {
@@ -122,6 +135,7 @@ type RU struct {
 	// names as superseded (pull: a BU that died before requesting).
 	byUnit  map[unitSig]*ruAssign
 	pending []*ruAssign // not sent yet, oldest first
+	kept    []ruKept    // releases applied lately, oldest first
 	stats   RUStats
 	out     []RUOutput
 }
@@ -214,10 +228,8 @@ func (r *RU) Add(p *Packet) error {
 	for _, a := range r.pending {
 		if KeyOf(a.a.Unit) == p.Key {
 			if n := unitOverlap(a.a.Unit, p.First, last); n > 0 {
-				rp.refs++
 				rp.assigned += n
-				a.packets = append(a.packets, rp)
-				a.bytes += int64(p.Bytes)
+				r.attach(a, rp)
 			}
 		}
 	}
@@ -253,24 +265,35 @@ func (r *RU) Assign(a Assign) {
 	if old != nil && reflect.DeepEqual(old.a.Unit, a.Unit) {
 		// Take over the old assignment's holdings: same elements, new BU.
 		ra.packets, ra.bytes = old.packets, old.bytes
-		r.forget(old)
-	} else {
-		key := KeyOf(a.Unit)
-		for _, list := range r.held[key] {
-			for _, rg := range a.Unit.Ranges {
-				lo, hi := rg.First, rg.Last()
-				i := sort.Search(len(list), func(i int) bool { return list[i].p.First+uint64(list[i].p.N)-1 >= lo })
-				for ; i < len(list) && list[i].p.First <= hi; i++ {
-					rp := list[i]
-					if len(ra.packets) > 0 && ra.packets[len(ra.packets)-1] == rp {
-						continue // one packet spanning two ranges of the unit
-					}
-					rp.refs++
-					rp.assigned += unitOverlap(a.Unit, rp.p.First, rp.p.First+uint64(rp.p.N)-1)
-					ra.packets = append(ra.packets, rp)
-					ra.bytes += int64(rp.p.Bytes)
+		for _, rp := range ra.packets {
+			for i, u := range rp.users {
+				if u == old {
+					rp.users[i] = ra
 				}
 			}
+		}
+		r.forget(old)
+	} else {
+		packets := r.overlapping(a.Unit)
+		// An older EM's assignment of some of these elements is void: the
+		// EM that took over assigned them anew (it never heard of it).
+		var void []*ruAssign
+		for _, rp := range packets {
+			for _, u := range rp.users {
+				if u.a.Epoch < a.Epoch && unitsOverlap(u.a.Unit, a.Unit) && !slices.Contains(void, u) {
+					void = append(void, u)
+				}
+			}
+		}
+		// Attach first: voiding must not free a packet the new one needs.
+		for _, rp := range packets {
+			rp.assigned += unitOverlap(a.Unit, rp.p.First, rp.p.First+uint64(rp.p.N)-1)
+			r.attach(ra, rp)
+		}
+		for _, u := range void {
+			r.stats.Voided++
+			r.forget(u)
+			r.detach(u, false)
 		}
 	}
 	r.assigns[a.ID] = ra
@@ -377,11 +400,116 @@ func (r *RU) Release(rel Release) {
 			continue
 		}
 		r.forget(a)
-		for _, rp := range a.packets {
-			rp.refs--
-			r.maybeFree(rp)
+		r.detach(a, true)
+		r.kept = append(r.kept, ruKept{InventoryEntry{ID: a.a.ID, Supersedes: a.a.Supersedes, Epoch: a.a.Epoch,
+			Incarnation: a.a.Incarnation, BU: a.a.BU, Reached: e.Outcome, Unit: a.a.Unit}, r.clock.Now()})
+	}
+}
+
+// Inventory is what this RU (node, incarnation inc) tells a new EM of
+// epoch: the releases it applied within Retain.
+func (r *RU) Inventory(epoch uint64, node string, inc uint64) Inventory {
+	inv := Inventory{Epoch: epoch, Incarnation: inc, Node: node}
+	for _, k := range r.kept {
+		inv.Entries = append(inv.Entries, k.e)
+	}
+	return inv
+}
+
+// overlapping lists the held packets with elements of u (each once).
+func (r *RU) overlapping(u Unit) []*ruPacket {
+	var out []*ruPacket
+	for _, list := range r.held[KeyOf(u)] {
+		for _, rg := range u.Ranges {
+			lo, hi := rg.First, rg.Last()
+			i := sort.Search(len(list), func(i int) bool { return list[i].p.First+uint64(list[i].p.N)-1 >= lo })
+			for ; i < len(list) && list[i].p.First <= hi; i++ {
+				if n := len(out); n > 0 && out[n-1] == list[i] {
+					continue // one packet spanning two ranges of the unit
+				}
+				out = append(out, list[i])
+			}
 		}
 	}
+	return out
+}
+
+func unitsOverlap(a, b Unit) bool {
+	if KeyOf(a) != KeyOf(b) {
+		return false
+	}
+	for _, r := range a.Ranges {
+		if unitOverlap(b, r.First, r.Last()) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// attach makes a hold rp.
+func (r *RU) attach(a *ruAssign, rp *ruPacket) {
+	rp.refs++
+	rp.users = append(rp.users, a)
+	a.packets = append(a.packets, rp)
+	a.bytes += int64(rp.p.Bytes)
+}
+
+// detach drops a's hold on its packets; released: its BU released it
+// (its elements will not be needed again), else it was voided.
+func (r *RU) detach(a *ruAssign, released bool) {
+	for _, rp := range a.packets {
+		rp.refs--
+		for i, u := range rp.users {
+			if u == a {
+				rp.users = append(rp.users[:i], rp.users[i+1:]...)
+				break
+			}
+		}
+		if released {
+			for _, rg := range a.a.Unit.Ranges {
+				lo, hi := max(rg.First, rp.p.First), min(rg.Last(), rp.p.First+uint64(rp.p.N)-1)
+				if lo <= hi {
+					rp.released.add(lo, hi)
+				}
+			}
+		} else {
+			rp.assigned -= min(rp.assigned, unitOverlap(a.a.Unit, rp.p.First, rp.p.First+uint64(rp.p.N)-1))
+		}
+		r.maybeFree(rp)
+	}
+}
+
+// Unassigned lists the elements of source's held packets that no released
+// assignment covered: what the RU holding the trigger source announces
+// again to a new EM (which subtracts what the BUs still hold).
+func (r *RU) Unassigned(source uint32) []Unit {
+	var out []Unit
+	keys := make([]UnitKey, 0, len(r.held))
+	for k := range r.held {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		x, y := keys[i], keys[j]
+		if x.Run != y.Run {
+			return x.Run < y.Run
+		}
+		if x.Resync != y.Resync {
+			return x.Resync < y.Resync
+		}
+		return x.Kind < y.Kind
+	})
+	for _, k := range keys {
+		u := Unit{Run: k.Run, Resync: k.Resync, Kind: k.Kind}
+		for _, rp := range r.held[k][source] {
+			rp.released.gaps(rp.p.First, rp.p.First+uint64(rp.p.N)-1, func(lo, hi uint64) {
+				u.Ranges = appendRanges(u.Ranges, []Range{{First: lo, N: uint32(hi - lo + 1)}})
+			})
+		}
+		if len(u.Ranges) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // maybeFree frees a packet no assignment holds and none can still need.
@@ -406,8 +534,21 @@ func (r *RU) free(rp *ruPacket) {
 	r.out = append(r.out, RUOutput{Kind: RUFree, Packet: rp.p})
 }
 
-// Tick sends assignments whose wait for missing data is over.
-func (r *RU) Tick() { r.trySend(false) }
+// Tick sends assignments whose wait for missing data is over and forgets
+// releases older than Retain.
+func (r *RU) Tick() {
+	r.trySend(false)
+	retain := r.cfg.Retain
+	if retain == 0 {
+		retain = 10 * time.Second
+	}
+	now := r.clock.Now()
+	i := 0
+	for i < len(r.kept) && now.Sub(r.kept[i].at) >= retain {
+		i++
+	}
+	r.kept = r.kept[i:]
+}
 
 // Stop ends the run: pending assignments go as they are, and every packet
 // no sent assignment holds is freed (elements never assigned: the EM

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -78,8 +79,11 @@ type Config struct {
 	Linger time.Duration
 	// SendPool bounds the RU's send buffers (default 64 MiB).
 	SendPool int
-	Pipeline Pipeline
-	Log      *slog.Logger
+	// ReconcileWait bounds an EM takeover: members that have not said
+	// what they hold by then are given up on (default 5s).
+	ReconcileWait time.Duration
+	Pipeline      Pipeline
+	Log           *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -118,6 +122,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SendPool == 0 {
 		c.SendPool = 64 << 20
+	}
+	if c.ReconcileWait == 0 {
+		c.ReconcileWait = 5 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -390,6 +397,9 @@ func (a *Agent) memberGone(m *member) {
 	if m.roles&farm.RoleBU != 0 && a.em != nil {
 		a.em.Dead(m.Node, m.Incarnation)
 	}
+	if a.em != nil {
+		a.em.PartyGone(m.Node)
+	}
 	if m.roles&farm.RoleRU != 0 && a.bu != nil && m.Node != a.cfg.Node {
 		a.bu.RUDead(m.Node)
 	}
@@ -428,18 +438,48 @@ func (a *Agent) leaderEvent(ctx context.Context, e control.LeaderEvent) {
 		a.log.Warn("farm: leader watch", "err", e.Err)
 		return
 	}
+	newEpoch := e.OK && (!a.hasLead || e.Leader.Epoch > a.leader.Epoch)
 	a.leader, a.hasLead = e.Leader, e.OK
 	if !e.OK {
 		return
 	}
 	a.log.Info("farm: event manager", "leader", e.Leader.Node, "epoch", e.Leader.Epoch)
-	if a.bu != nil {
-		a.bu.Lead(e.Leader.Epoch)
+	if newEpoch {
+		a.report(ctx, e.Leader.Epoch)
 	}
 	for _, an := range a.early {
 		a.toEM(ctx, an)
 	}
 	a.early = nil
+}
+
+// report tells the EM of a new epoch what this node holds (see
+// farm.EM.Reconcile): the BU its credit and inventory; the RU holding the
+// trigger source first announces again what it holds unreleased; every RU
+// its recent releases. A node with both roles sends one inventory.
+func (a *Agent) report(ctx context.Context, epoch uint64) {
+	inv := farm.Inventory{Epoch: epoch, Incarnation: a.inc, Node: a.cfg.Node}
+	if a.bu != nil {
+		a.bu.Lead(epoch)
+		inv.Entries = append(inv.Entries, a.bu.Inventory(epoch).Entries...)
+	}
+	if a.ru != nil {
+		if slices.Contains(a.cfg.Sources, a.cfg.TriggerSource) {
+			for _, u := range a.ru.Unassigned(a.cfg.TriggerSource) {
+				a.toEM(ctx, farm.Announce{Unit: u})
+			}
+		}
+		inv.Entries = append(inv.Entries, a.ru.Inventory(epoch, a.cfg.Node, a.inc).Entries...)
+	}
+	if a.bu == nil && a.ru == nil {
+		return // an EM-only node is no party of a takeover
+	}
+	body, err := farm.AppendInventory(nil, inv)
+	if err != nil {
+		a.log.Error("farm: encode inventory", "err", err)
+		return
+	}
+	a.toEMBody(uint16(farm.KindInventory), body)
 }
 
 // becomeEM: this node won the election. It starts assigning once every
@@ -483,6 +523,7 @@ func (a *Agent) tryLead(ctx context.Context) {
 		a.log.Error("farm: cannot be the event manager", "err", err)
 		return
 	}
+	cfg.ReconcileWait = a.cfg.ReconcileWait
 	em, err := farm.NewEM(cfg, l.Epoch(), a.clock)
 	if err != nil {
 		a.log.Error("farm: cannot be the event manager", "err", err)
@@ -495,11 +536,19 @@ func (a *Agent) tryLead(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var parties []string
 	for _, n := range names {
-		if m := a.members[n]; m.roles&farm.RoleBU != 0 {
+		m := a.members[n]
+		if m.roles&farm.RoleBU != 0 {
 			em.Join(m.Node, m.Incarnation)
 		}
+		if m.roles&(farm.RoleBU|farm.RoleRU) != 0 {
+			parties = append(parties, m.Node)
+		}
 	}
+	// Take over from whatever an earlier EM left: assign nothing until
+	// every BU and RU said what it holds.
+	em.Reconcile(parties)
 	if a.stopped {
 		em.Flush()
 	}

@@ -43,6 +43,9 @@ type checker struct {
 	stuck atomic.Bool // never decide: a BU whose trigger hangs
 	agent *Agent
 	ctx   context.Context
+	// hold: decisions wait until unhold (a slow trigger).
+	hold    bool
+	waiting []func()
 
 	mu    *sync.Mutex
 	built map[uint64][]string // event id → nodes that built it
@@ -81,7 +84,24 @@ func (c *checker) Build(a farm.Assign, packets []schemas.MFP, missing []uint32, 
 	if c.stuck.Load() {
 		return
 	}
-	go c.agent.Outcome(c.ctx, a.ID, farm.OutcomeDecided, uint32(events))
+	decide := func() { c.agent.Outcome(c.ctx, a.ID, farm.OutcomeDecided, uint32(events)) }
+	if c.hold {
+		c.waiting = append(c.waiting, decide)
+		return
+	}
+	go decide()
+}
+
+// unhold sends the decisions held back.
+func (c *checker) unhold() {
+	c.mu.Lock()
+	c.hold = false
+	w := c.waiting
+	c.waiting = nil
+	c.mu.Unlock()
+	for _, d := range w {
+		go d()
+	}
 }
 
 func testLog() *slog.Logger {
@@ -216,7 +236,9 @@ func (f *testFarm) leaderStatus() (Status, bool) {
 
 // ready waits until every agent sees the EM and its peers, and the EM
 // has every BU's credit: before, work may all go to the first BUs.
-func (f *testFarm) ready(n int) {
+func (f *testFarm) ready(n int) { f.readyBUs(n, n) }
+
+func (f *testFarm) readyBUs(n, bus int) {
 	f.waitFor("every agent to see the EM and its peers, and the EM every BU's credit", 10*time.Second, func() bool {
 		for _, a := range f.agents {
 			s := a.Status()
@@ -225,7 +247,7 @@ func (f *testFarm) ready(n int) {
 			}
 		}
 		s, ok := f.leaderStatus()
-		if !ok || s.EM.BUs != n {
+		if !ok || s.EM.BUs != bus || s.EM.Reconciling {
 			return false
 		}
 		for _, c := range s.EM.Credits {
@@ -342,4 +364,74 @@ func TestAgentFailover(t *testing.T) {
 		}
 	}
 	t.Logf("c held %d assignments when it died; %d reassigned; %d events c had built were built again", held, s.EM.Reassigned, dup)
+}
+
+// TestAgentEMFailover: the EM (an EM-only node) dies mid-run; another node
+// takes over as a new epoch, learns what the BUs hold and what the RUs
+// released, and goes on: every event built exactly once, nothing lost.
+func TestAgentEMFailover(t *testing.T) {
+	f := newTestFarm(t, "push")
+	f.start("a", farm.RoleEM, nil)
+	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
+	all := farm.RoleRU | farm.RoleBU | farm.RoleEM
+	f.start("b", all, []uint32{0, 1, 2})
+	f.start("c", all, []uint32{3, 4})
+	f.readyBUs(3, 2)
+	f.mu.Lock()
+	f.checks["c"].hold = true // c's decisions wait: it holds work when a dies
+	f.mu.Unlock()
+	const events = 400
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.readout("b", []uint32{0, 1, 2}, 0, events/2) }()
+	go func() { defer wg.Done(); f.readout("c", []uint32{3, 4}, 0, events/2) }()
+	wg.Wait()
+	f.waitFor("settled work and work in flight", 10*time.Second, func() bool {
+		s := f.agents["a"].Status()
+		c := f.agents["c"].Status()
+		return s.EM != nil && s.EM.Settled >= 10 && c.BU != nil && c.BU.InFlight >= 3
+	}, f.dump)
+	old := f.agents["a"].Status()
+	f.stop("a")
+	delete(f.agents, "a")
+	f.waitFor("a new EM", 10*time.Second, func() bool {
+		s, ok := f.leaderStatus()
+		return ok && !s.EM.Reconciling && s.Epoch > old.Epoch
+	}, f.dump)
+	f.checks["c"].unhold()
+	wg.Add(2)
+	go func() { defer wg.Done(); f.readout("b", []uint32{0, 1, 2}, events/2, events) }()
+	go func() { defer wg.Done(); f.readout("c", []uint32{3, 4}, events/2, events) }()
+	wg.Wait()
+	for _, n := range []string{"b", "c"} {
+		f.agents[n].EndOfData(context.Background())
+	}
+	f.waitFor("every event built", 20*time.Second, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for id := uint64(0); id < events; id++ {
+			if len(f.built[id]) == 0 {
+				return false
+			}
+		}
+		s, ok := f.leaderStatus()
+		return ok && s.Ledger.Balanced
+	}, f.dump)
+	f.waitFor("every packet freed", 5*time.Second, func() bool { return f.freed.Load() == events/4*nSources }, f.dump)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.bad) > 0 {
+		t.Fatalf("%d problems, first: %v", len(f.bad), f.bad[:min(5, len(f.bad))])
+	}
+	for id := uint64(0); id < events; id++ {
+		if len(f.built[id]) != 1 {
+			t.Fatalf("event %d built by %v", id, f.built[id])
+		}
+	}
+	s, _ := f.leaderStatus()
+	if s.EM.Adopted == 0 {
+		t.Fatalf("the new EM adopted nothing: the test did not take over work in flight")
+	}
+	t.Logf("old EM %s (epoch %d) had made %d assignments, %d settled; new EM %s (epoch %d): adopted %d, carried over %d, %d re-announced elements dropped as known; %s",
+		old.Node, old.Epoch, old.EM.Assigned, old.EM.Settled, s.Node, s.Epoch, s.EM.Adopted, s.EM.AdoptedSettled, s.EM.DuplicateAnnounced, s.Ledger)
 }

@@ -329,6 +329,16 @@ func (a *Agent) control(from string, typ uint16, body []byte) error {
 			return err
 		}
 		a.onAnnounce(an)
+	case uint16(farm.KindInventory):
+		inv, err := farm.DecodeInventory(body)
+		if err != nil {
+			return err
+		}
+		if a.em == nil {
+			a.beforeEM("inventory_not_em", func() { a.em.Inventory(inv) })
+			return nil
+		}
+		a.em.Inventory(inv)
 	default:
 		return fmt.Errorf("unknown message type %d", typ)
 	}

@@ -181,6 +181,14 @@ func (a *Agent) routeBU(ctx context.Context, o farm.BUOutput) {
 		a.build(o.Assignment, o.Missing)
 	case farm.BUDrained:
 		a.log.Info("farm: drained")
+	case farm.BUDiscard:
+		if r := a.data[o.Assignment.ID]; r != nil {
+			for _, b := range r.bufs {
+				b.Release()
+			}
+			delete(a.data, o.Assignment.ID)
+		}
+		a.drop("data_never_assigned")
 	}
 }
 
