@@ -1,7 +1,8 @@
 // Package buildtest runs the event builder for the tests of the format
-// packages (schemas/lhcb, vdif, cms, atlas): fragments in, built rows out,
-// on a leak-checking Arrow allocator. It exists so that each format's
-// split → build → join round trip is written once.
+// packages (schemas/lhcb, vdif, cms, atlas) and of the export: fragments
+// in, built rows or batches out, on a leak-checking Arrow allocator. It
+// exists so that each format's split → build → join round trip is written
+// once.
 package buildtest
 
 import (
@@ -26,6 +27,18 @@ import (
 // returns the builder's final ledger.
 func Run(t testing.TB, cfg builder.Config, feed func(ctx context.Context, b *builder.Builder), row func(eb *schemas.EventBatch, i int)) builder.Ledger {
 	t.Helper()
+	return RunBatches(t, cfg, feed, func(eb *schemas.EventBatch) {
+		for i := range eb.Len() {
+			row(eb, i)
+		}
+	})
+}
+
+// RunBatches is Run calling batch once for every built batch instead of
+// once per row, e.g. to store it; the batch is released when batch
+// returns.
+func RunBatches(t testing.TB, cfg builder.Config, feed func(ctx context.Context, b *builder.Builder), batch func(eb *schemas.EventBatch)) builder.Ledger {
+	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	cfg.Allocator = mem
 	if cfg.Timeout == 0 {
@@ -39,12 +52,10 @@ func Run(t testing.TB, cfg builder.Config, feed func(ctx context.Context, b *bui
 	go func() {
 		defer close(done)
 		for rec := range b.Batches() {
-			eb, err := schemas.NewEventBatch(rec)
-			if err != nil {
+			if eb, err := schemas.NewEventBatch(rec); err != nil {
 				t.Error(err)
-			}
-			for i := 0; err == nil && i < eb.Len(); i++ {
-				row(eb, i)
+			} else {
+				batch(eb)
 			}
 			rec.Release()
 		}

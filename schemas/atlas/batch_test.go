@@ -17,7 +17,7 @@ import (
 
 // TestRoundTripBuilder: full events (big- and little-endian) -> split ->
 // native fragments in shuffled arrival order -> the real builder ->
-// JoinFullEventBatch in the input's byte order: every event comes back
+// Joiner.Join in the input's byte order: every event comes back
 // byte for byte, header words, ROB order and checksums included.
 func TestRoundTripBuilder(t *testing.T) {
 	for _, o := range orders {
@@ -73,7 +73,7 @@ func buildAndJoin(t *testing.T, sources []uint32, wire [][]byte, o ByteOrder) (m
 	out := map[uint64][]byte{}
 	cfg := builder.Config{Groups: []schemas.SourceGroup{{Name: "rob", Sources: sources}}, Run: 431000, BatchEvents: 2}
 	led := buildtest.Run(t, cfg, buildtest.Fragments(t, wire), func(eb *schemas.EventBatch, i int) {
-		j, err := JoinFullEventBatch(nil, eb, i, o)
+		j, err := Joiner{Order: o}.Join(nil, eb, i)
 		if err != nil || eb.Status(i) != 0 {
 			t.Errorf("event %d, status %b: %v", eb.EventID(i), eb.Status(i), err)
 		}
@@ -82,7 +82,7 @@ func buildAndJoin(t *testing.T, sources []uint32, wire [][]byte, o ByteOrder) (m
 	return out, led
 }
 
-func TestJoinFullEventBatchErrors(t *testing.T) {
+func TestJoinerErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	e := testEvent(ChecksumNone)
@@ -100,7 +100,7 @@ func TestJoinFullEventBatchErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return JoinFullEventBatch(nil, eb, 0, binary.LittleEndian)
+		return Joiner{Order: binary.LittleEndian}.Join(nil, eb, 0)
 	}
 	want, _ := AppendFullEvent(nil, &e, binary.LittleEndian)
 	if got, err := join(123456, r0, r1, hdr); err != nil || !bytes.Equal(got, want) {

@@ -66,7 +66,7 @@
 // (unique within a run, where lvl1_id restarts at every ECR), payload = the
 // ROB fragment in little-endian byte order; plus one fragment from
 // HeaderSource with the full-event header and the ROB order.
-// JoinFullEventBatch turns a built event back into the full event, byte for
+// Joiner.Join turns a built event back into the full event, byte for
 // byte in the byte order asked for.
 //
 // # Errors

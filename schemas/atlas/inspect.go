@@ -15,13 +15,16 @@ import (
 )
 
 // The formats, as registered in schemas/formats: a stream of eformat full
-// events, or of bare ROB fragments, each in whichever byte order its
-// marker shows.
+// events (detect, inspect, split, join: export "eformat"), or of bare ROB
+// fragments (detect, inspect), each in whichever byte order its marker
+// shows.
 var (
-	FullEventFormat format.Format = eformatStream{name: "atlas-full-event", marker: MarkerFullEvent, sign: "an eformat full-event marker"}
+	FullEventFormat format.Format = fullEventFormat{eformatStream{name: "atlas-full-event", marker: MarkerFullEvent, sign: "an eformat full-event marker"}}
 	ROBFormat       format.Format = eformatStream{name: "atlas-rob", marker: MarkerROB, sign: "an eformat ROB marker"}
 )
 
+// eformatStream is what both streams share: detection by their marker,
+// inspection.
 type eformatStream struct {
 	name, sign string
 	marker     uint32

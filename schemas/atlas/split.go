@@ -23,7 +23,7 @@ import (
 //	|    E |     1 | n: ROBs in the event                                  |
 //	|  E+1 |     n | source id of ROB i, i in event order                  |
 //
-// so that JoinFullEventBatch restores the event.
+// so that Joiner.Join restores the event.
 
 // HeaderSource is the sluice source id of the full-event header fragment:
 // eformat ROB source ids use the low 24 bits (sub-detector, module), so
@@ -122,7 +122,13 @@ func JoinFullEvent(dst []byte, hdr *FullEvent, robs iter.Seq[[]byte], o ByteOrde
 	return AppendFullEvent(dst, &e, o)
 }
 
-// JoinFullEventBatch appends to dst, in byte order o, the full event of
+// Joiner writes built events back as full events (format.EventJoiner) in
+// byte order Order (little-endian when nil, as sluice splits them).
+type Joiner struct {
+	Order ByteOrder
+}
+
+// Join appends to dst, in byte order j.Order, the full event of
 // row i of a batch built from split full events: the header from the
 // header fragment, the ROBs from their sources' fragments in the order the
 // header fragment lists (then any ROB it does not list, in the batch's
@@ -133,7 +139,11 @@ func JoinFullEvent(dst []byte, hdr *FullEvent, robs iter.Seq[[]byte], o ByteOrde
 // header fragment, ErrInconsistent (a header whose global_id is not the
 // row's event id, a ROB list that does not fill the fragment, a fragment
 // holding another source's ROB), or those of JoinFullEvent.
-func JoinFullEventBatch(dst []byte, eb *schemas.EventBatch, i int, o ByteOrder) ([]byte, error) {
+func (j Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+	o := j.Order
+	if o == nil {
+		o = binary.LittleEndian
+	}
 	frags, order := eb.PresentFragments(i) // order: sources in the batch's order
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]

@@ -50,7 +50,7 @@
 // FED id, event id = the FRD event number (64-bit for v4), payload = the
 // whole FED fragment (header, payload and trailer, so that the joiner can
 // concatenate payloads back into FRD data unchanged); plus one fragment
-// from HeaderSource with the FRD header and the FED order. JoinFRDBatch
+// from HeaderSource with the FRD header and the FED order. Joiner.Join
 // turns a built event back into the FRD event, byte for byte.
 //
 // # Errors

@@ -23,7 +23,7 @@ import (
 //	|   E |    4 | n: FEDs in the event (u32)                               |
 //	| E+4 |   4n | FED id of FED i, i in data order (u32 each)              |
 //
-// so that JoinFRDBatch restores the event byte for byte.
+// so that Joiner.Join restores the event byte for byte.
 
 // HeaderSource is the sluice source id of the FRD header fragment: one
 // above the largest 12-bit FED id. Add it to the builder's source set.
@@ -106,7 +106,11 @@ func JoinFRD(dst []byte, hdr *FRDEvent, feds iter.Seq[[]byte]) ([]byte, error) {
 	return AppendFRD(dst, &e)
 }
 
-// JoinFRDBatch appends to dst the FRD event of row i of a batch built from
+// Joiner writes built events back as FRD events (format.EventJoiner). The
+// zero value is ready; it holds no state.
+type Joiner struct{}
+
+// Join appends to dst the FRD event of row i of a batch built from
 // split FRD events: the header from the header fragment, the FEDs from
 // their sources' fragments in the order the header fragment lists (then
 // any FED it does not list, in the batch's order). A FED that did not
@@ -116,7 +120,7 @@ func JoinFRD(dst []byte, hdr *FRDEvent, feds iter.Seq[[]byte]) ([]byte, error) {
 // header fragment whose event number is not the row's, whose FED list does
 // not fill it, or a fragment holding another FED than its source), or
 // those of JoinFRD.
-func JoinFRDBatch(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+func (Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	frags, order := eb.PresentFragments(i) // order: sources in the batch's order
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]

@@ -104,7 +104,7 @@ func buildAndJoin(t *testing.T, sources []uint32, run uint32, wire [][]byte) (ma
 		if eb.Status(i) != 0 {
 			t.Errorf("event %d built with status %b", eb.EventID(i), eb.Status(i))
 		}
-		j, err := JoinFRDBatch(nil, eb, i)
+		j, err := Joiner{}.Join(nil, eb, i)
 		if err != nil {
 			t.Error(err)
 		}
@@ -114,7 +114,7 @@ func buildAndJoin(t *testing.T, sources []uint32, run uint32, wire [][]byte) (ma
 }
 
 // TestRoundTripBuilder: FRD file -> split -> native fragments in shuffled
-// arrival order -> builder -> JoinFRDBatch: every event comes back byte for
+// arrival order -> builder -> Joiner.Join: every event comes back byte for
 // byte (header fields, FED order, checksum), and the joined file reads
 // back with valid checksums.
 func TestRoundTripBuilder(t *testing.T) {
@@ -194,7 +194,7 @@ func TestRoundTripBuilder(t *testing.T) {
 	}
 }
 
-func TestJoinFRDBatchErrors(t *testing.T) {
+func TestJoinerErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	frags, err := SplitFRD(nil, &FRDEvent{Version: 5, Run: 362000, Event: 9, Data: fedBlock(t, 3, 10)})
@@ -209,7 +209,7 @@ func TestJoinFRDBatchErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = JoinFRDBatch(nil, eb, 0)
+		_, err = Joiner{}.Join(nil, eb, 0)
 		return err
 	}
 	all := []uint32{3, 10, HeaderSource}
@@ -224,7 +224,7 @@ func TestJoinFRDBatchErrors(t *testing.T) {
 	rec := buildtest.OneRow(t, mem, "fed", 362000, 9, all, [][]byte{nil, fed10, hdr})
 	defer rec.Release()
 	eb, _ := schemas.NewEventBatch(rec)
-	b, err := JoinFRDBatch(nil, eb, 0)
+	b, err := Joiner{}.Join(nil, eb, 0)
 	if e, _, err2 := DecodeFRD(b); err != nil || err2 != nil || !bytes.Equal(e.Data, fed10) {
 		t.Fatalf("event without FED 3: %v %v", err, err2)
 	}

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -28,22 +27,12 @@ func inspect(br *format.Stream, name string, maxEvents int) (*format.Report, err
 		if len(head) == 0 && perr == io.EOF {
 			break
 		}
-		var total uint64
-		kind := "fragment"
-		if len(head) >= 4 && binary.LittleEndian.Uint32(head) == schemas.MFPMagic {
-			kind = "mfp"
-		}
-		if len(head) < 32 {
-			err = schemas.Errorf(kind, "header", off, schemas.ErrTruncated, "need a 32-byte header, the file ends after %d bytes", len(head))
+		var (
+			kind  string
+			total uint64
+		)
+		if kind, total, err = recordSize(head, off); err != nil {
 			break
-		}
-		if kind == "mfp" {
-			total = uint64(binary.LittleEndian.Uint32(head[24:]))
-		} else {
-			total = uint64(head[5]) + uint64(binary.LittleEndian.Uint32(head[12:]))
-		}
-		if total < 32 {
-			total = 32 // let the decoder name the bad field
 		}
 		if buf, err = summary.ReadRecord(br, buf, total, off, kind); err != nil {
 			break

@@ -1,23 +1,32 @@
 package vdif
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/format"
 	"github.com/sluice-daq/sluice/schemas/internal/summary"
 )
 
-// The formats, as registered in schemas/formats: VDIF frames, and Mark 5B
-// frames. Both inspect through Inspect and report the section "baseband".
+// The formats, as registered in schemas/formats: VDIF frames (detect,
+// inspect, split: one fragment per frame, join: export "vdif"), and Mark 5B
+// frames (detect, inspect only). Both report the section "baseband".
 var (
 	VDIFFormat   format.Format = vdifStream{}
 	Mark5BFormat format.Format = mark5bStream{}
 )
 
 type vdifStream struct{}
+
+var (
+	_ format.Splitter = vdifStream{}
+	_ format.Joiner   = vdifStream{}
+)
 
 func (vdifStream) Name() string { return FormatVDIF }
 func (vdifStream) Sign() string { return "VDIF headers" }
@@ -33,6 +42,46 @@ func (vdifStream) Detect(head []byte) format.Match {
 
 func (vdifStream) Inspect(r *format.Stream, maxEvents int) (*format.Report, error) {
 	return report(inspectVDIF(r.Reader, maxEvents))
+}
+
+// ExportName is "vdif".
+func (vdifStream) ExportName() string { return "vdif" }
+
+// NewJoiner returns a Joiner writing each event's frames in the batch's
+// source order (Joiner.Order nil).
+func (vdifStream) NewJoiner() format.EventJoiner { return &Joiner{} }
+
+// Sources scans the stream (ScanSources) and returns one group "vdif" of
+// its sources (SourceID: station and thread), ascending.
+func (vdifStream) Sources(r io.Reader) ([]schemas.SourceGroup, error) {
+	ids, err := ScanSources(r)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return []schemas.SourceGroup{{Name: "vdif", Sources: ids}}, nil
+}
+
+// Split reads every frame and hands it on as one fragment (FrameFragment:
+// event id from its time, source id from station and thread, flagged
+// FlagSourceError when the frame says its data are invalid). Errors: the
+// Reader's, offsets in the stream.
+func (vdifStream) Split(r io.Reader, _ []schemas.SourceGroup, emit func(format.Piece) error) error {
+	rd := NewReader(r)
+	frag := make([]schemas.Fragment, 1)
+	for {
+		f, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		frag[0] = FrameFragment(&f)
+		if err := emit(format.Piece{Fragments: frag}); err != nil {
+			return err
+		}
+	}
 }
 
 type mark5bStream struct{}

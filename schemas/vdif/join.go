@@ -18,14 +18,14 @@ type Joiner struct {
 	Missing uint64 // sources that sent nothing for an event: no frame written
 }
 
-// AppendEvent appends the VDIF frames of row i of eb to dst. Each fragment
+// Join appends the VDIF frames of row i of eb to dst. Each fragment
 // payload must be one whole VDIF frame whose thread and time give back the
 // fragment's source id and the row's event id. Errors: *schemas.DecodeError
 // (offset within the fragment payload) wrapping the errors of DecodeFrame,
 // or ErrInconsistent for a frame that does not belong where it was found, a
 // payload longer than its frame, or an event holding frames of sources not
 // in Order (they would be dropped).
-func (j *Joiner) AppendEvent(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	id := eb.EventID(i)
 	var err error
 	add := func(src uint32, payload []byte) bool {

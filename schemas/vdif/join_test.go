@@ -99,7 +99,7 @@ func TestJoinerOrders(t *testing.T) {
 	j := Joiner{Order: order}
 	var out []byte
 	for i := range eb.Len() {
-		if out, err = j.AppendEvent(out, eb, i); err != nil {
+		if out, err = j.Join(out, eb, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestJoinerOrders(t *testing.T) {
 	j = Joiner{}
 	out = out[:0]
 	for i := range eb.Len() {
-		if out, err = j.AppendEvent(out, eb, i); err != nil {
+		if out, err = j.Join(out, eb, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestJoinerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var j Joiner
-	out, err := j.AppendEvent(nil, eb, 0)
+	out, err := j.Join(nil, eb, 0)
 	if err != nil || !bytes.Equal(out, fs[4].Bytes) || j.Missing != 1 || j.Frames != 1 {
 		t.Fatalf("missing thread: %v, %d missing", err, j.Missing)
 	}
@@ -150,16 +150,16 @@ func TestJoinerErrors(t *testing.T) {
 		sentinel error
 		off      int64
 	}{{schemas.ErrInconsistent, 12}, {schemas.ErrInconsistent, 0}, {schemas.ErrInconsistent, 5032}, {schemas.ErrTruncated, 0}} {
-		_, err := j.AppendEvent(nil, eb, row+1)
+		_, err := j.Join(nil, eb, row+1)
 		wantDecodeError(t, err, "vdif", tc.sentinel, tc.off)
 	}
 	// A source of the event left out of Order would be dropped: refused.
 	j = Joiner{Order: []uint32{src1}}
-	if _, err := j.AppendEvent(nil, eb, 0); !errors.Is(err, schemas.ErrInconsistent) {
+	if _, err := j.Join(nil, eb, 0); !errors.Is(err, schemas.ErrInconsistent) {
 		t.Fatalf("order without thread 0: %v", err)
 	}
 	j = Joiner{Order: []uint32{src0, 12345}}
-	if _, err := j.AppendEvent(nil, eb, 0); !errors.Is(err, schemas.ErrInconsistent) {
+	if _, err := j.Join(nil, eb, 0); !errors.Is(err, schemas.ErrInconsistent) {
 		t.Fatalf("unknown source in order: %v", err)
 	}
 }

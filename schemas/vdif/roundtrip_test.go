@@ -69,7 +69,7 @@ func TestBuilderRoundTrip(t *testing.T) {
 					units = len(pkts)
 				}
 			}, func(eb *schemas.EventBatch, i int) {
-				out, err := j.AppendEvent(nil, eb, i)
+				out, err := j.Join(nil, eb, i)
 				if err != nil {
 					t.Error(err)
 				}
