@@ -70,7 +70,7 @@ echo "golden: exports of the fixed store"
 # The store is copied: a read-only open must not be needed to leave it unchanged.
 cp -r "$golden/store" "$work/fixed"
 for stream in accepted deferred; do
-  for fmt in ${FORMATS:-arrow parquet mdf}; do
+  for fmt in ${FORMATS:-arrow parquet mdf frd eformat vdif}; do
     f=$work/export.$stream.$fmt
     if "$BIN/sluice" store export --path "$work/fixed" --stream "$stream" --format "$fmt" --out "$f" >/dev/null 2>&1; then
       echo "$(sha256sum <"$f" | cut -d' ' -f1)  $stream.$fmt" >>"$out/export/sha256"

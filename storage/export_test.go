@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -16,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/table"
 )
 
 // exportFixture stores 25 accepted events over two runs and returns them.
@@ -77,7 +81,7 @@ func TestExportArrow(t *testing.T) {
 	s, evs := exportFixture(t)
 	path := filepath.Join(t.TempDir(), "x.arrow")
 	f, _ := os.Create(path)
-	n, err := s.Export(Accepted, FormatArrow, f, ExportOptions{})
+	n, err := s.Export(Accepted, exporter(t, table.ArrowFormat), f, ExportOptions{})
 	f.Close()
 	if err != nil || n != len(evs) {
 		t.Fatalf("export: %d events, %v", n, err)
@@ -110,7 +114,7 @@ func TestExportArrow(t *testing.T) {
 func TestExportParquet(t *testing.T) {
 	s, evs := exportFixture(t)
 	var buf bytes.Buffer
-	n, err := s.Export(Accepted, FormatParquet, &buf, ExportOptions{})
+	n, err := s.Export(Accepted, exporter(t, table.ParquetFormat), &buf, ExportOptions{})
 	if err != nil || n != len(evs) {
 		t.Fatalf("export: %d events, %v", n, err)
 	}
@@ -132,17 +136,43 @@ func TestExportParquet(t *testing.T) {
 	}
 }
 
-// TestExportRowsAndSelection exports with a row encoder (the MDF hook),
-// a selection and a limit.
-func TestExportRowsAndSelection(t *testing.T) {
+// exporter is how f exports.
+func exporter(t *testing.T, f format.Format) format.Exporter {
+	t.Helper()
+	e, ok := format.ExportOf(f)
+	if !ok {
+		t.Fatalf("%s does not export", f.Name())
+	}
+	return e
+}
+
+// idFormat is a format whose records are an event's id, 8 bytes; its
+// joiner fails on event failOn (when not 0).
+type idFormat struct{ failOn uint64 }
+
+func (idFormat) Name() string                                        { return "test-ids" }
+func (idFormat) Sign() string                                        { return "event ids" }
+func (idFormat) Detect([]byte) format.Match                          { return format.NoMatch }
+func (idFormat) Inspect(*format.Stream, int) (*format.Report, error) { return nil, nil }
+func (idFormat) ExportName() string                                  { return "ids" }
+func (f idFormat) NewJoiner() format.EventJoiner                     { return f }
+
+func (f idFormat) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+	if eb.EventID(i) == f.failOn {
+		return dst, schemas.ErrInconsistent
+	}
+	return binary.LittleEndian.AppendUint64(dst, eb.EventID(i)), nil
+}
+
+// TestExportJoinerAndSelection exports through a joiner, one record per
+// event, with a selection and a limit; a row that does not join stops
+// the export naming its run and event.
+func TestExportJoinerAndSelection(t *testing.T) {
 	s, _ := exportFixture(t)
 	var buf bytes.Buffer
-	enc := func(ev *schemas.EventBatch, i int, m schemas.Verdict) ([]byte, error) {
-		return binary.LittleEndian.AppendUint64(nil, ev.EventID(i)), nil
-	}
-	n, err := s.Export(Accepted, FormatRows, &buf, ExportOptions{Selection: Selection{MinRun: 2, MinEvent: 104}, Limit: 3, Encode: enc})
-	if err != nil || n != 3 {
-		t.Fatalf("export: %d events, %v", n, err)
+	n, err := s.Export(Accepted, exporter(t, idFormat{}), &buf, ExportOptions{Selection: Selection{MinRun: 2, MinEvent: 104}, Limit: 3})
+	if err != nil || n != 3 || buf.Len() != 24 {
+		t.Fatalf("export: %d events in %d bytes, %v", n, buf.Len(), err)
 	}
 	want := []uint64{104, 106, 108}
 	for i, w := range want {
@@ -150,7 +180,9 @@ func TestExportRowsAndSelection(t *testing.T) {
 			t.Fatalf("record %d is event %d, want %d", i, got, w)
 		}
 	}
-	if _, err := s.Export(Accepted, FormatRows, &buf, ExportOptions{}); err == nil {
-		t.Fatal("rows export without an encoder accepted")
+	buf.Reset()
+	_, err = s.Export(Accepted, exporter(t, idFormat{failOn: 106}), &buf, ExportOptions{})
+	if !errors.Is(err, schemas.ErrInconsistent) || !strings.Contains(err.Error(), "export ids: run 2 event 106") {
+		t.Fatalf("error %v, want one naming run 2 event 106", err)
 	}
 }

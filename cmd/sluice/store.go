@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -234,13 +234,20 @@ func newStoreLsCmd() *cobra.Command {
 }
 
 func newStoreExportCmd() *cobra.Command {
-	var format, out string
+	var name, out string
 	var stf storeFlags
 	var sf selectionFlags
+	names := exportNames()
 	cmd := &cobra.Command{
-		Use:   "export --path DIR --format arrow|parquet|mdf --out FILE [--stream S] [--runs A-B] [--events A-B] [--limit N]",
-		Short: "Export events to an Arrow IPC file, Parquet, or LHCb MDF",
-		Args:  cobra.NoArgs,
+		Use:   "export --path DIR --format " + strings.Join(names, "|") + " --out FILE [--stream S] [--runs A-B] [--events A-B] [--limit N]",
+		Short: "Export events to a file: an Arrow IPC or Parquet table, or the records of a format they were split from (LHCb MDF, CMS FRD, ATLAS eformat, VDIF)",
+		Long: `Exports the selected events of a stream to FILE in the format --format
+names: ` + strings.Join(names, ", ") + `. Arrow IPC and Parquet hold the
+events with their trigger decisions (the export schema); the other formats
+join each event back into one record of the format its fragments were split
+from (an event that does not join, e.g. one stored from another format, stops
+the export naming it).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stream, sel, err := sf.parse()
 			if err != nil {
@@ -249,18 +256,9 @@ func newStoreExportCmd() *cobra.Command {
 			if out == "" {
 				return errors.New("--out: the output file is required")
 			}
-			opts := storage.ExportOptions{Selection: sel, Limit: sf.limit}
-			var f storage.Format
-			switch strings.ToLower(format) {
-			case "arrow":
-				f = storage.FormatArrow
-			case "parquet":
-				f = storage.FormatParquet
-			case "mdf":
-				opts.Encode = mdfEncoder()
-				f = storage.FormatRows
-			default:
-				return fmt.Errorf("--format %q: want arrow, parquet or mdf", format)
+			e := formats.Exporter(name)
+			if e == nil {
+				return fmt.Errorf("--format %q: want %s", name, orList(names))
 			}
 			s, err := stf.open()
 			if err != nil {
@@ -274,7 +272,7 @@ func newStoreExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n, err := s.Export(stream, f, w, opts)
+			n, err := s.Export(stream, e, w, storage.ExportOptions{Selection: sel, Limit: sf.limit})
 			if cerr := w.Close(); err == nil {
 				err = cerr
 			}
@@ -285,26 +283,30 @@ func newStoreExportCmd() *cobra.Command {
 				os.Remove(tmp)
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "exported %d %s events to %s (%s)\n", n, stream, out, format)
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %d %s events to %s (%s)\n", n, stream, out, name)
 			return nil
 		},
 	}
 	stf.add(cmd)
-	cmd.Flags().StringVar(&format, "format", "arrow", "arrow, parquet or mdf")
+	cmd.Flags().StringVar(&name, "format", "arrow", orList(names))
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	sf.add(cmd, "accepted")
 	return cmd
 }
 
-// mdfEncoder turns stored LHCb events (built from fragments split by
-// schemas/lhcb) back into MDF records with a fresh size and checksum, via
-// the LHCb joiner. The record it returns is valid until the next call.
-func mdfEncoder() storage.RowEncoder {
-	j := lhcb.NewJoiner()
-	var buf []byte
-	return func(ev *schemas.EventBatch, i int, _ schemas.Verdict) ([]byte, error) {
-		var err error
-		buf, err = j.Join(buf[:0], ev, i)
-		return buf, err
+// exportNames are the names --format takes, from the registry of formats.
+func exportNames() []string {
+	var names []string
+	for _, e := range formats.Exporters() {
+		names = append(names, e.ExportName())
 	}
+	return names
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/lhcb"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -215,75 +213,6 @@ func TestStoreExportArrowParquet(t *testing.T) {
 
 	if _, err := run(t, "store", "export", "--path", dir, "--format", "csv", "--out", pqOut); err == nil {
 		t.Fatal("export --format csv accepted")
-	}
-}
-
-// TestStoreExportMDF splits the LHCb MDF sample into fragments, stores the
-// events as the builder would have built them, exports them with
-// --format mdf and checks that every record comes back byte for byte with
-// a valid checksum.
-func TestStoreExportMDF(t *testing.T) {
-	sample := filepath.Join("..", "..", "testdata", "third_party", "lhcb", "MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf")
-	data, err := os.ReadFile(sample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sources, err := lhcb.ScanSources(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := lhcb.NewSplitter(sources)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := schemas.SourceGroup{Name: "lhcb", Sources: sp.Sources()}
-	pos := map[uint32]int{}
-	for i, id := range g.Sources {
-		pos[id] = i
-	}
-	var rows []storeRow
-	var originals [][]byte
-	err = lhcb.ForEachEvent(bytes.NewReader(data), func(ev *lhcb.Event) error {
-		frags, err := sp.Split(nil, &ev.Header, ev.Body, ev.Index)
-		if err != nil {
-			return err
-		}
-		r := storeRow{run: 1, id: frags[0].EventID, payloads: make([][]byte, len(g.Sources))}
-		for _, f := range frags {
-			r.payloads[pos[f.SourceID]] = append([]byte(nil), f.Payload...)
-		}
-		rows = append(rows, r)
-		originals = append(originals, append([]byte(nil), ev.Record.Stored...))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeStore(t, dir, g, storage.Accepted, rows, schemas.DecisionAccept)
-	out := filepath.Join(t.TempDir(), "x.mdf")
-	if _, err := run(t, "store", "export", "--path", dir, "--format", "mdf", "--out", out); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := lhcb.NewReader(bytes.NewReader(got))
-	for i := 0; ; i++ {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			if i != len(originals) {
-				t.Fatalf("%d MDF records exported, want %d", i, len(originals))
-			}
-			break
-		}
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-		if !bytes.Equal(rec.Stored, originals[i]) {
-			t.Fatalf("record %d differs from the sample's (%d vs %d bytes)", i, len(rec.Stored), len(originals[i]))
-		}
 	}
 }
 

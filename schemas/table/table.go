@@ -15,14 +15,16 @@ const (
 // The formats, as registered in schemas/formats.
 var (
 	// ArrowFormat is the Arrow IPC file format ("ARROW1" at both ends).
-	ArrowFormat format.Format = tableFile{name: arrowName, sign: "an Arrow IPC file (ARROW1)", magic: arrowMagic + "\x00\x00"}
+	ArrowFormat format.Format = tableFile{name: arrowName, export: "arrow", sign: "an Arrow IPC file (ARROW1)", magic: arrowMagic + "\x00\x00"}
 	// ParquetFormat is Parquet ("PAR1" at both ends), the Arrow schema
 	// stored in its metadata.
-	ParquetFormat format.Format = tableFile{name: parquetName, sign: "Parquet (PAR1)", magic: parquetMagic}
+	ParquetFormat format.Format = tableFile{name: parquetName, export: "parquet", sign: "Parquet (PAR1)", magic: parquetMagic}
 )
 
+// tableFile is a table format: detect, inspect, export (write.go).
 type tableFile struct {
 	name, sign string
+	export     string // ExportName
 	magic      string // what the file starts with
 }
 
@@ -55,3 +57,5 @@ func (f tableFile) Inspect(s *format.Stream, maxEvents int) (*format.Report, err
 	}
 	return inspect(rs, f.name, maxEvents, mem)
 }
+
+var _ format.Exporter = tableFile{}
