@@ -276,6 +276,19 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		states, errc := c.WatchRunState(ctx)
+		for st := range states {
+			if a.post(ctx, func() { a.runState(ctx, st) }) != nil {
+				return
+			}
+		}
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			a.log.Warn("farm: run state watch", "err", err)
+		}
+	}()
 	if a.cfg.Roles&farm.RoleEM != 0 {
 		wg.Add(1)
 		go func() {
@@ -556,6 +569,20 @@ func (a *Agent) tryLead(ctx context.Context) {
 		fn()
 	}
 	a.early2 = nil
+}
+
+// runState follows the farm's desired run state: when the operator stops
+// this run (`sluice farm stop`), no more data will join partly filled
+// assignments (as EndOfData).
+func (a *Agent) runState(_ context.Context, st control.RunState) {
+	if st.Run != a.cfg.Run.Run || st.State != control.StateStopped || a.stopped {
+		return
+	}
+	a.log.Info("farm: run stopped by the operator", "run", st.Run, "by", st.By)
+	a.stopped = true
+	if a.em != nil {
+		a.em.Flush()
+	}
 }
 
 // Outcome is the BU's pipeline reporting how far assignment id got

@@ -279,8 +279,10 @@ func TestAgentFarm(t *testing.T) {
 				go func() { defer wg.Done(); f.readout(n, s, 0, events) }()
 			}
 			wg.Wait()
-			for _, a := range f.agents {
-				a.EndOfData(context.Background())
+			// The operator stops the run (sluice farm stop): the EM sends
+			// what is partly filled.
+			if _, err := f.client().SetRunState(context.Background(), control.RunState{State: control.StateStopped, Run: 1}); err != nil {
+				t.Fatal(err)
 			}
 			f.waitFor("the farm ledger to balance", 20*time.Second, func() bool {
 				s, ok := f.leaderStatus()
