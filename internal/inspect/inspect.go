@@ -5,6 +5,8 @@
 package inspect
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -22,7 +24,9 @@ import (
 // offset in the stream and what was expected. An empty stream is
 // ErrTruncated, an unrecognised one ErrBadMagic, both at offset 0. Formats
 // read through a footer (Arrow IPC, Parquet) read r into memory first
-// unless it is an io.ReaderAt and io.Seeker (an *os.File is).
+// unless it is an io.ReaderAt and io.Seeker (an *os.File is). A gzip
+// stream (a capture kept compressed) is read through gzip; offsets are
+// then in the uncompressed stream.
 func Inspect(r io.Reader, maxEvents int) (*format.Report, error) {
 	return inspectWith(r, maxEvents, nil)
 }
@@ -35,6 +39,14 @@ func inspectWith(r io.Reader, maxEvents int, mem memory.Allocator) (*format.Repo
 		return nil, err
 	}
 	s.Mem = mem
+	if bytes.HasPrefix(head, gzipMagic) {
+		zr, err := gzip.NewReader(s)
+		if err != nil {
+			return nil, schemas.Errorf("inspect", "gzip header", 0, schemas.ErrBadHeader, "%v", err)
+		}
+		defer zr.Close()
+		return inspectWith(zr, maxEvents, mem)
+	}
 	if f := formats.Detect(head); f != nil {
 		return f.Inspect(s, maxEvents)
 	}
@@ -44,3 +56,6 @@ func inspectWith(r io.Reader, maxEvents int, mem memory.Allocator) (*format.Repo
 	return nil, schemas.Errorf("inspect", "header", 0, schemas.ErrBadMagic,
 		"no known format: expected %s (first bytes % x)", formats.Signs(), head[:min(len(head), 16)])
 }
+
+// gzipMagic starts a gzip stream (RFC 1952: ID1, ID2, CM = deflate).
+var gzipMagic = []byte{0x1f, 0x8b, 0x08}

@@ -532,3 +532,17 @@ func FuzzInspect(f *testing.F) {
 		}
 	})
 }
+
+// TestInspectGzip: a gzip-compressed capture (the real CMS FEROL stream)
+// is inspected as the stream inside it; a broken gzip stream says so.
+func TestInspectGzip(t *testing.T) {
+	b := thirdParty(t, "cms/mol_run55.dat.gz")
+	rep, err := Inspect(bytes.NewReader(b), 0)
+	if err != nil || rep.Format != "cms-ferol" || rep.Records != 300 || rep.Bytes != 369600 || rep.Checksums.Valid != 300 {
+		t.Fatalf("%+v: %v", rep, err)
+	}
+	_, err = Inspect(bytes.NewReader(b[:len(b)/2]), 0)
+	if err == nil {
+		t.Fatal("half a gzip stream inspected without error")
+	}
+}

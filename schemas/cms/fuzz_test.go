@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 func FuzzDecodeFED(f *testing.F) {
@@ -98,6 +99,48 @@ func FuzzFRDFile(f *testing.F) {
 			if fr.Offset() > int64(len(b)) {
 				t.Fatalf("offset %d past the %d-byte stream", fr.Offset(), len(b))
 			}
+		}
+	})
+}
+
+func FuzzFEROL(f *testing.F) {
+	fed := mustFED(f, &FED{SourceID: 931, LV1ID: 1, Payload: payloadWords(931, 3)})
+	one, _ := AppendFEROL(nil, 931, 1, fed)
+	big, _ := AppendFEROL(nil, 5, 2, mustFED(f, &FED{SourceID: 5, LV1ID: 2, Payload: payloadWords(5, 600)}))
+	f.Add(one)
+	f.Add(append(bytes.Clone(one), big...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := NewFEROLReader(bytes.NewReader(b))
+		for {
+			fed, err := fr.Next()
+			if err == io.EOF {
+				break
+			}
+			decodetest.Check(t, err, len(b))
+			if err != nil {
+				break
+			}
+			if fr.Offset() > int64(len(b)) || len(fed.Data) == 0 {
+				t.Fatalf("offset %d of %d, %d data bytes", fr.Offset(), len(b), len(fed.Data))
+			}
+			if _, _, _, _, err := ferolFED(&fed); err != nil {
+				decodetest.Check(t, err, len(b))
+				break
+			}
+			// A fragment re-framed reads back the same.
+			again, err := AppendFEROL(nil, fed.FEDID, fed.Event, fed.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := NewFEROLReader(bytes.NewReader(again)).Next()
+			if err != nil || !bytes.Equal(g.Data, fed.Data) || !g.Canonical {
+				t.Fatalf("re-framed fragment reads %v", err)
+			}
+		}
+		s, _, err := format.NewStream(bytes.NewReader(b))
+		if err == nil {
+			_, err = FEROLFormat.Inspect(s, 2)
+			decodetest.Check(t, err, len(b))
 		}
 	})
 }

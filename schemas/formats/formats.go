@@ -24,6 +24,7 @@ var registry = format.NewRegistry(
 	native.FragmentFormat, // "SLFG"
 	native.MFPFormat,      // "SLMP"
 	cms.FRDFormat,         // "RAW_000n"; a bare FRD event is Plausible
+	cms.FEROLFormat,       // FEROL block header 0x475A (big-endian) before a FED header
 	atlas.FullEventFormat, // marker 0xaa1234aa, either byte order
 	atlas.ROBFormat,       // marker 0xdd1234dd, either byte order
 	lhcb.MEPFormat,        // MDF header of data type MEP

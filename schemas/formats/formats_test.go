@@ -11,9 +11,11 @@ import (
 // no format takes a run of zeros or short random heads for its own with
 // certainty (detection must not panic on them either).
 func TestRegistry(t *testing.T) {
+	// No count of formats here: a new format is its package and one line
+	// in the registry, nothing else to edit.
 	all := All()
-	if len(all) != 11 {
-		t.Errorf("%d formats registered", len(all))
+	if len(all) == 0 {
+		t.Fatal("no formats registered")
 	}
 	for _, f := range all {
 		if f.Name() == "" || f.Sign() == "" {
