@@ -3,8 +3,20 @@
 // front-end's data, Run 1-3), FRD events (what the CMS event builder writes
 // for the HLT: an FRD header followed by the concatenated FED fragments of
 // one event, versions 3 to 6) and the optional "RAW_" header of an FRD file.
-// Layouts follow cms-sw/cmssw (DataFormats/FEDRawData, IOPool/Streamer); the
-// tables are below and on the types. Everything is little-endian.
+// It also reads the FEROL stream, the TCP framing FED fragments arrive in at
+// the DAQ (see FEROLFormat). Layouts follow cms-sw/cmssw
+// (DataFormats/FEDRawData, IOPool/Streamer), as tabled here and on the
+// types below. Everything is little-endian except the FEROL block headers.
+//
+// # FEROL stream
+//
+// FEROL blocks back to back, each a 16-byte big-endian header and at most
+// 4080 bytes of payload; the payloads of a first..last run of blocks are
+// one FED fragment:
+//
+//	word 0: 63:48 signature 0x475A | 31 first block | 30 last block
+//	        | 9:0 payload length in 64-bit words
+//	word 1: 43:32 FED id | 23:0 event number
 //
 // # FED fragment
 //
