@@ -4,7 +4,7 @@
 # fixed-seed synthetic emulator run (testdata/golden/synthetic.yaml), the
 # `sluice inspect --json` report of every sample under testdata/third_party/,
 # and the bytes (sha256) of every export of the fixed store in
-# testdata/golden/store (20 LHCb events made once with the demo chain).
+# testdata/golden/store (30 LHCb events made once with the demo chain: 5 accepted, 5 deferred).
 #
 #   scripts/golden.sh            # compare with testdata/golden/, exit 1 on any difference
 #   scripts/golden.sh capture    # write testdata/golden/ anew (after a change that is meant to alter outputs)

@@ -74,7 +74,7 @@ func newFarmEtcdCmd() *cobra.Command {
 	var cfg control.ServerConfig
 	cmd := &cobra.Command{
 		Use:   "etcd --data-dir DIR",
-		Short: "Run a single-member etcd server for a farm (tests, make farm, small farms) until SIGINT/SIGTERM",
+		Short: "Run a single-member etcd server for a farm (tests, demos, small farms) until SIGINT/SIGTERM",
 		Long: `Runs etcd (the embedded server of go.etcd.io/etcd/server/v3) as its own process:
 nodes must never host it, since a test kills nodes. It prints "etcd: serving
 HOST:PORT" once ready. Production farms point nodes at an existing etcd cluster

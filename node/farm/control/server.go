@@ -10,7 +10,7 @@ import (
 )
 
 // ServerConfig configures an embedded single-member etcd server (`sluice
-// farm etcd`, tests, `make farm`). Production farms point nodes at their
+// farm etcd`, tests and demos). Production farms point nodes at their
 // own etcd cluster instead.
 type ServerConfig struct {
 	Name    string // member name (default "sluice")
