@@ -34,7 +34,7 @@ func newReadoutCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "readout --to URI [--from FILE] [--events N | --duration D] [--rate HZ] [--loop N] [fault options]",
-		Short: "Emulate readout boards: send multi-fragment packets to a ring, TCP or UDP input, or a file",
+		Short: "Emulate readout boards: send multi-fragment packets to any registered input (ring, TCP, UDP, peer, file)",
 		Long: `Emulate readout boards: generate detector-like multi-fragment packets (or replay
 a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
 ` + transportList() + `Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
