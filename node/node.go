@@ -83,7 +83,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		}
 		return s
 	})
-	n.gate = newByteGate(int64(cfg.Builder.MemoryBudget / 2))
+	n.gate = newByteGate(int64(cfg.Memory().Batches))
 	n.queue = make(chan batch, cfg.Builder.QueueBatches)
 	if err := n.rc.advance(StateConfigured); err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	}
 	bc := n.cfg.Builder.Config
 	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
-	bc.MaxBufferedBytes = int64(n.cfg.Builder.MemoryBudget / 2)
+	bc.MaxBufferedBytes = int64(n.cfg.Memory().Builder)
 	b, err := builder.New(bc)
 	if err != nil {
 		return n.failedStart(parts, err)
@@ -380,7 +380,7 @@ func (n *Node) Status() Status {
 		Rates: n.rates.update(time.Now(), &l),
 		Buffers: Buffers{
 			QueueBatches: len(n.queue), QueueCapacity: cap(n.queue), QueueBytes: n.gate.held(),
-			MemoryBudgetBytes: uint64(n.cfg.Builder.MemoryBudget),
+			MemoryBudgetBytes: uint64(n.cfg.Node.MemoryBudget),
 		},
 		Store: StoreStatus{Path: n.cfg.Store.Dir},
 	}

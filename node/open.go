@@ -43,9 +43,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	if stages := cfg.OnlineStages(); len(stages) > 0 || replay {
 		// The builder builds its batches in this shared memory, which every
 		// plugin maps once: batches reach the plugins without a copy. It
-		// holds what the memory budget allows (when full, batches fall back
+		// holds the budget's batches share (when full, batches fall back
 		// to the heap and are copied to the plugins).
-		if arena, err = plugins.NewArena(int(cfg.Builder.MemoryBudget)); err != nil {
+		if arena, err = plugins.NewArena(int(cfg.Memory().Batches)); err != nil {
 			return fail(fmt.Errorf("plugin arena: %w", err))
 		}
 		p.BatchAllocator = arena.Unzeroed()
@@ -142,9 +142,10 @@ func (e *emulatorSummaries) get() []emulator.Summary {
 	return append([]emulator.Summary(nil), e.sums...)
 }
 
-// OpenStore opens the event store with cfg's policy; its metrics go to reg.
+// OpenStore opens the event store with cfg's policy and its share of the
+// memory budget; its metrics go to reg.
 func OpenStore(cfg *config.Config, reg prometheus.Registerer) (*storage.Store, error) {
-	o := cfg.Store
+	o := cfg.Store.WithMemory(int64(cfg.Memory().Store))
 	o.Registerer = reg
 	return storage.Open(o)
 }

@@ -183,7 +183,7 @@ func testConfig(t *testing.T, inputs int) *config.Config {
 	c.Builder.BatchEvents = 16
 	c.Builder.BatchLatency = 5 * time.Millisecond
 	c.Builder.Timeout = 200 * time.Millisecond
-	c.Builder.MemoryBudget = 8 << 20
+	c.Node.MemoryBudget = 64 << 20
 	c.Store.Dir = filepath.Join(t.TempDir(), "store")
 	c.Store.MinFreeBytes = 1 << 20
 	c.HTTP.Address = "127.0.0.1:0"

@@ -48,7 +48,12 @@ type Options struct {
 	GuardInterval  time.Duration `yaml:"-"` // disk budget re-check period while writes are refused
 	GCDiscardRatio float64       `yaml:"-"` // in (0, 1)
 
-	// Badger sizing; the defaults suit a 2-core node with 100 kB events.
+	// MemoryBytes is the store's share of the node's memory budget: badger's
+	// memtables, caches, resident mapped files and the cursors' buffer
+	// pool, split as planMemory says (default DefaultMemoryBytes, at
+	// least MinMemoryBytes).
+	MemoryBytes int64 `yaml:"-"`
+	// Badger sizing overrides for tests; 0: from MemoryBytes.
 	MemTableSize     int64 `yaml:"-"`
 	ValueLogFileSize int64 `yaml:"-"` // badger accepts 1 MiB … 2 GiB
 	ValueThreshold   int64 `yaml:"-"` // values of at least this size go to the value log
@@ -64,16 +69,15 @@ type Options struct {
 // fields.
 func DefaultOptions() Options {
 	return Options{
-		Dir:              "./data",
-		Sync:             SyncEveryBatch,
-		SyncInterval:     time.Second,
-		MinFreeBytes:     1 << 30,
-		GCInterval:       5 * time.Minute,
-		GuardInterval:    time.Second,
-		GCDiscardRatio:   0.5,
-		MemTableSize:     16 << 20,
-		ValueLogFileSize: 256 << 20,
-		ValueThreshold:   1 << 10,
+		Dir:            "./data",
+		Sync:           SyncEveryBatch,
+		SyncInterval:   time.Second,
+		MinFreeBytes:   1 << 30,
+		GCInterval:     5 * time.Minute,
+		GuardInterval:  time.Second,
+		GCDiscardRatio: 0.5,
+		MemoryBytes:    DefaultMemoryBytes,
+		ValueThreshold: 1 << 10,
 	}
 }
 
@@ -94,12 +98,10 @@ func (o *Options) defaults() {
 	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
 		o.GCDiscardRatio = d.GCDiscardRatio
 	}
-	if o.MemTableSize <= 0 {
-		o.MemTableSize = d.MemTableSize
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = d.MemoryBytes
 	}
-	if o.ValueLogFileSize <= 0 {
-		o.ValueLogFileSize = d.ValueLogFileSize
-	}
+	o.MemoryBytes = max(o.MemoryBytes, MinMemoryBytes)
 	if o.ValueThreshold <= 0 {
 		o.ValueThreshold = d.ValueThreshold
 	}

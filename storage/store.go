@@ -32,19 +32,22 @@ import (
 // With values in the log a memtable entry is ~100 bytes, so a small
 // memtable (16 MiB: ~150k events), compaction as soon as two L0 tables
 // exist and a compaction of L0 on Close keep that delay bounded.
-func badgerOptions(o *Options) badger.Options {
+//
+// Memory: the sizes come from the store's share (planMemory).
+func badgerOptions(o *Options, p memoryPlan) badger.Options {
 	return badger.DefaultOptions(o.Dir).
 		WithReadOnly(o.ReadOnly).
 		WithLoggingLevel(badger.WARNING).
 		WithValueThreshold(o.ValueThreshold).
 		WithNumCompactors(2).
 		WithCompression(options.None).
-		WithBlockCacheSize(8 << 20).
-		WithMemTableSize(o.MemTableSize).
-		WithNumMemtables(3).
+		WithBlockCacheSize(p.BlockCache).
+		WithIndexCacheSize(p.IndexCache).
+		WithMemTableSize(p.MemTableSize).
+		WithNumMemtables(p.NumMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(15).
-		WithValueLogFileSize(o.ValueLogFileSize).
+		WithValueLogFileSize(p.ValueLogFileSz).
 		WithNumGoroutines(4).
 		WithCompactL0OnClose(true).
 		WithSyncWrites(false) // durability is the SyncPolicy's job, per batch
@@ -60,6 +63,8 @@ type Store struct {
 	guard  *guard
 	m      *metrics
 	pool   *pool.Allocator // default allocator of cursors: recycles batch buffers
+	plan   memoryPlan      // the store's memory share, spent
+	trim   *trimmer        // keeps the mapped files' resident pages within plan.Mapped
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded keys and values of the current Put, reused
@@ -109,7 +114,8 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 		}
 	}
-	db, err := badger.Open(badgerOptions(&opts))
+	plan := planMemory(&opts)
+	db, err := badger.Open(badgerOptions(&opts, plan))
 	// badger wraps ErrTruncateNeeded without %w, so errors.Is cannot see it.
 	if opts.ReadOnly && err != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
 		return nil, fmt.Errorf("store %s: %w: it was not closed cleanly (writer killed?); open it read-write once to recover it (%v)",
@@ -118,7 +124,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}
-	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: pool.New(256 << 20)}
+	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: pool.New(int(plan.CursorPool)),
+		plan: plan, trim: newTrimmer(opts.Dir, plan.Mapped)}
 	s.dcond = sync.NewCond(&s.dmu)
 	if err := s.loadSchema(); err != nil {
 		db.Close()
@@ -131,9 +138,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		s.guard.refresh(s.m)
-		s.wg.Add(1)
-		go s.background()
 	}
+	s.wg.Add(1)
+	go s.background()
 	return s, nil
 }
 
@@ -344,6 +351,7 @@ func (s *Store) checkSchema(batch *schemas.EventBatch) ([]byte, error) {
 func (s *Store) written(events int, bytes int64) (Ack, error) {
 	seq := s.seq.Add(1)
 	ack := Ack{Events: events, Bytes: bytes, Seq: seq}
+	s.trim.written.Add(bytes)
 	switch s.opts.Sync {
 	case SyncEveryBatch:
 		// A bare db.Sync does not cover an async WriteBatch still pending;
@@ -397,19 +405,27 @@ func (s *Store) WaitDurable(ctx context.Context, seq uint64) error {
 func (s *Store) background() {
 	defer s.wg.Done()
 	never := make(<-chan time.Time)
-	syncC, gcC := never, never
-	if s.opts.Sync == SyncInterval {
+	syncC, gcC, guardC := never, never, never
+	if s.opts.Sync == SyncInterval && !s.opts.ReadOnly {
 		t := time.NewTicker(s.opts.SyncInterval)
 		defer t.Stop()
 		syncC = t.C
 	}
-	if s.opts.GCInterval > 0 {
+	if s.opts.GCInterval > 0 && !s.opts.ReadOnly {
 		t := time.NewTicker(s.opts.GCInterval)
 		defer t.Stop()
 		gcC = t.C
 	}
-	guardT := time.NewTicker(s.opts.GuardInterval)
-	defer guardT.Stop()
+	if !s.opts.ReadOnly {
+		t := time.NewTicker(s.opts.GuardInterval)
+		defer t.Stop()
+		guardC = t.C
+	}
+	// Mapped pages: checked after a quarter of their bound was written,
+	// and every half second for what reads (replay, export) bring in.
+	trimT := time.NewTicker(trimPeriod)
+	defer trimT.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-s.stop:
@@ -425,10 +441,25 @@ func (s *Store) background() {
 					s.markDurable(seq)
 				}
 			}
-		case <-guardT.C:
+		case <-guardC:
 			s.guard.refresh(s.m)
 		case <-gcC:
 			s.RunGC()
+		case <-trimT.C:
+			if ticks++; s.trim.due() || ticks%10 == 0 {
+				s.trim.trim()
+			}
 		}
 	}
+}
+
+// trimPeriod is how often the store checks whether its mapped files' pages
+// need trimming.
+const trimPeriod = 50 * time.Millisecond
+
+// Memory is the store's memory bound and the peak of its mapped files'
+// resident pages so far.
+func (s *Store) Memory() MemoryStats {
+	peak, trims := s.trim.stats()
+	return MemoryStats{BoundBytes: s.plan.Bytes(), MappedBound: s.plan.Mapped, MappedPeakBytes: peak, Trims: trims}
 }

@@ -148,7 +148,7 @@ as the baseline, with the ratio.`,
 	f.IntVar(&eventBytes, "event-bytes", 100_000, "payload bytes per event")
 	f.IntVar(&packing, "packing", 10, "fragments per multi-fragment packet")
 	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
-	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (builder + batch queue)")
+	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (node and embedded emulator) to this file")
@@ -159,19 +159,19 @@ as the baseline, with the ratio.`,
 // checked like any other.
 func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing int, accept float64, budget string) (*config.Config, error) {
 	text := fmt.Sprintf(`
-node: {id: bench}
+node: {id: bench, memory_budget: %q}
 inputs:
   - uri: shm://sluice-bench-%d
     emulator: {from: %q, loop: %d, ring_size: 16MiB}
 sources: [{name: tracker, sources: "0-%d"}]
-builder: {batch_events: 64, memory_budget: %q}
+builder: {batch_events: 64}
 trigger:
   stages:
     - {name: hlt, plugin: %q, params: {prescale: "%d"}}
 store: {path: %q, sync: never, min_free_bytes: 256MiB, gc_interval: 1h}
 http: {address: "off"}
 log: {level: warn}
-`, os.Getpid(), sample, loop, sources-1, budget, plugin, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
+`, budget, os.Getpid(), sample, loop, sources-1, plugin, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
 	c, err := config.Parse([]byte(text))
 	if err == nil {
 		err = c.Preflight()
@@ -223,7 +223,7 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 	}
 	r := benchResult{
 		Accepted: l.EventsAccepted, Stored: l.EventsStored, Balanced: l.Balanced,
-		BudgetBytes: uint64(cfg.Builder.MemoryBudget), PeakRSSBytes: procStatus("VmHWM"), PeakHeldBytes: peakHeld,
+		BudgetBytes: uint64(cfg.Node.MemoryBudget), PeakRSSBytes: procStatus("VmHWM"), PeakHeldBytes: peakHeld,
 		RSSAnonBytes: procStatus("RssAnon"), RSSFileBytes: procStatus("RssFile"), RSSShmemBytes: procStatus("RssShmem"),
 	}
 	// The rates are over the run proper, from the inputs opening to the

@@ -137,16 +137,13 @@ func startCPUProfile(file string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// memoryLimitHeadroom is what the Go heap may hold beyond the memory budget
-// (plugin IPC scratch, the store's write buffers, bookkeeping).
-const memoryLimitHeadroom = 128 << 20
-
-// applyMemoryLimit sets Go's soft memory limit to the memory budget plus
-// headroom, so the garbage collector works harder before the heap passes
-// it, unless GOMEMLIMIT says otherwise.
+// applyMemoryLimit sets Go's soft memory limit to the memory budget less
+// what lies outside the Go heap (config.MemoryPlan.GoMemLimit), so the
+// garbage collector works harder before the heap takes more than its
+// parts, unless GOMEMLIMIT says otherwise.
 func applyMemoryLimit(cfg *config.Config) {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(cfg.Builder.MemoryBudget) + memoryLimitHeadroom)
+		debug.SetMemoryLimit(int64(cfg.Memory().GoMemLimit))
 	}
 }
 

@@ -4,8 +4,7 @@
 //
 // Each section belongs to the package it configures, which owns its Go
 // type (with the yaml keys), its defaults and its Validate: the builder
-// section is builder.Config (plus the node's memory budget and queue
-// depth), the trigger section plugins.Trigger, the store section
+// section is builder.Config (plus the node's queue depth), the trigger section plugins.Trigger, the store section
 // storage.Options. This package owns the node's own sections (node, run,
 // sources, replay, http, log), composes the others into Config, and
 // places each section's problems under the section's path.
@@ -45,6 +44,12 @@ type Config struct {
 // Node identifies this node in logs, metrics and summaries.
 type Node struct {
 	ID string `yaml:"id"` // default: the host name
+	// MemoryBudget bounds everything the node allocates or maps: the Go
+	// heap, the plugin arena, the readout rings its emulators create, the
+	// store's memory. It is the node's, not one package's: MemorySplit
+	// gives each part its share (see Config.Memory).
+	MemoryBudget ByteSize    `yaml:"memory_budget"`
+	MemorySplit  MemorySplit `yaml:"memory_split"`
 }
 
 // SourceGroup is one group of expected sources, e.g. a sub-detector.
@@ -54,15 +59,10 @@ type SourceGroup struct {
 }
 
 // Builder is the builder section: the builder's own settings (the yaml
-// keys of builder.Config) and the node's memory budget and batch queue,
-// which bound what the builder and the stages after it hold.
+// keys of builder.Config) and the depth of the node's batch queue. The
+// bytes it holds are bounded by node.memory_split.builder.
 type Builder struct {
 	builder.Config `yaml:",inline"`
-	// MemoryBudget bounds payload bytes held by the builder (half: its
-	// MaxBufferedBytes) plus the batches between the builder and the store
-	// (half). `sluice run` also sets Go's soft memory limit to it plus
-	// 128MiB unless GOMEMLIMIT is set.
-	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// QueueBatches is the depth of the bounded queue of batches between the
 	// builder and the trigger chain.
 	QueueBatches int `yaml:"queue_batches"`

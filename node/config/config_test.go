@@ -144,7 +144,7 @@ func TestDefaultsFilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Builder.Timeout != time.Second || c.Builder.MemoryBudget != 256<<20 || c.HTTP.Address != "127.0.0.1:9464" {
+	if c.Builder.Timeout != time.Second || c.Node.MemoryBudget != 512<<20 || c.HTTP.Address != "127.0.0.1:9464" {
 		t.Fatalf("scalar defaults not applied: %+v %+v", c.Builder, c.HTTP)
 	}
 	if s := c.Trigger.Stages[0]; s.Instances != 1 || s.When != plugins.WhenOnline || s.Deadline != 10*time.Second {
@@ -161,12 +161,12 @@ func TestDefaultsFilled(t *testing.T) {
 
 func TestByteSizes(t *testing.T) {
 	for in, want := range map[string]ByteSize{"268435456": 256 << 20, "256MiB": 256 << 20, "2GB": 2e9, `"1 GiB"`: 1 << 30} {
-		c, err := Parse([]byte(minimal + "builder:\n  memory_budget: " + in + "\n"))
+		c, err := Parse([]byte(minimal + "node:\n  memory_budget: " + in + "\n"))
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
-		if c.Builder.MemoryBudget != want {
-			t.Errorf("%s parsed as %d, want %d", in, c.Builder.MemoryBudget, want)
+		if c.Node.MemoryBudget != want {
+			t.Errorf("%s parsed as %d, want %d", in, c.Node.MemoryBudget, want)
 		}
 	}
 	if s := ByteSize(256 << 20).String(); s != "256MiB" {

@@ -27,7 +27,8 @@ var defaultTemplate []byte
 // have no sensible default and must be written).
 func base() *Config {
 	return &Config{
-		Builder: Builder{Config: builder.Defaults(), MemoryBudget: 256 << 20, QueueBatches: 4},
+		Node:    Node{MemoryBudget: 512 << 20, MemorySplit: DefaultMemorySplit()},
+		Builder: Builder{Config: builder.Defaults(), QueueBatches: 4},
 		Store:   storage.DefaultOptions(),
 		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},
 		HTTP:    HTTP{Address: "127.0.0.1:9464"},

@@ -34,6 +34,11 @@ func Load(path string) (*Config, error) {
 	return c, err
 }
 
+// movedKeys are keys earlier versions took, with where they went.
+var movedKeys = map[string]string{
+	"builder.memory_budget": "the memory budget bounds the whole node now: node.memory_budget (its split: node.memory_split)",
+}
+
 // Parse parses YAML (strictly: unknown keys are errors), fills defaults and
 // validates. On problems it returns the partly filled Config and an *Error.
 func Parse(data []byte) (*Config, error) {
@@ -99,6 +104,9 @@ func decodeProblem(msg string, paths map[int][]linePath) Problem {
 			parent = p.Path[:i]
 		}
 		p.Expected = fmt.Sprintf("unknown key %q (valid keys here: %s)", u[1], strings.Join(keysAt(parent), ", "))
+		if m, ok := movedKeys[p.Path]; ok {
+			p.Expected += "; " + m
+		}
 	} else if vp, ok := conf.ValueProblem(msg); ok {
 		for _, lp := range paths[line] {
 			if strconv.Quote(lp.value) == vp.Value {

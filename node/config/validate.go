@@ -25,6 +25,7 @@ func (c *Config) validate(ps *conf.Problems) {
 		ps.Add("node.id", nil, "want a node name (default: the host name, which could not be read)")
 	}
 	c.validateInputs(ps)
+	c.validateMemory(ps)
 	c.validateSources(ps)
 	c.validateBuilder(ps)
 	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
@@ -79,9 +80,6 @@ func (c *Config) validateSources(ps *conf.Problems) {
 func (c *Config) validateBuilder(ps *conf.Problems) {
 	b := c.Builder
 	*ps = append(*ps, b.Config.Validate().In("builder")...)
-	if b.MemoryBudget < 4<<20 {
-		ps.Add("builder.memory_budget", b.MemoryBudget, "want at least 4MiB")
-	}
 	if b.QueueBatches < 1 || b.QueueBatches > 1024 {
 		ps.Add("builder.queue_batches", b.QueueBatches, "want 1..1024 batches")
 	}

@@ -40,7 +40,7 @@ func demoConfig(t *testing.T, loop string) (file, store string) {
 		"shm://sluice-demo":       "shm://" + shmName(t),
 		"min_free_bytes: 2GiB":    "min_free_bytes: 256MiB",
 		"memory_budget: 512MiB":   "memory_budget: 256MiB",
-		"ring_size: 256MiB":       "ring_size: 64MiB",
+		"ring_size: 64MiB":        "ring_size: 32MiB",
 		"format: auto":            "format: json",
 	} {
 		if !strings.Contains(text, old) {
@@ -229,7 +229,7 @@ sources:
   - {name: ecal, sources: "0-7"}
   - {name: hcal, sources: "8-11"}
   - {name: muon, sources: "12-15"}
-builder: {batch_events: 64, memory_budget: 64MiB}
+builder: {batch_events: 64}
 trigger:
   stages:
     - {name: l0, plugin: {{BIN}}/plugins/l0calo, prescales: {electron: 2}, deferral: {fraction: 0.1}}

@@ -114,7 +114,7 @@ inputs:
 sources:
   - {name: ecal, sources: "0-7"}
   - {name: ECAL2, sources: "5-9"}
-builder: {mode: events, memory_budget: lots}
+builder: {mode: events, queue_batches: lots}
 trigger:
   stages:
     - {name: hlt, plugin: %s/plugins/passthrough, instances: 0, deferral: {fraction: 2}}
@@ -129,7 +129,7 @@ htpp: {address: ":1"}
 	}
 	for _, want := range []string{
 		"inputs[0].emulator.faults.drop", "inputs[2].uri", "sources[1].name", "sources[1].sources",
-		"builder.mode", "builder.memory_budget", "trigger.stages[0].deferral.fraction", "store.sync",
+		"builder.mode", "builder.queue_batches", "trigger.stages[0].deferral.fraction", "store.sync",
 		`htpp (line 15): unknown key "htpp"`,
 	} {
 		if !strings.Contains(msg, want) {

@@ -73,6 +73,17 @@ type InputOptions interface {
 	Ends() bool
 }
 
+// Memory is implemented by input and sender settings whose input or
+// sender holds memory on the node beyond a few buffers: a readout ring, a
+// receive window per connection. The node's memory budget must cover it.
+type Memory interface {
+	// MemoryBytes is the most it holds, in bytes.
+	MemoryBytes() int64
+	// SharedMemory reports whether that memory is shared memory (a ring),
+	// outside the Go heap.
+	SharedMemory() bool
+}
+
 // SenderOptions are one transport's sender settings, as InputOptions.
 type SenderOptions interface {
 	// Check returns the problems of these settings for a sender to u,

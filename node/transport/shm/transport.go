@@ -76,6 +76,12 @@ func (o *SenderOptions) Check(transport.URI) conf.Problems {
 	return ps
 }
 
+// MemoryBytes is the ring's data region: a writer touches all of it.
+func (o *SenderOptions) MemoryBytes() int64 { return int64(o.RingSize) }
+
+// SharedMemory: the ring is shared memory.
+func (*SenderOptions) SharedMemory() bool { return true }
+
 // sender writes packets into the ring it created.
 type sender struct{ w *Writer }
 

@@ -65,6 +65,17 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// MemoryBytes is the receive buffers a sender's credit lets it fill, per
+// expected stream (at least one): the window bounds what each connection
+// holds unreleased. The kernel's socket buffers (SocketBuffer) are not
+// included: they are kernel memory.
+func (o *Options) MemoryBytes() int64 {
+	return int64(o.withDefaults().CreditWindow) * int64(max(1, o.ExpectStreams))
+}
+
+// SharedMemory: receive buffers are on the Go heap.
+func (*Options) SharedMemory() bool { return false }
+
 // Check wants a credit window of 64 KiB to 1 GiB, a socket buffer of at
 // most 1 GiB and a number of streams >= 0.
 func (o *Options) Check(transport.URI) conf.Problems {

@@ -1,0 +1,66 @@
+package config
+
+import (
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The default split leaves the Go heap its part of every budget the
+// validation accepts, and the parts add up to the budget exactly.
+func TestDefaultMemorySplitAddsUp(t *testing.T) {
+	for _, b := range []ByteSize{64 << 20, 256 << 20, 512 << 20, 8 << 30} {
+		c := Default()
+		c.Node.MemoryBudget = b
+		c.Inputs[0].Emulator.Sender = nil // no ring: only the split is checked here
+		p := c.Memory()
+		if sum := p.Builder + p.Batches + p.Inputs + p.Store + p.Heap; sum != uint64(b) {
+			t.Errorf("budget %s: parts add up to %d", b, sum)
+		}
+		if p.Heap < minHeap && b >= 128<<20 {
+			t.Errorf("budget %s: heap %d below %d", b, p.Heap, minHeap)
+		}
+	}
+}
+
+// The default configuration's plan: the ring (64MiB) within the inputs'
+// part, and Go's limit the budget less the arena-free shared and mapped
+// memory (no stages: the arena is not created).
+func TestDefaultMemoryPlan(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Memory()
+	b := uint64(512 << 20)
+	if p.Budget != b || p.Builder != Percent(15).Of(b) || p.Batches != b/4 || p.Inputs != uint64(80530637) || p.InputsUsed != 64<<20 {
+		t.Fatalf("plan %+v", p)
+	}
+	mapped := uint64(c.Store.WithMemory(int64(p.Store)).MappedBound())
+	if want := b - 64<<20 - mapped; p.GoMemLimit != want {
+		t.Errorf("GoMemLimit %d, want %d (mapped %d)", p.GoMemLimit, want, mapped)
+	}
+}
+
+func TestShareYAML(t *testing.T) {
+	for in, want := range map[string]Share{"25%": {Frac: 0.25}, `"12.5 %"`: {Frac: 0.125}, "64MiB": {Bytes: 64 << 20}, "1048576": {Bytes: 1 << 20}} {
+		var s Share
+		if err := yaml.Unmarshal([]byte(in), &s); err != nil || s != want {
+			t.Errorf("%s: %+v, %v", in, s, err)
+		}
+		out, _ := yaml.Marshal(s)
+		var back Share
+		if err := yaml.Unmarshal(out, &back); err != nil || back != want {
+			t.Errorf("%s: round trip %q gave %+v, %v", in, out, back, err)
+		}
+	}
+	for _, in := range []string{"0%", "101%", "-5%", "x%", "lots"} {
+		var s Share
+		if err := yaml.Unmarshal([]byte(in), &s); err == nil {
+			t.Errorf("%s accepted as %+v", in, s)
+		}
+	}
+	if got := Percent(15).Of(1000); got != 150 {
+		t.Errorf("15%% of 1000 = %d", got)
+	}
+}

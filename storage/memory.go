@@ -1,0 +1,220 @@
+package storage
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultMemoryBytes is the store's memory share when Options.MemoryBytes
+// is zero.
+const DefaultMemoryBytes = 128 << 20
+
+// MinMemoryBytes is the smallest share the store accepts: two 2 MiB
+// memtables (badger's floor for a useful one), small caches and 8 MiB of
+// resident log pages.
+const MinMemoryBytes = 16 << 20
+
+// memoryPlan is how the store's memory share (Options.MemoryBytes) is
+// spent. Every part is badger memory the store can bound:
+//
+//	memtables    NumMemtables x MemTableSize: skiplist arenas on the Go
+//	             heap, plus each one's .mem write-ahead log, mapped at twice
+//	             its size but resident only where written (entries are
+//	             ~100 bytes: the values are in the value log)
+//	block cache  decoded table blocks (compression is off, so small)
+//	index cache  table indexes and bloom filters (0 would keep every
+//	             table's index on the heap, unbounded)
+//	mapped       pages of the memory-mapped value-log, memtable-log and
+//	             table files resident in this process, trimmed by
+//	             MADV_PAGEOUT once they pass it (badger writes the value log
+//	             through its mapping and never unmaps a file it keeps, so a
+//	             run would otherwise keep every byte it stored resident)
+//	cursor pool  recycled batch buffers of cursors (replay, export)
+//
+// Badger's own bookkeeping outside these (table iterators, compaction
+// buffers, the WriteBatch's pending entries, ~10-20 MiB) is not bounded
+// by an option: it comes out of the Go heap's share.
+type memoryPlan struct {
+	NumMemtables   int
+	MemTableSize   int64
+	BlockCache     int64
+	IndexCache     int64
+	Mapped         int64
+	CursorPool     int64
+	ValueLogFileSz int64
+}
+
+// WithMemory is o with the store's memory share set to n bytes.
+func (o Options) WithMemory(n int64) Options {
+	o.MemoryBytes = n
+	return o
+}
+
+// MappedBound is the part of the store's memory share that its mapped
+// files' resident pages are kept within (trimmed above it).
+func (o Options) MappedBound() int64 {
+	o.defaults()
+	return planMemory(&o).Mapped
+}
+
+// planMemory splits Options.MemoryBytes as documented on memoryPlan: a
+// quarter for two memtables (2..64 MiB each), 1/16 each for the caches,
+// half for resident mapped pages, 1/8 for the cursor pool. An explicit
+// MemTableSize or ValueLogFileSize (tests) is kept.
+func planMemory(o *Options) memoryPlan {
+	m := o.MemoryBytes
+	p := memoryPlan{NumMemtables: 2, MemTableSize: clamp(m/8, 2<<20, 64<<20),
+		BlockCache: m / 16, IndexCache: m / 16, Mapped: m / 2, CursorPool: m / 8}
+	if o.MemTableSize > 0 {
+		p.MemTableSize = o.MemTableSize
+	}
+	// The active value-log file is written through its mapping: files of
+	// half the mapped share (4..256 MiB) keep the file being written from
+	// passing the share between two trims.
+	p.ValueLogFileSz = clamp(p.Mapped/2, 4<<20, 256<<20)
+	if o.ValueLogFileSize > 0 {
+		p.ValueLogFileSz = o.ValueLogFileSize
+	}
+	return p
+}
+
+func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
+
+// Bytes is what the plan bounds in total.
+func (p memoryPlan) Bytes() int64 {
+	return int64(p.NumMemtables)*p.MemTableSize + p.BlockCache + p.IndexCache + p.Mapped + p.CursorPool
+}
+
+// MemoryStats is what the store's memory holds: the plan's bound, and the
+// peak resident bytes of its mapped log and table files (measured before
+// each trim).
+type MemoryStats struct {
+	BoundBytes      int64  `json:"bound_bytes"`
+	MappedBound     int64  `json:"mapped_bound_bytes"`
+	MappedPeakBytes int64  `json:"mapped_peak_bytes"`
+	Trims           uint64 `json:"trims"` // times the mapped pages were paged out
+}
+
+// trimmer keeps the resident pages of the store's mapped files within a
+// bound. It reads /proc/self/smaps for mappings of files in the store
+// directory and asks the kernel to page out those mappings with
+// MADV_PAGEOUT: a hint that never changes contents (dirty pages are written
+// back or stay in the page cache, clean ones are dropped), so a mapping
+// badger remaps or unmaps meanwhile comes to no harm, unlike with
+// MADV_DONTNEED.
+type trimmer struct {
+	dir     string
+	bound   int64
+	written atomic.Int64 // bytes written (or read) since the last trim
+	peak    atomic.Int64
+	trims   atomic.Uint64
+	mu      sync.Mutex
+	buf     []byte
+}
+
+func newTrimmer(dir string, bound int64) *trimmer {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	return &trimmer{dir: filepath.Clean(abs) + string(filepath.Separator), bound: bound}
+}
+
+// due reports whether enough bytes went through the mappings since the last
+// trim that they may have passed a quarter of the bound.
+func (t *trimmer) due() bool { return t.written.Load() >= t.bound/4 }
+
+// trim measures the resident bytes of the store's mappings, records the
+// peak and pages them out when they are above half the bound (some stay:
+// what badger reads again soon, such as table indexes, is cheap to keep).
+func (t *trimmer) trim() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.written.Store(0)
+	maps, err := t.mappings()
+	if err != nil {
+		return 0
+	}
+	var rss int64
+	for _, m := range maps {
+		rss += m.rss
+	}
+	if rss > t.peak.Load() {
+		t.peak.Store(rss)
+	}
+	if rss <= t.bound/2 {
+		return rss
+	}
+	for _, m := range maps {
+		if m.rss > 0 {
+			// Errors (EINVAL on kernels before 5.4) leave the pages
+			// where they are; the peak then shows it.
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_PAGEOUT)
+		}
+	}
+	t.trims.Add(1)
+	return rss
+}
+
+type mapping struct {
+	start, end uintptr
+	rss        int64
+}
+
+// mappings lists this process's mappings of files in the store directory
+// with their resident bytes, from /proc/self/smaps.
+func (t *trimmer) mappings() ([]mapping, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mapping
+	cur := -1
+	sc := bufio.NewScanner(f)
+	sc.Buffer(t.buf[:0], 1<<16)
+	for sc.Scan() {
+		line := sc.Bytes()
+		// Mapping headers start with the address range (lower-case hex);
+		// the fields under them with a capitalised name.
+		if len(line) > 0 && isHex(line[0]) {
+			cur = -1
+			fs := strings.Fields(string(line))
+			if len(fs) < 6 || !strings.HasPrefix(fs[5], t.dir) {
+				continue
+			}
+			lo, hi, ok := strings.Cut(fs[0], "-")
+			if !ok {
+				continue
+			}
+			s, err1 := strconv.ParseUint(lo, 16, 64)
+			e, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			out = append(out, mapping{start: uintptr(s), end: uintptr(e)})
+			cur = len(out) - 1
+			continue
+		}
+		if cur >= 0 && bytes.HasPrefix(line, []byte("Rss:")) {
+			fs := bytes.Fields(line)
+			if len(fs) >= 2 {
+				kb, _ := strconv.ParseInt(string(fs[1]), 10, 64)
+				out[cur].rss = kb << 10
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+func (t *trimmer) stats() (peak int64, trims uint64) { return t.peak.Load(), t.trims.Load() }
