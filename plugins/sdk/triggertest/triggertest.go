@@ -1,7 +1,9 @@
 // Package triggertest runs trigger plugins on chosen event batches, in
 // process (an sdk.Trigger value) or out of process (a plugin binary), and
-// compares two versions of a trigger (shadow mode). Plugin authors use it in
-// their tests; `sluice plugin check` uses it to exercise a binary.
+// compares two versions of a trigger (shadow mode). The batches come from
+// files of any format that splits (File, through the registry of formats
+// in schemas/formats) or are synthetic (Synthetic). Plugin authors use it
+// in their tests; `sluice plugin check` uses it to exercise a binary.
 package triggertest
 
 import (

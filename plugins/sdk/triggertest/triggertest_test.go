@@ -3,6 +3,7 @@ package triggertest
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/plugins/examples/passthrough/passthrough"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/cms"
 )
 
 // TestShadow compares passthrough prescaled by 2 with prescaled by 3: they
@@ -143,4 +145,84 @@ func TestLHCbMEP(t *testing.T) {
 		t.Fatalf("groups %v, status %b", ev.Groups, ev.Status(0))
 	}
 	t.Logf("MEP sample: %d groups, event ids %d..", len(ev.Groups), ev.EventID(0))
+}
+
+// TestFile reads streams of every format that splits, found from their
+// bytes, into batches of their events, and refuses what does not split.
+func TestFile(t *testing.T) {
+	sample := func(rel string) []byte {
+		b, err := os.ReadFile("../../../testdata/third_party/" + rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Two sources' packets of three events each; source 2's second
+	// fragment fails its CRC.
+	mfps := schemas.AppendMFP(nil, 1, 40, 0, 3, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, nil)
+	mfps = schemas.AppendMFP(mfps, 2, 40, 0, 3, [][]byte{[]byte("d"), []byte("e"), []byte("f")}, []uint32{schemas.Checksum([]byte("d")), 0, schemas.Checksum([]byte("f"))})
+	fed, err := cms.AppendFED(nil, &cms.FED{SourceID: 700, LV1ID: 1, Payload: make([]byte, 16)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frd, err := cms.AppendFRD(nil, &cms.FRDEvent{Version: 6, Run: 362000, Event: 9, Data: fed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name            string
+		stream          []byte
+		events, sources int
+		run             uint32
+		group           string
+	}{
+		{"native packets", mfps, 3, 2, 0, "native"},
+		{"LHCb MDF", sample("lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf"), 10, 1239, 6718861, "bank16"},
+		{"VDIF", sample("baseband/sample.vdif"), 2, 8, 0, "vdif"},
+		{"CMS FRD", frd, 1, 2, 362000, "fed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			batches, err := File(mem, c.stream, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Release(batches)
+			events := 0
+			for _, rec := range batches {
+				ev, err := schemas.NewEventBatch(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, g := range ev.Groups {
+					n += len(g.Sources)
+				}
+				if n != c.sources || ev.GroupIndex(c.group) < 0 || ev.Run(0) != c.run {
+					t.Fatalf("%d sources in groups %v, run %d", n, ev.Groups, ev.Run(0))
+				}
+				events += ev.Len()
+				if c.name == "native packets" && (ev.Status(1) != schemas.StatusCorrupt || ev.CorruptSources(1)[0] != 2 || ev.EventID(1) != 41) {
+					t.Fatalf("event %d: status %b, corrupt %v", ev.EventID(1), ev.Status(1), ev.CorruptSources(1))
+				}
+			}
+			if events != c.events {
+				t.Fatalf("%d events, want %d", events, c.events)
+			}
+		})
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for name, b := range map[string][]byte{"Mark 5B": sample("baseband/sample.m5b"), "text": []byte("not a format at all, just some text")} {
+		if _, err := File(mem, b, 4); err == nil || !strings.Contains(err.Error(), "does not split") {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+	if _, err := LHCb(mem, mfps, 4); err == nil {
+		t.Error("LHCb read a native stream")
+	}
+	if b, err := File(mem, nil, 4); err != nil || b != nil {
+		t.Errorf("empty stream: %v, %v", b, err)
+	}
 }
