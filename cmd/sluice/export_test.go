@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -94,7 +96,22 @@ func exportSamples(t *testing.T) map[string][]byte {
 		"vdif":    sample("baseband/sample.vdif"),
 		"frd":     frdStream(t),
 		"eformat": eformatStream(t),
+		"ferol":   gunzip(t, sample("cms/mol_run55.dat.gz")),
 	}
+}
+
+// gunzip returns the bytes inside the gzip stream b (the CMS captures are
+// kept compressed).
+func gunzip(t *testing.T, b []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // frdStream is six FRD events of versions 3 to 6 (v3/v4 with padding, one
