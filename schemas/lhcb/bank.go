@@ -7,10 +7,12 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// Raw bank constants (LHCb Event/RawBank.h).
+// BankMagic opens every raw bank (LHCb Event/RawBank.h).
+const BankMagic uint16 = 0xCBCB
+
+// Raw bank sizes (untyped, so they combine with int lengths) and format name.
 const (
-	BankMagic      uint16 = 0xCBCB
-	BankHeaderSize        = 8
+	BankHeaderSize = 8
 	// MaxBankPayload is the largest payload a 16-bit length can describe.
 	MaxBankPayload = 0xFFFF - BankHeaderSize
 

@@ -33,10 +33,12 @@ type PCIe40MFP struct {
 	Fragments [][]byte // payloads (aliasing the packet when decoded)
 }
 
-// PCIe40 MFP constants.
+// PCIe40MFPMagic opens every PCIe40 MFP.
+const PCIe40MFPMagic uint16 = 0x40CE
+
+// PCIe40 MFP sizes (untyped, so they combine with int lengths) and format name.
 const (
-	PCIe40MFPMagic      uint16 = 0x40CE
-	PCIe40MFPHeaderSize        = 20
+	PCIe40MFPHeaderSize = 20
 	// PCIe40MaxAlign bounds the alignment exponent (4 KiB), so that a
 	// corrupt header cannot ask for absurd padding.
 	PCIe40MaxAlign = 12

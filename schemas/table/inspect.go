@@ -180,8 +180,7 @@ type tableState struct {
 	rep       *format.Report
 	tr        *Report
 	maxEvents int
-	rows      []RowDetail         // the detail kept
-	events    *schemas.EventBatch // view of the current batch; nil when not an event table
+	rows      []RowDetail // the detail kept
 	runs      map[uint32]bool
 	sizes     []int
 	start     time.Time
