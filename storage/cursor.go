@@ -82,6 +82,13 @@ type Batch struct {
 // Release releases the Arrow record.
 func (b *Batch) Release() { b.Rec.Release() }
 
+// cursorPoolMin is the smallest buffer the cursors' default allocator
+// recycles. A replay allocates the same few-megabyte payload buffers batch
+// after batch, and recycling them makes replay reads run at the speed of
+// warm memory; smaller buffers (offsets and metadata columns) go to the
+// garbage collector. What it keeps is the memory plan's CursorPool.
+const cursorPoolMin = 64 << 10
+
 // NewCursor opens a cursor on stream. Release the batches it returns.
 func (s *Store) NewCursor(stream Stream, opts CursorOptions) (*Cursor, error) {
 	if !stream.valid() {

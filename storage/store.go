@@ -15,8 +15,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
+	"github.com/sluice-daq/sluice/internal/recycle"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/storage/internal/pool"
 )
 
 // badgerOptions maps Options onto badger's. Events belong in the value log
@@ -62,9 +62,9 @@ type Store struct {
 	schema atomic.Pointer[storeSchema]
 	guard  *guard
 	m      *metrics
-	pool   *pool.Allocator // default allocator of cursors: recycles batch buffers
-	plan   memoryPlan      // the store's memory share, spent
-	trim   *trimmer        // keeps the mapped files' resident pages within plan.Mapped
+	pool   *recycle.Allocator // default allocator of cursors: recycles batch buffers
+	plan   memoryPlan         // the store's memory share, spent
+	trim   *trimmer           // keeps the mapped files' resident pages within plan.Mapped
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded keys and values of the current Put, reused
@@ -124,7 +124,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}
-	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: pool.New(int(plan.CursorPool)),
+	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: recycle.New(recycle.Limits{MinSize: cursorPoolMin, MaxHeld: int(plan.CursorPool)}),
 		plan: plan, trim: newTrimmer(opts.Dir, plan.Mapped)}
 	s.dcond = sync.NewCond(&s.dmu)
 	if err := s.loadSchema(); err != nil {
