@@ -31,12 +31,7 @@ func drain(b *Builder) {
 	b.flushTo = b.moved
 	b.signal()
 	for b.sent < b.moved {
-		b.waiters++
-		ch := b.changed
-		b.mu.Unlock()
-		<-ch
-		b.mu.Lock()
-		b.waiters--
+		_ = b.sleepLocked(context.Background())
 	}
 }
 

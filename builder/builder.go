@@ -45,7 +45,7 @@ type Builder struct {
 	held    int   // events open, ready or being assembled (<= MaxOpenEvents)
 	heldB   int64 // their referenced payload bytes
 	closed  bool
-	waiters int           // goroutines blocked in waitLocked
+	waiters int           // goroutines blocked in sleepLocked
 	changed chan struct{} // closed and replaced when memory frees or batches go out, if waiters > 0
 	moved   uint64        // events ever moved to ready
 	taken   uint64        // events ever taken for assembly
@@ -454,7 +454,7 @@ func (b *Builder) signal() {
 	}
 }
 
-// broadcastLocked wakes every goroutine blocked in waitLocked.
+// broadcastLocked wakes every goroutine blocked in sleepLocked.
 func (b *Builder) broadcastLocked() {
 	if b.waiters > 0 {
 		close(b.changed)
@@ -469,8 +469,20 @@ func (b *Builder) waitLocked(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b.waiters++
 	b.signal()
+	if err := b.sleepLocked(ctx); err != nil {
+		return err
+	}
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// sleepLocked releases the lock until the next broadcastLocked or until
+// ctx is done, and returns ctx.Err().
+func (b *Builder) sleepLocked(ctx context.Context) error {
+	b.waiters++
 	ch := b.changed
 	b.mu.Unlock()
 	select {
@@ -479,13 +491,7 @@ func (b *Builder) waitLocked(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.waiters--
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if b.closed {
-		return ErrClosed
-	}
-	return nil
+	return ctx.Err()
 }
 
 // flushLocked emits every open event, as at its timeout, and makes the
@@ -509,16 +515,7 @@ func (b *Builder) Flush(ctx context.Context) error {
 	defer b.mu.Unlock()
 	target := b.flushLocked()
 	for b.sent < target {
-		b.waiters++
-		ch := b.changed
-		b.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		b.mu.Lock()
-		b.waiters--
-		if err := ctx.Err(); err != nil {
+		if err := b.sleepLocked(ctx); err != nil {
 			return err
 		}
 	}
