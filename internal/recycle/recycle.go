@@ -109,15 +109,14 @@ func (a *Allocator) Free(b []byte) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.lim.MaxHeld > 0 && a.total+c > a.lim.MaxHeld ||
-		a.lim.ClassBytes > 0 && a.held[k]+c > a.lim.ClassBytes ||
-		a.lim.ClassCount > 0 && len(a.free[k]) >= a.lim.ClassCount {
-		return
+	if (a.lim.MaxHeld == 0 || a.total+c <= a.lim.MaxHeld) &&
+		(a.lim.ClassBytes == 0 || a.held[k]+c <= a.lim.ClassBytes) &&
+		(a.lim.ClassCount == 0 || len(a.free[k]) < a.lim.ClassCount) {
+		a.free[k] = append(a.free[k], b[:c])
+		a.held[k] += c
+		a.total += c
 	}
-	a.free[k] = append(a.free[k], b[:c])
-	a.held[k] += c
-	a.total += c
+	a.mu.Unlock()
 }
 
 // Held is the number of bytes of free buffers kept.
