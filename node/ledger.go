@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -178,7 +179,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
 	byReason := func(m map[string]uint64) {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if m[k] != 0 {
 				row("    "+k, m[k])
 			}
@@ -227,7 +228,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 			row("    by the plugin", st.Rejected-st.Prescaled)
 		}
 		row("  deferred", st.Deferred)
-		for _, k := range sortedKeys(st.Lines) {
+		for _, k := range slices.Sorted(maps.Keys(st.Lines)) {
 			row("  line "+k, st.Lines[k])
 		}
 	}
@@ -276,13 +277,4 @@ func sum(m map[string]uint64) uint64 {
 		t += v
 	}
 	return t
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

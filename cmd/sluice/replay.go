@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -200,7 +201,7 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 		{"  rejected", s.Rejected}, {"  kept deferred", s.Kept}, {"still deferred", s.Remaining}} {
 		fmt.Fprintf(tw, "%s\t%d\t\n", r.name, r.v)
 	}
-	for _, k := range sortedKeys(s.Lines) {
+	for _, k := range slices.Sorted(maps.Keys(s.Lines)) {
 		fmt.Fprintf(tw, "    line %s\t%d\t\n", k, s.Lines[k])
 	}
 	verdict := "yes"
@@ -219,13 +220,4 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 		return err
 	}
 	return os.WriteFile(file, append(b, '\n'), 0o644)
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
