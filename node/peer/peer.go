@@ -75,7 +75,8 @@ type Conn interface {
 	// SendData sends one data message: header (at most MaxHeader bytes,
 	// copied) and the payload s, which is sent from where it is, without a
 	// copy by sluice. The caller must not modify s's bytes until done runs;
-	// done runs exactly once, on a transport goroutine (it must not block),
+	// done runs exactly once, on a transport goroutine or in the Close that
+	// ended the Conn (it must not block),
 	// with nil once the bytes were handed over and may be reused, or with
 	// the error that ended the send (ErrPeerLost, ErrClosed...). SendData
 	// blocks while SendQueue data messages of this Conn are in flight

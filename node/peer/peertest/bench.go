@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -99,6 +100,7 @@ type Bench struct {
 	size   int
 	pieces int
 	free   chan int
+	failed atomic.Pointer[error] // the first send that completed with an error
 }
 
 // StartBench opens a transport of f's kind, starts the sink process with
@@ -108,6 +110,10 @@ func StartBench(b *testing.B, f Factory, maxSize int, plain bool, env ...string)
 	b.Helper()
 	cfg := Config("bench")
 	cfg.MaxData = max(cfg.MaxData, maxSize)
+	// Benchmarks measure throughput, not failure detection: a machine
+	// loaded enough to starve a process for half a second must not end
+	// the run.
+	cfg.PeerTimeout = 10 * time.Second
 	tr := f.open(b, cfg)
 	var ln *net.TCPListener
 	if plain {
@@ -151,8 +157,14 @@ func StartBench(b *testing.B, f Factory, maxSize int, plain bool, env ...string)
 }
 
 func (bn *Bench) close() {
+	// Closing the Conn first fails what is still in flight.
+	bn.C.Close()
 	for i := 0; i < bn.pieces; i++ {
-		<-bn.free
+		select {
+		case <-bn.free:
+		case <-time.After(10 * time.Second):
+			panic("peertest: sends still in flight 10s after their Conn was closed")
+		}
 	}
 	bn.r.Close()
 	if bn.Plain != nil {
@@ -170,12 +182,16 @@ func (bn *Bench) Data(b *testing.B, n, size int) {
 		k := <-bn.free
 		err := bn.C.SendData(bn.ctx, nil, bn.r.Slice(k*bn.size, size), func(err error) {
 			if err != nil {
-				b.Error(err)
+				bn.failed.CompareAndSwap(nil, &err)
 			}
 			bn.free <- k
 		})
 		if err != nil {
+			bn.free <- k
 			b.Fatal(err)
+		}
+		if e := bn.failed.Load(); e != nil {
+			b.Fatal(*e)
 		}
 	}
 	bn.sent += uint64(n)

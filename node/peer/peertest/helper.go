@@ -50,6 +50,9 @@ func helper(f Factory, role string) error {
 	cfg := Config(os.Getenv(envNode))
 	cfg.Heartbeat, cfg.PeerTimeout = helperHeartbeat, 2*time.Second // testStop: short silences; the parent beats at its own pace
 	size, _ := strconv.Atoi(os.Getenv(envSize))
+	if role == "sink" {
+		cfg.PeerTimeout = 10 * time.Second // as the benchmark's side
+	}
 	if role == "hold" {
 		cfg.PoolBytes, cfg.MaxData = 64<<20, 8<<20
 	}

@@ -418,7 +418,11 @@ func (c *Conn) dataWriter() {
 			bufs[i] = nil
 		}
 		if err != nil {
-			err = fmt.Errorf("%w: %s: data connection: %w", peer.ErrPeerLost, c.Node(), err)
+			if end := c.Err(); end != nil {
+				err = end // the Conn ended (Close, loss) and took the connection with it
+			} else {
+				err = fmt.Errorf("%w: %s: data connection: %w", peer.ErrPeerLost, c.Node(), err)
+			}
 			for _, s := range batch {
 				c.complete(s, err)
 			}
