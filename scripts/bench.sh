@@ -42,14 +42,18 @@ function stats(list,   a, n, i, j, t) {
     if (u == "ratio") ratios[name] = ratios[name] " " $i
     else if (u == "MB/s" || u == "msgs/s" || u == "us") { if (!(name in unit) || unit[name] == u) { figs[name] = figs[name] " " $i; unit[name] = u } }
     else if (u == "cpu_ns/B" || u == "cpu_ns/msg") cpus[name] = cpus[name] " " $i
+    else if (u == "baseline_MB/s" || u == "baseline_msgs/s" || u == "baseline_us") bases[name] = bases[name] " " $i
+    else if (u == "baseline_cpu_ns/B" || u == "baseline_cpu_ns/msg") bcpus[name] = bcpus[name] " " $i
   }
 }
 END {
   for (j = 1; j <= k; j++) {
     n = order[j]
     printf "%-60s %s %s", n, stats(figs[n]), unit[n]
+    if (n in bases) printf "   baseline %s", stats(bases[n])
     if (n in ratios) printf "   ratio %s", stats(ratios[n])
     if (n in cpus) printf "   cpu %s ns", stats(cpus[n])
+    if (n in bcpus) printf " (baseline %s)", stats(bcpus[n])
     printf "\n"
   }
 }' "$out"

@@ -22,6 +22,9 @@ import (
 // peer transport, and plain framed TCP over one connection as the pure-Go
 // baseline, so both travel between the same two processes.
 
+// benchQueue is the benchmarks' Config.SendQueue.
+const benchQueue = 256
+
 // Control types of the benchmark protocol.
 const (
 	typeSync uint16 = 0xFFF0 // body: u64 data messages sent so far; answered once they all arrived
@@ -114,6 +117,10 @@ func StartBench(b *testing.B, f Factory, maxSize int, plain bool, env ...string)
 	// loaded enough to starve a process for half a second must not end
 	// the run.
 	cfg.PeerTimeout = 10 * time.Second
+	// As many messages in flight as ucx_perftest keeps (its window is
+	// UCX's): a rendezvous costs a round trip, and on a loaded machine
+	// round trips are long.
+	cfg.SendQueue = benchQueue
 	tr := f.open(b, cfg)
 	var ln *net.TCPListener
 	if plain {
@@ -132,7 +139,7 @@ func StartBench(b *testing.B, f Factory, maxSize int, plain bool, env ...string)
 	}
 	// Pieces of the send region: enough for the default SendQueue of
 	// small messages in flight, 64 MiB at most.
-	pieces := max(8, min(peer.DefaultSendQueue, (64<<20)/maxSize))
+	pieces := max(8, min(benchQueue, (64<<20)/maxSize))
 	bn := &Bench{T: tr, C: c, child: ch, ctx: ctx, size: maxSize, pieces: pieces, free: make(chan int, pieces)}
 	if plain {
 		ln.SetDeadline(time.Now().Add(20 * time.Second))

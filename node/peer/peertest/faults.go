@@ -156,7 +156,7 @@ func (f *Factory) testKillReceiver(t *testing.T) {
 // PeerTimeout, not before.
 func (f *Factory) testStop(t *testing.T) {
 	cs := Config("server")
-	cs.Heartbeat, cs.PeerTimeout = 25*time.Millisecond, 150*time.Millisecond
+	cs.Heartbeat, cs.PeerTimeout = 25*time.Millisecond, slack*150*time.Millisecond
 	srv := f.open(t, cs)
 	defer closeAll(t, srv)
 	ch := startHelper(t, "idle", "sleeper", srv.Addr(), 0)

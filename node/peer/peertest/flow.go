@@ -108,10 +108,10 @@ func (f *Factory) testControlWindow(t *testing.T) {
 func (f *Factory) testIdle(t *testing.T) {
 	ca, cb := Config("a"), Config("b")
 	for _, c := range []*peer.Config{&ca, &cb} {
-		c.Heartbeat, c.PeerTimeout = 25*time.Millisecond, 250*time.Millisecond
+		c.Heartbeat, c.PeerTimeout = 25*time.Millisecond, slack*250*time.Millisecond
 	}
 	_, _, a, b := f.pair(t, ca, cb)
-	time.Sleep(time.Second) // four timeouts
+	time.Sleep(4 * ca.PeerTimeout) // four timeouts
 
 	if a.Err() != nil || b.Err() != nil {
 		t.Fatalf("idle conns ended: %v / %v", a.Err(), b.Err())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -95,6 +96,9 @@ func helper(f Factory, role string) error {
 		<-c.Done()
 		return c.Err()
 	case "sink":
+		if f := os.Getenv("PEERTEST_SINK_CPUPROFILE"); f != "" {
+			profile(f, time.Second) // where a benchmark's receiving side spends its time
+		}
 		if a := os.Getenv(envPlain); a != "" {
 			go plainSink(a)
 		}
@@ -154,4 +158,18 @@ func (c *child) kill() {
 		c.cmd.Process.Kill()
 		c.cmd.Wait()
 	}
+}
+
+// profile writes a CPU profile of the next d to file.
+func profile(file string, d time.Duration) {
+	f, err := os.Create(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peertest sink profile:", err)
+		return
+	}
+	pprof.StartCPUProfile(f)
+	time.AfterFunc(d, func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	})
 }

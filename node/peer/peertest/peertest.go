@@ -45,9 +45,11 @@ func (f *Factory) deadWithin() time.Duration {
 }
 
 // Config is the suite's base configuration: loopback, port 0, the given
-// node id, farm "peertest" and its token.
+// node id, farm "peertest" and its token, and a peer timeout of 2 s (the
+// tests of silence set their own): `make test` runs every package at once
+// on two cores, which can starve a process for longer than the default.
 func Config(node string) peer.Config {
-	return peer.Config{Node: node, Farm: "peertest", Token: "peertest-token", Listen: "127.0.0.1:0"}
+	return peer.Config{Node: node, Farm: "peertest", Token: "peertest-token", Listen: "127.0.0.1:0", PeerTimeout: 2 * time.Second}
 }
 
 func (f *Factory) open(t testing.TB, cfg peer.Config) peer.Transport {

@@ -446,6 +446,7 @@ func (t *Transport) dropReceives(c *Conn) {
 		t.pending[i] = nil
 	}
 	t.pending = keep
+	t.waiting.Store(int64(len(t.pending)))
 	rest := c.rxq[:0]
 	for _, rx := range c.rxq {
 		switch {
@@ -639,6 +640,7 @@ func (t *Transport) onData(ep C.ucp_ep_h, header []byte, data unsafe.Pointer, n 
 	r.desc = data
 	c.rxq = append(c.rxq, r)
 	t.pending = append(t.pending, r)
+	t.waiting.Store(int64(len(t.pending))) // before servePending's TryGet: a release after a failed try then wakes us
 	t.servePending()
 	return C.UCS_INPROGRESS
 }
@@ -658,6 +660,7 @@ func (t *Transport) servePending() {
 		}
 		t.pending[0] = nil
 		t.pending = t.pending[1:]
+		t.waiting.Store(int64(len(t.pending)))
 		r.slot = slot
 		id := t.newReq(r)
 		b := slot.Bytes()

@@ -89,17 +89,20 @@ type Transport struct {
 	isClosed bool
 
 	// Worker state: touched only on the worker goroutine.
-	w          C.sl_worker_t
-	listener   C.ucp_listener_h
-	poolMemh   C.ucp_mem_h
-	eps        map[C.ucp_ep_h]*Conn
-	reqs       map[uint64]any
-	nextReq    uint64
-	pending    []*rx // data messages waiting for a pool slot, in arrival order
-	closing    int   // endpoints being closed
-	stopping   bool
-	stopAt     time.Time
-	slotFreed  atomic.Bool
+	w         C.sl_worker_t
+	listener  C.ucp_listener_h
+	poolMemh  C.ucp_mem_h
+	eps       map[C.ucp_ep_h]*Conn
+	reqs      map[uint64]any
+	nextReq   uint64
+	pending   []*rx // data messages waiting for a pool slot, in arrival order
+	closing   int   // endpoints being closed
+	stopping  bool
+	stopAt    time.Time
+	slotFreed atomic.Bool
+	// waiting mirrors len(pending) for the goroutines that release slots:
+	// they wake the worker only when a data message waits for room.
+	waiting    atomic.Int64
 	nextTick   time.Time
 	epfd, evfd int
 }
@@ -240,6 +243,9 @@ func splitAddr(addr string) (string, int, error) {
 }
 
 func (t *Transport) onSlotFree() {
+	if t.waiting.Load() == 0 {
+		return // nothing waits for room: no need to wake the worker
+	}
 	t.slotFreed.Store(true)
 	if t.ops.sleeping.Load() {
 		t.ops.wake()
