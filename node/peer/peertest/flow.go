@@ -108,7 +108,7 @@ func (f *Factory) testControlWindow(t *testing.T) {
 func (f *Factory) testIdle(t *testing.T) {
 	ca, cb := Config("a"), Config("b")
 	for _, c := range []*peer.Config{&ca, &cb} {
-		c.Heartbeat, c.PeerTimeout = 25*time.Millisecond, slack*250*time.Millisecond
+		c.Heartbeat, c.PeerTimeout = 25*time.Millisecond, slack*500*time.Millisecond
 	}
 	_, _, a, b := f.pair(t, ca, cb)
 	time.Sleep(4 * ca.PeerTimeout) // four timeouts
