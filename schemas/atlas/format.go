@@ -110,4 +110,3 @@ func eachFullEvent(r io.Reader, fn func(e *FullEvent, off int64) error) error {
 		off += int64(len(buf))
 	}
 }
-

@@ -20,13 +20,19 @@ func FuzzDecodeFED(f *testing.F) {
 		decodetest.Check(t, err, len(b))
 		if err == nil {
 			// A valid fragment re-encodes to the same fields (reserved
-			// bits are not kept).
+			// bits are not kept) with a CRC-16 computed afresh over the
+			// new bytes: valid, and unlike the stored one when reserved
+			// bits were set or the stored one did not match (DecodeFED
+			// leaves that to CRCValid).
 			out, err := AppendFED(nil, &fed)
 			if err != nil {
 				t.Fatal(err)
 			}
 			again, err := DecodeFED(out)
-			again.raw, fed.raw = nil, nil
+			if err == nil && !again.CRCValid() {
+				t.Fatalf("re-encoded %x has a bad CRC-16", out)
+			}
+			again.raw, fed.raw, again.CRC = nil, nil, fed.CRC
 			if err != nil || !reflect.DeepEqual(again, fed) {
 				t.Fatalf("re-encoded %+v, decoded %+v: %v", fed, again, err)
 			}

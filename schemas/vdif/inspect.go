@@ -13,28 +13,11 @@ import (
 	"github.com/sluice-daq/sluice/schemas/format"
 )
 
-// Format names returned by Detect and written in Report.Format.
+// Format names, as Report.Format and the formats' Name give them.
 const (
 	FormatVDIF   = "vdif"
 	FormatMark5B = "mark5b"
 )
-
-// DetectBytes is how many leading bytes Inspect gives Detect: enough for a
-// whole Mark 5B frame and the next header, and for most VDIF frames.
-const DetectBytes = format.HeadBytes
-
-// Detect says whether head, the first bytes of a file or stream, is VDIF
-// ("vdif") or Mark 5B ("mark5b"), or neither (""): DetectMark5B, then
-// DetectVDIF.
-func Detect(head []byte) string {
-	switch {
-	case DetectMark5B(head):
-		return FormatMark5B
-	case DetectVDIF(head):
-		return FormatVDIF
-	}
-	return ""
-}
 
 // DetectMark5B reports whether head starts with a Mark 5B header with
 // valid sync, BCD time code and CRC16, followed by the next frame's sync
@@ -131,19 +114,20 @@ type FrameDetail struct {
 	TVG         bool       `json:"tvg,omitempty"`
 }
 
-// Inspect detects the format of r from its first bytes (see Detect), reads
+// Inspect detects the format of r from its first bytes (DetectMark5B, then
+// DetectVDIF), reads
 // every frame and returns the report, with per-frame details for the first
 // maxFrames frames. On a read or decode error it returns the report of the
 // frames before it together with the error (*schemas.DecodeError with the
 // byte offset). Neither format: ErrBadMagic at offset 0.
 func Inspect(r io.Reader, maxFrames int) (*Report, error) {
-	br := bufio.NewReaderSize(r, DetectBytes)
-	head, _ := br.Peek(DetectBytes)
-	switch Detect(head) {
-	case FormatVDIF:
-		return inspectVDIF(br, maxFrames)
-	case FormatMark5B:
+	br := bufio.NewReaderSize(r, format.HeadBytes)
+	head, _ := br.Peek(format.HeadBytes)
+	switch {
+	case DetectMark5B(head):
 		return inspectMark5B(br, maxFrames)
+	case DetectVDIF(head):
+		return inspectVDIF(br, maxFrames)
 	}
 	return nil, schemas.Errorf("inspect", "header", 0, schemas.ErrBadMagic, "neither a VDIF header with a consistent next frame nor a Mark 5B sync word 0x%08x", Mark5BSync)
 }

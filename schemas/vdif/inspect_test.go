@@ -38,7 +38,14 @@ func TestDetect(t *testing.T) {
 		{"zeros", make([]byte, 4096), ""},
 		{"empty", nil, ""},
 	} {
-		if got := Detect(tc.head); got != tc.want {
+		got := ""
+		switch {
+		case DetectMark5B(tc.head):
+			got = FormatMark5B
+		case DetectVDIF(tc.head):
+			got = FormatVDIF
+		}
+		if got != tc.want {
 			t.Errorf("%s: Detect = %q, want %q", tc.name, got, tc.want)
 		}
 	}
