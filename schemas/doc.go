@@ -1,5 +1,8 @@
-// Package schemas holds sluice's wire formats and the Arrow schema of event
-// batches. Every other package depends on it; it depends on nothing of sluice.
+// Package schemas holds sluice's wire formats and the Arrow schemas of event
+// batches and of exports. Every other package depends on it; it depends on
+// nothing of sluice. The data formats sluice reads and writes are each a
+// package below it implementing schemas/format's contract, listed in
+// schemas/formats.
 //
 // # Fragment (native, version 1)
 //
@@ -43,7 +46,8 @@
 // # Event batch (Arrow)
 //
 // See EventSchema for the columns of the record batches the builder emits,
-// the trigger chain decides on, and the store keeps.
+// the trigger chain decides on, and the store keeps; ExportSchema adds the
+// trigger's verdict columns for exports.
 //
 // # Errors
 //
