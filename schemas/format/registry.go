@@ -28,14 +28,15 @@ func NewRegistry(fs ...Format) *Registry {
 // Register adds f after the formats already registered: among formats
 // matching equally surely, the one registered first wins detection.
 // Errors: a format with f's Name, or an Exporter or Joiner with f's
-// ExportName, is already registered.
+// ExportName (in any case: Exporter looks names up so), is already
+// registered.
 func (r *Registry) Register(f Format) error {
 	e, exports := ExportOf(f)
 	for _, g := range r.formats {
 		if g.Name() == f.Name() {
 			return fmt.Errorf("format: %q registered twice", f.Name())
 		}
-		if ge, ok := ExportOf(g); exports && ok && ge.ExportName() == e.ExportName() {
+		if ge, ok := ExportOf(g); exports && ok && strings.EqualFold(ge.ExportName(), e.ExportName()) {
 			return fmt.Errorf("format: export name %q of %q is %q's already", e.ExportName(), f.Name(), g.Name())
 		}
 	}
