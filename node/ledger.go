@@ -77,6 +77,9 @@ type Ledger struct {
 	// Emulators is what each embedded readout emulator reported sending
 	// (and the faults it injected), to compare with what was received.
 	Emulators []emulator.Summary `json:"emulators,omitempty"`
+	// Memory is the memory budget's split and each part's peak (nil in a
+	// ledger made before the run opened its parts).
+	Memory *MemoryStatus `json:"memory,omitempty"`
 
 	DurationSeconds float64 `json:"duration_seconds"` // from start-up to stopped
 	// StartupSeconds of the duration went to opening the store and
@@ -246,6 +249,12 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("  replacing stored events", l.EventsReplaced)
 	}
 	row("bytes stored", l.BytesStored)
+	if m := l.Memory; m != nil {
+		row("memory budget, MiB (peak resident)", fmt.Sprintf("%s (%s)", mib(m.BudgetBytes), mib(m.PeakResidentBytes)))
+		for _, p := range m.Parts {
+			row("  "+p.Name+" peak / bound", mib(p.PeakBytes)+" / "+mib(p.BoundBytes))
+		}
+	}
 	if l.Balanced {
 		row("balanced", "yes")
 	} else {
@@ -278,3 +287,6 @@ func sum(m map[string]uint64) uint64 {
 	}
 	return t
 }
+
+// mib is n bytes in MiB, to 0.1.
+func mib(n uint64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }

@@ -48,7 +48,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		if arena, err = plugins.NewArena(int(cfg.Memory().Batches)); err != nil {
 			return fail(fmt.Errorf("plugin arena: %w", err))
 		}
-		p.BatchAllocator = arena.Unzeroed()
+		p.BatchAllocator, p.Arena = arena.Unzeroed(), arena
 		p.Close = func() { _ = arena.Close() }
 		if len(stages) > 0 {
 			c, err := NewChain(ctx, stages, reg, log, arena)

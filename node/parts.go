@@ -62,6 +62,9 @@ type Parts struct {
 	// pool); OpenParts gives it the plugins' shared-memory arena so that
 	// batches reach the plugins without a copy.
 	BatchAllocator memory.Allocator
+	// Arena is the plugins' shared-memory arena behind BatchAllocator (nil:
+	// none), for its peak in the memory status.
+	Arena *plugins.Arena
 	Store          eventStore
 	// DeferredAtStart is the number of events in the store's deferred
 	// stream when the run started (for the deferred backlog).

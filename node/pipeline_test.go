@@ -183,7 +183,7 @@ func testConfig(t *testing.T, inputs int) *config.Config {
 	c.Builder.BatchEvents = 16
 	c.Builder.BatchLatency = 5 * time.Millisecond
 	c.Builder.Timeout = 200 * time.Millisecond
-	c.Node.MemoryBudget = 64 << 20
+	c.Node.MemoryBudget = 128 << 20
 	c.Store.Dir = filepath.Join(t.TempDir(), "store")
 	c.Store.MinFreeBytes = 1 << 20
 	c.HTTP.Address = "127.0.0.1:0"
@@ -280,6 +280,34 @@ func TestPipelineFiniteInputsDrainBalanced(t *testing.T) {
 	}
 	if _, ok := acc[990]; !ok {
 		t.Fatal("event 990 not in the accepted stream")
+	}
+}
+
+// The ledger shows the memory budget's split and each part's peak: the
+// bounds are the config's plan, the batches' peak is what the queue held
+// (no arena here), the heap's what the Go runtime held.
+func TestLedgerMemorySplit(t *testing.T) {
+	cfg := testConfig(t, 1)
+	in := &fakeInput{sources: []uint32{0, 1, 2, 3, 10, 11}, events: 500, packing: 6, size: 4000}
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &fakeChain{}}, nil)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	m, p := l.Memory, cfg.Memory()
+	if m == nil || m.BudgetBytes != 128<<20 || m.GoMemLimitBytes != p.GoMemLimit || len(m.Parts) != 5 {
+		t.Fatalf("memory %+v", m)
+	}
+	want := map[string]uint64{"builder": p.Builder, "batches": p.Batches, "inputs": p.Inputs, "store": p.Store, "heap": p.GoMemLimit}
+	for _, part := range m.Parts {
+		if part.BoundBytes != want[part.Name] {
+			t.Errorf("%s bound %d, want %d", part.Name, part.BoundBytes, want[part.Name])
+		}
+	}
+	if b := m.Parts[1]; b.PeakBytes == 0 || b.PeakBytes > p.Batches/2 {
+		t.Errorf("batches peak %d: want within the queue's half of %d", b.PeakBytes, p.Batches)
+	}
+	if h := m.Parts[4]; h.PeakBytes == 0 || m.PeakResidentBytes < h.PeakBytes/2 {
+		t.Errorf("heap peak %d, peak resident %d", h.PeakBytes, m.PeakResidentBytes)
 	}
 }
 

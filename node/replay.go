@@ -130,10 +130,6 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 // ErrNoReplayStage: the configuration names no trigger stage to replay with.
 var ErrNoReplayStage = errors.New("no trigger stage to replay with: add trigger.stages (when: replay) or replay.stages")
 
-// replayArenaBytes is the shared memory `sluice replay` builds the replayed
-// batches in: a few batches of the cursor's 64 MiB at most.
-const replayArenaBytes = 256 << 20
-
 // newReplayChain starts cfg's replay stages, for `sluice replay` and
 // inter-fill replay alike. It has no metrics registry: its series would
 // collide with the online stages' on the node's (inter-fill replay is
@@ -155,7 +151,9 @@ func replayOptions(cfg *config.Config) ReplayOptions {
 
 // RunReplay is `sluice replay`: it replays the deferred events in sel of
 // cfg's store with cfg's replay stages (see Replay), with cfg's rate and
-// batch size, building the batches in shared memory the plugins map.
+// batch size, building the batches in shared memory the plugins map (the
+// memory budget's batches share, as in `sluice run`; the store opens with
+// its share).
 // progress (nil: none) is called after each committed batch. The store,
 // the plugin processes and the memory are opened here and closed before it
 // returns, so the plugins' last log lines come before what the caller
@@ -170,7 +168,7 @@ func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, l
 		return ReplaySummary{}, err
 	}
 	defer st.Close()
-	arena, err := plugins.NewArena(replayArenaBytes)
+	arena, err := plugins.NewArena(int(cfg.Memory().Batches))
 	if err != nil {
 		return ReplaySummary{}, fmt.Errorf("plugin arena: %w", err)
 	}

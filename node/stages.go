@@ -20,6 +20,7 @@ type byteGate struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	used  int64
+	peak  int64 // highest used
 	limit int64
 }
 
@@ -45,6 +46,7 @@ func (g *byteGate) acquire(ctx context.Context, n int64) error {
 		g.cond.Wait()
 	}
 	g.used += n
+	g.peak = max(g.peak, g.used)
 	return nil
 }
 
@@ -59,6 +61,13 @@ func (g *byteGate) held() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.used
+}
+
+// peakHeld is the most the gate ever held, in bytes.
+func (g *byteGate) peakHeld() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.peak
 }
 
 // batch is one event batch on its way from the builder to the store.

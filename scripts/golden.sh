@@ -9,7 +9,7 @@
 #   scripts/golden.sh            # compare with testdata/golden/, exit 1 on any difference
 #   scripts/golden.sh capture    # write testdata/golden/ anew (after a change that is meant to alter outputs)
 #
-# Timings (durations, throttled time) and bytes_stored (the store encodes a
+# Timings (durations, throttled time), the memory parts' peaks and bytes_stored (the store encodes a
 # batch at a time, and batch boundaries follow timing) are removed from ledgers before the
 # comparison; everything else must be equal. Needs bin/sluice and the example
 # plugins (make build plugins) and jq.
@@ -35,7 +35,8 @@ command -v jq >/dev/null || { echo "golden: jq is needed (apt-get install jq)" >
 # Ledgers without the figures that are timings.
 normalise() {
   jq -S 'del(.duration_seconds, .startup_seconds, .replay_seconds, .elapsed_seconds, .bytes_stored)
-         | if .emulators then .emulators |= map(del(.throttled_ns, .duration_ns)) else . end' "$1"
+         | if .emulators then .emulators |= map(del(.throttled_ns, .duration_ns)) else . end
+         | if .memory then .memory |= (del(.peak_resident_bytes) | .parts |= map(del(.peak_bytes))) else . end' "$1"
 }
 
 run_node() { # name config [extra config edits...]

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/storage"
@@ -34,10 +37,13 @@ func newStoreCmd() *cobra.Command {
 type storeFlags struct {
 	path    string
 	recover bool
+	budget  string
 }
 
 func (f *storeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.path, "path", "", "store directory")
+	cmd.Flags().StringVar(&f.budget, "memory-budget", config.Default().Node.MemoryBudget.String(),
+		"memory budget (as node.memory_budget): the store takes its default share, Go's heap the rest")
 	cmd.Flags().BoolVar(&f.recover, "recover", false, "if the store was not closed cleanly, recover it first (a read-write open that drops the unacknowledged tail of its logs)")
 }
 
@@ -50,21 +56,42 @@ func (f *storeFlags) open() (*storage.Store, error) {
 	if _, err := os.Stat(f.path); err != nil {
 		return nil, fmt.Errorf("--path: %w", err)
 	}
-	s, err := storage.Open(storage.Options{Dir: f.path, ReadOnly: true})
+	mem, err := f.memory()
+	if err != nil {
+		return nil, err
+	}
+	s, err := storage.Open(storage.Options{Dir: f.path, ReadOnly: true, MemoryBytes: mem})
 	if !errors.Is(err, storage.ErrNeedsRecovery) {
 		return s, err
 	}
 	if !f.recover {
 		return nil, fmt.Errorf("%w (run again with --recover)", err)
 	}
-	rw, err := storage.Open(storage.Options{Dir: f.path, MinFreeBytes: 1})
+	rw, err := storage.Open(storage.Options{Dir: f.path, MinFreeBytes: 1, MemoryBytes: mem})
 	if err != nil {
 		return nil, fmt.Errorf("--recover: %w", err)
 	}
 	if err := rw.Close(); err != nil {
 		return nil, fmt.Errorf("--recover: %w", err)
 	}
-	return storage.Open(storage.Options{Dir: f.path, ReadOnly: true})
+	return storage.Open(storage.Options{Dir: f.path, ReadOnly: true, MemoryBytes: mem})
+}
+
+// memory parses --memory-budget, sets Go's soft memory limit to it less the
+// store's mapped files (unless GOMEMLIMIT is set) and returns the store's
+// share: the same split as a node's, whose other parts a store command
+// does not have, go to the Go heap (export's decoded batches).
+func (f *storeFlags) memory() (int64, error) {
+	b, err := humanize.ParseBytes(f.budget)
+	if err != nil || b < 64<<20 {
+		return 0, &exitError{code: exitConfig, err: fmt.Errorf("--memory-budget %q: want a byte size of at least 64MiB, e.g. 512MiB", f.budget)}
+	}
+	store := int64(config.DefaultMemorySplit().Store.Of(b))
+	if os.Getenv("GOMEMLIMIT") == "" {
+		o := storage.Options{MemoryBytes: store}
+		debug.SetMemoryLimit(int64(b) - o.MappedBound())
+	}
+	return store, nil
 }
 
 func newStoreStatCmd() *cobra.Command {

@@ -24,8 +24,10 @@ type MemorySplit struct {
 	// the inputs' memory the builder can pin.
 	Builder Share `yaml:"builder"`
 	// Batches is the plugin arena (shared memory the builder builds batches
-	// in and every plugin maps) and the bound on batch bytes between the
-	// builder and the store (the queue, the stages, the store's writes).
+	// in and every plugin maps); half of it bounds the batch bytes between
+	// the builder and the store (the queue, the stages, the store's
+	// writes), the other half is for the batches being built and the
+	// stages' selections.
 	Batches Share `yaml:"batches"`
 	// Inputs bounds what the inputs and their embedded emulators create on
 	// the node: readout rings (ring_size) and socket receive buffers

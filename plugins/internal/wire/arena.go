@@ -25,6 +25,10 @@ type Arena struct {
 
 	mu   sync.Mutex
 	free []span // free spans of the region, ascending, never adjacent
+	high int    // highest end of an allocation so far: the pages touched
+	// fallbackBytes counts bytes allocated from the heap because the
+	// region was full, since the arena was made.
+	fallbackBytes int64
 }
 
 // span is [start, end) in bytes from the region's start.
@@ -80,6 +84,7 @@ func (a *Arena) allocate(size int, zero bool) []byte {
 		if a.free[i].start += n; a.free[i].start == s.end {
 			a.free = slices.Delete(a.free, i, i+1)
 		}
+		a.high = max(a.high, s.start+n)
 		a.mu.Unlock()
 		b := a.Data[s.start : s.start+n : s.start+n]
 		if zero {
@@ -87,8 +92,26 @@ func (a *Arena) allocate(size int, zero bool) []byte {
 		}
 		return b[:size]
 	}
+	a.fallbackBytes += int64(size)
 	a.mu.Unlock()
 	return a.fallback.Allocate(size)
+}
+
+// HighWater is the highest offset any allocation reached: first fit reuses
+// the region from its start, so this is how much of it was ever touched
+// (resident shared memory), in bytes.
+func (a *Arena) HighWater() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.high
+}
+
+// FallbackBytes is the bytes allocated from the Go heap because the region
+// was full, in total since the arena was made.
+func (a *Arena) FallbackBytes() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fallbackBytes
 }
 
 // Reallocate grows or shrinks b, moving it when needed.

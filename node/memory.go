@@ -1,0 +1,136 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-daq/sluice/storage"
+)
+
+// MemoryStatus is the memory budget's split (node.memory_split resolved)
+// and the peak each part reached, in /status and the ledger.
+type MemoryStatus struct {
+	BudgetBytes     uint64       `json:"budget_bytes"`
+	GoMemLimitBytes uint64       `json:"go_memory_limit_bytes"` // the Go runtime's soft limit `sluice run` set
+	Parts           []MemoryPart `json:"parts"`
+	// PeakResidentBytes is the node process's VmHWM: everything resident
+	// at its peak, shared memory and mapped files included (the plugin
+	// processes' own memory is theirs).
+	PeakResidentBytes uint64 `json:"peak_resident_bytes"`
+}
+
+// MemoryPart is one part of the split: its bound and its peak (sampled
+// every memorySamplePeriod where it is not counted exactly).
+type MemoryPart struct {
+	Name       string `json:"name"`
+	BoundBytes uint64 `json:"bound_bytes"`
+	// PeakBytes is, per part: builder, the inputs' bytes handed to it and
+	// not yet released; batches, the highest of the arena's touched bytes
+	// and the batch bytes between builder and store; inputs, what they
+	// create (rings, receive windows); store, the resident pages of its
+	// mapped files (its memtables and caches are within their sizes, on
+	// the Go heap); heap, the Go runtime's memory, whose bound is the soft
+	// limit (GOMEMLIMIT): the heap's share plus what of the other parts
+	// lives on the Go heap (the store's memtables and caches, the receive
+	// buffers of socket inputs).
+	PeakBytes uint64 `json:"peak_bytes"`
+}
+
+// memorySamplePeriod is how often the sampled peaks are read.
+const memorySamplePeriod = 50 * time.Millisecond
+
+// memoryPeaks holds the sampled peaks of a run.
+type memoryPeaks struct {
+	mu      sync.Mutex
+	builder uint64
+	heap    uint64
+}
+
+// sampleMemory reads the sampled parts until stop is closed.
+func (n *Node) sampleMemory(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(memorySamplePeriod)
+	defer t.Stop()
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	for {
+		n.mu.Lock()
+		in := n.inputs
+		n.mu.Unlock()
+		var held uint64
+		if in != nil {
+			for _, tr := range in.trackers {
+				if h := tr.in.Stats().HeldBytes; h > 0 {
+					held += uint64(h)
+				}
+			}
+		}
+		metrics.Read(s)
+		heap := s[0].Value.Uint64() - s[1].Value.Uint64()
+		n.peaks.mu.Lock()
+		n.peaks.builder = max(n.peaks.builder, held)
+		n.peaks.heap = max(n.peaks.heap, heap)
+		n.peaks.mu.Unlock()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// memoryStatus is the split with the peaks so far.
+func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
+	p := n.cfg.Memory()
+	n.peaks.mu.Lock()
+	builderPeak, heapPeak := n.peaks.builder, n.peaks.heap
+	n.peaks.mu.Unlock()
+	batches := uint64(max(n.gate.peakHeld(), 0))
+	var store uint64
+	if parts != nil {
+		if parts.Arena != nil {
+			batches = max(batches, uint64(parts.Arena.HighWater()))
+		}
+		if m, ok := parts.Store.(interface{ Memory() storage.MemoryStats }); ok {
+			store = uint64(m.Memory().MappedPeakBytes)
+		}
+	}
+	return &MemoryStatus{
+		BudgetBytes: p.Budget, GoMemLimitBytes: p.GoMemLimit,
+		Parts: []MemoryPart{
+			{Name: "builder", BoundBytes: p.Builder, PeakBytes: builderPeak},
+			{Name: "batches", BoundBytes: p.Batches, PeakBytes: batches},
+			{Name: "inputs", BoundBytes: p.Inputs, PeakBytes: p.InputsUsed},
+			{Name: "store", BoundBytes: p.Store, PeakBytes: store},
+			{Name: "heap", BoundBytes: p.GoMemLimit, PeakBytes: heapPeak},
+		},
+		PeakResidentBytes: procStatusBytes("VmHWM"),
+	}
+}
+
+// procStatusBytes reads a "kB" figure of /proc/self/status (0 when it
+// cannot: not Linux).
+func procStatusBytes(field string) uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	prefix := []byte(field + ":")
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), prefix); ok {
+			fs := bytes.Fields(v)
+			if len(fs) > 0 {
+				kb, _ := strconv.ParseUint(string(fs[0]), 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+

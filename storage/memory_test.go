@@ -1,0 +1,64 @@
+package storage
+
+import (
+	"testing"
+)
+
+// The store's share is spent as planMemory documents, and the sizes badger
+// gets stay within it.
+func TestPlanMemory(t *testing.T) {
+	for _, m := range []int64{MinMemoryBytes, 64 << 20, 77 << 20, 1 << 30} {
+		o := Options{MemoryBytes: m}
+		p := planMemory(&o)
+		if p.Bytes() > m {
+			t.Errorf("share %d: plan %+v takes %d", m, p, p.Bytes())
+		}
+		if p.NumMemtables < 1 || p.MemTableSize < 2<<20 || p.ValueLogFileSz < 4<<20 || p.ValueLogFileSz > p.Mapped && p.Mapped >= 8<<20 {
+			t.Errorf("share %d: plan %+v", m, p)
+		}
+	}
+}
+
+// Writing ten times the store's mapped bound: the resident pages of its
+// mapped files are measured and trimmed, staying near the bound, while
+// every event reads back.
+func TestMappedPagesTrimmed(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.MemoryBytes = MinMemoryBytes // mapped bound 8 MiB
+		o.MemTableSize, o.ValueLogFileSize = 0, 0
+	})
+	bound := s.plan.Mapped
+	evs := genEvents(1, 0, 800, 1, 100<<10) // ~80 MiB
+	for i := 0; i < len(evs); i += 40 {
+		put(t, s, Deferred, evs[i:i+40])
+		// What the background loop does on its ticks, at once here (the
+		// test writes faster than a tick).
+		if s.trim.due() {
+			s.trim.trim()
+		}
+	}
+	if s.trim.trim(); s.Memory().Trims == 0 {
+		t.Fatalf("no trim after %d MiB written with a bound of %d MiB", 80, bound>>20)
+	}
+	maps, err := s.trim.mappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(maps) == 0 {
+		t.Fatal("no mapping of the store's files found in /proc/self/smaps")
+	}
+	var rss int64
+	for _, m := range maps {
+		rss += m.rss
+	}
+	if rss > bound/2 {
+		t.Errorf("after a trim %d bytes of the store's mappings are resident, want <= %d", rss, bound/2)
+	}
+	if peak := s.Memory().MappedPeakBytes; peak > bound+bound/2 || peak == 0 {
+		t.Errorf("peak resident mapped bytes %d, bound %d", peak, bound)
+	}
+	keys, _ := readAll(t, s, Deferred, CursorOptions{})
+	if len(keys) != len(evs) {
+		t.Fatalf("read back %d events of %d", len(keys), len(evs))
+	}
+}
