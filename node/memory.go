@@ -133,4 +133,3 @@ func procStatusBytes(field string) uint64 {
 	}
 	return 0
 }
-

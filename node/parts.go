@@ -65,7 +65,7 @@ type Parts struct {
 	// Arena is the plugins' shared-memory arena behind BatchAllocator (nil:
 	// none), for its peak in the memory status.
 	Arena *plugins.Arena
-	Store          eventStore
+	Store eventStore
 	// DeferredAtStart is the number of events in the store's deferred
 	// stream when the run started (for the deferred backlog).
 	DeferredAtStart uint64

@@ -263,14 +263,16 @@ func (r *Reader) release(seq uint64) {
 	}
 }
 
-// heldBytes is the ring space read and not yet acknowledged.
+// heldBytes is the ring space read and not yet acknowledged: up to the end
+// of the last record handed out (r.read belongs to Next's goroutine, and
+// Stats may be called from any).
 func (r *Reader) heldBytes() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed || r.n == 0 {
 		return 0
 	}
-	return int64(r.read - r.m.u64(offAck).Load())
+	return int64(r.pend[(r.head+r.n-1)%len(r.pend)].end - r.m.u64(offAck).Load())
 }
 
 // advance moves the ack pointer over the released prefix; r.mu is held.
