@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"text/tabwriter"
@@ -262,6 +263,7 @@ func newStoreLsCmd() *cobra.Command {
 
 func newStoreExportCmd() *cobra.Command {
 	var name, out string
+	var force bool
 	var stf storeFlags
 	var sf selectionFlags
 	names := exportNames()
@@ -273,7 +275,10 @@ names: ` + strings.Join(names, ", ") + `. Arrow IPC and Parquet hold the
 events with their trigger decisions (the export schema); the other formats
 join each event back into one record of the format its fragments were split
 from (an event that does not join, e.g. one stored from another format, stops
-the export naming it).`,
+the export naming it). Without --format, a FILE ending in a format's name
+(e.g. x.parquet, x.mdf) takes that format; a FILE ending in another
+format's name than --format says is refused, as is an existing FILE
+unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stream, sel, err := sf.parse()
@@ -283,9 +288,18 @@ the export naming it).`,
 			if out == "" {
 				return errors.New("--out: the output file is required")
 			}
+			if ext := strings.TrimPrefix(filepath.Ext(out), "."); formats.Exporter(ext) != nil && !strings.EqualFold(ext, name) {
+				if cmd.Flags().Changed("format") {
+					return fmt.Errorf("--out %s names the %s format but --format is %s: rename the file or give --format %s", out, strings.ToLower(ext), name, strings.ToLower(ext))
+				}
+				name = strings.ToLower(ext)
+			}
 			e := formats.Exporter(name)
 			if e == nil {
 				return fmt.Errorf("--format %q: want %s", name, orList(names))
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("--out %s exists; give --force to replace it", out)
 			}
 			s, err := stf.open()
 			if err != nil {
@@ -317,6 +331,7 @@ the export naming it).`,
 	stf.add(cmd)
 	cmd.Flags().StringVar(&name, "format", "arrow", orList(names))
 	cmd.Flags().StringVar(&out, "out", "", "output file")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output file")
 	sf.add(cmd, "accepted")
 	return cmd
 }

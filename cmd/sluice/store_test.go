@@ -278,3 +278,37 @@ func putOpen(t *testing.T, s *storage.Store, g schemas.SourceGroup, rows []store
 		t.Fatal(err)
 	}
 }
+
+// The output file's name and --format must agree, and an export never
+// replaces a file unless asked: once `--out x.parquet` without --format
+// wrote Arrow IPC into it, and a second export overwrote the first silently.
+func TestStoreExportFileNameAndOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	g := schemas.SourceGroup{Name: "det", Sources: []uint32{4, 5}}
+	writeStore(t, dir, g, storage.Accepted, smallRows(1, 0, 3), schemas.DecisionAccept)
+	outDir := t.TempDir()
+
+	pq := filepath.Join(outDir, "x.parquet")
+	out, err := run(t, "store", "export", "--path", dir, "--out", pq)
+	if err != nil || !strings.Contains(out, "(parquet)") {
+		t.Fatalf("export to x.parquet without --format: %v %s", err, out)
+	}
+	if b, _ := os.ReadFile(pq); !bytes.HasPrefix(b, []byte("PAR1")) {
+		t.Fatalf("x.parquet starts with %q, want the Parquet magic", b[:min(len(b), 6)])
+	}
+
+	mdf := filepath.Join(outDir, "y.mdf")
+	if _, err := run(t, "store", "export", "--path", dir, "--format", "arrow", "--out", mdf); err == nil || !strings.Contains(err.Error(), "names the mdf format but --format is arrow") {
+		t.Fatalf("--format arrow --out y.mdf: %v, want a refusal naming both", err)
+	}
+	if _, err := os.Stat(mdf); err == nil {
+		t.Fatal("a refused export left y.mdf behind")
+	}
+
+	if _, err := run(t, "store", "export", "--path", dir, "--out", pq); err == nil || !strings.Contains(err.Error(), "exists; give --force") {
+		t.Fatalf("second export to x.parquet: %v, want a refusal", err)
+	}
+	if _, err := run(t, "store", "export", "--path", dir, "--out", pq, "--force"); err != nil {
+		t.Fatalf("second export with --force: %v", err)
+	}
+}
