@@ -4,9 +4,10 @@
 //
 // Each section belongs to the package it configures, which owns its Go
 // type (with the yaml keys), its defaults and its Validate: the builder
-// section is builder.Config (plus the node's queue depth), the trigger section plugins.Trigger, the store section
-// storage.Options. This package owns the node's own sections (node, run,
-// sources, replay, http, log), composes the others into Config, and
+// section is builder.Config (plus the node's queue depth), the trigger
+// section plugins.Trigger, the store section storage.Options, the farm
+// section farm.Config. This package owns the node's own sections (node,
+// run, sources, replay, http, log), composes the others into Config, and
 // places each section's problems under the section's path.
 //
 // Load parses a file strictly (an unknown key is an error, so a typo never
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
@@ -39,6 +41,7 @@ type Config struct {
 	Replay  Replay          `yaml:"replay"`
 	HTTP    HTTP            `yaml:"http"`
 	Log     Log             `yaml:"log"`
+	Farm    farm.Config     `yaml:"farm"` // empty id: the node runs alone
 }
 
 // Node identifies this node in logs, metrics and summaries.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -33,6 +34,7 @@ func base() *Config {
 		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},
 		HTTP:    HTTP{Address: "127.0.0.1:9464"},
 		Log:     Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
+		Farm:    farm.DefaultConfig(),
 	}
 }
 

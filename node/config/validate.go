@@ -32,6 +32,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
 	*ps = append(*ps, c.HTTP.Validate().In("http")...)
+	*ps = append(*ps, c.Farm.Validate().In("farm")...)
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
 		ps.Add("log.level", c.Log.Level, "want one of debug, info, warn, error")
 	}
