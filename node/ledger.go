@@ -80,6 +80,10 @@ type Ledger struct {
 	// Memory is the memory budget's split and each part's peak (nil in a
 	// ledger made before the run opened its parts).
 	Memory *MemoryStatus `json:"memory,omitempty"`
+	// Farm is what the node did as one node of a farm (nil: alone): its
+	// builder's fragments are those of the assignments its BU was given,
+	// its inputs' packets went to its RU.
+	Farm *FarmLedger `json:"farm,omitempty"`
 
 	DurationSeconds float64 `json:"duration_seconds"` // from start-up to stopped
 	// StartupSeconds of the duration went to opening the store and

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/transport"
 )
 
 // Options are the node's collaborators.
@@ -55,11 +56,15 @@ type Node struct {
 	httpSrv *httpServer
 	final   *Ledger
 
-	flow   *flow
-	gate   *byteGate
-	peaks  memoryPeaks
-	queue  chan batch
-	replay *interFill
+	flow  *flow
+	gate  *byteGate
+	peaks memoryPeaks
+	// farm is the node's part in a farm (nil: the node runs alone);
+	// farmCtx is Run's context, for the farm's reports.
+	farm    *farmNode
+	farmCtx context.Context
+	queue   chan batch
+	replay  *interFill
 }
 
 // New prepares a node for cfg (already validated): its registry and
@@ -166,6 +171,17 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return n.failedStart(parts, err)
 	}
+	n.farmCtx = ctx
+	if n.cfg.Farm.Enabled() {
+		f, err := n.startFarm(ctx, b)
+		if err != nil {
+			_ = b.Close(ctx)
+			return n.failedStart(parts, err)
+		}
+		n.mu.Lock()
+		n.farm = f
+		n.mu.Unlock()
+	}
 	if parts.Chain != nil {
 		n.flow.setChain(parts.Chain)
 	}
@@ -210,7 +226,17 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	defer stopInputs()
 	emuCtx, stopEmulators := context.WithCancel(ctx)
 	defer stopEmulators()
-	in := n.startInputs(inCtx, emuCtx, parts, b)
+	var sink transport.Sink = b
+	var farmDone <-chan struct{}
+	var farmWait func()
+	if n.farm != nil {
+		if n.farm.agent != nil && n.cfg.Farm.Roles != "bu" {
+			sink = n.farm.agent
+		}
+		farmDone, farmWait = n.farm.run(ctx)
+		defer farmWait()
+	}
+	in := n.startInputs(inCtx, emuCtx, parts, sink)
 	n.mu.Lock()
 	n.inputs = in
 	n.mu.Unlock()
@@ -225,12 +251,30 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 		go replay.watch(ctx, in.allIdle)
 	}
 
-	select {
-	case <-n.rc.draining():
-	case <-in.finished:
-		n.log.Info("every input ended; draining")
-	case <-ctx.Done():
-		n.log.Warn("run aborted")
+	finished := in.finished
+wait:
+	for {
+		select {
+		case <-n.rc.draining():
+			break wait
+		case <-finished:
+			if n.farm == nil {
+				n.log.Info("every input ended; draining")
+				break wait
+			}
+			// In a farm the readout's end is not the run's: other RUs
+			// may still send, and this node's RU holds data until the
+			// BUs release it. The farm's stop ends the run.
+			n.log.Info("every input ended; the farm run goes on until it is stopped (sluice farm stop)")
+			n.farm.endOfData(ctx)
+			finished = nil
+		case <-farmDone:
+			n.log.Info("farm run stopped and nothing of it in flight here; draining")
+			break wait
+		case <-ctx.Done():
+			n.log.Warn("run aborted")
+			break wait
+		}
 	}
 	n.Stop()
 	_ = n.rc.advance(StateDraining)
@@ -326,7 +370,7 @@ func closeParts(p *Parts) {
 // flow counters.
 func (n *Node) snapshot() Ledger {
 	n.mu.Lock()
-	b, in, parts, started, running, ended := n.builder, n.inputs, n.parts, n.started, n.running, n.ended
+	b, in, parts, started, running, ended, fn := n.builder, n.inputs, n.parts, n.started, n.running, n.ended, n.farm
 	n.mu.Unlock()
 	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run, FragmentsDiscarded: map[string]uint64{}, InputLosses: map[string]uint64{}}
 	if in != nil {
@@ -349,6 +393,9 @@ func (n *Node) snapshot() Ledger {
 	}
 	if parts != nil {
 		l.Memory = n.memoryStatus(parts)
+	}
+	if fn != nil {
+		l.Farm = fn.ledger()
 	}
 	if b != nil {
 		bl := b.Ledger()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -145,6 +146,9 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 		if n.parts.Chain == nil {
 			b.verdicts = deferAll(ev, reasonNoOnlineStage, 0)
 			n.prepare(&b)
+			if n.farm != nil {
+				n.farm.decided(b.ev)
+			}
 			out <- b
 			continue
 		}
@@ -167,6 +171,9 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			b.verdicts = deferAll(ev, reason, schemas.StatusTriggerError)
 		}
 		n.prepare(&b)
+		if n.farm != nil {
+			n.farm.decided(b.ev)
+		}
 		out <- b
 	}
 }
@@ -197,6 +204,10 @@ type pendingAck struct {
 	events   int
 	replaced int
 	bytes    int64
+	// farmIDs (a farm BU under the durable release policy): the event ids
+	// of a batch whose writes end at seq, told to the farm once durable
+	// (a marker: no events of its own).
+	farmIDs []uint64
 }
 
 // prepare counts a decided batch's decisions and splits its rows between
@@ -237,11 +248,26 @@ func (n *Node) prepare(b *batch) {
 // store writes the prepared parts of each decided batch, in order.
 func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAck) {
 	defer close(acks)
+	durable := n.farm != nil && n.farm.policy == farm.OutcomeDurable
 	for b := range in {
+		var last uint64 // the batch's last write not yet durable
 		for _, w := range b.writes {
-			if err := n.put(ctx, &b, w, acks); err != nil {
+			seq, err := n.put(ctx, &b, w, acks)
+			if err != nil {
 				n.dropKept(len(w.rows), reasonStoreError)
 				n.fail(fmt.Errorf("store %s stream: %w", w.stream, err))
+			}
+			last = max(last, seq)
+		}
+		if durable {
+			ids := make([]uint64, b.ev.Len())
+			for i := range ids {
+				ids[i] = b.ev.EventID(i)
+			}
+			if last == 0 {
+				n.farm.durable(ids)
+			} else {
+				acks <- pendingAck{seq: last, farmIDs: ids}
 			}
 		}
 		n.gate.release(b.size)
@@ -251,8 +277,9 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 
 // put writes w. While the disk budget refuses writes it waits for the
 // store to become writable again: the pipeline stalls and the readout is
-// throttled, nothing is dropped.
-func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAck) error {
+// throttled, nothing is dropped. It returns the write's sequence number
+// when it is not durable yet (0 when it is).
+func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAck) (uint64, error) {
 	stream := w.stream
 	for {
 		ack, err := n.parts.Store.Put(stream, b.ev, b.verdicts, w.rows)
@@ -264,19 +291,19 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 			p := pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, replaced: ack.Replaced, bytes: ack.Bytes}
 			if ack.Durable {
 				n.acked(p)
-			} else {
-				acks <- p
+				return 0, nil
 			}
-			return nil
+			acks <- p
+			return ack.Seq, nil
 		}
 		if !errors.Is(err, storage.ErrDiskBudget) {
-			return err
+			return 0, err
 		}
 		n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", err)
 		select {
 		case <-n.parts.Store.Writable():
 		case <-ctx.Done():
-			return err
+			return 0, err
 		}
 	}
 }
@@ -284,6 +311,12 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 // waitAcks counts writes as stored once the store reports them durable.
 func (n *Node) waitAcks(ctx context.Context, acks <-chan pendingAck) {
 	for a := range acks {
+		if a.farmIDs != nil {
+			if n.parts.Store.WaitDurable(ctx, a.seq) == nil {
+				n.farm.durable(a.farmIDs)
+			}
+			continue
+		}
 		if err := n.parts.Store.WaitDurable(ctx, a.seq); err != nil {
 			n.dropKept(a.events, reasonNotDurable)
 			n.fail(fmt.Errorf("store: write %d never became durable: %w", a.seq, err))

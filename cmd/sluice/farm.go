@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -20,10 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/farm/control"
-	"github.com/sluice-daq/sluice/schemas"
 )
 
 func init() { register(newFarmCmd) }
@@ -130,8 +127,10 @@ func newFarmStartCmd(ff *farmFlags) *cobra.Command {
 (sources, trigger stages with their plugins' SHA-256 digests and parameters,
 prescales) and the farm flags, then sets the desired run state to running. A
 run's configuration is written once: starting it again with another one fails,
-naming every difference, and so does a node whose own view differs. Without
---config the run's recorded configuration is used.`,
+naming every difference, and so does a node whose own view differs. The
+farm settings (protocol, unit, assignment size, release, max outstanding,
+release group) are the configuration file's farm section unless given as
+flags. Without --config the run's recorded configuration is used.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("run") {
@@ -149,7 +148,7 @@ naming every difference, and so does a node whose own view differs. Without
 				if err != nil {
 					return &exitError{code: exitConfig, err: err}
 				}
-				rc, err := runConfigOf(nc, run, o)
+				rc, err := runConfigOf(nc, run, o, cmd.Flags().Changed)
 				if err != nil {
 					return &exitError{code: exitConfig, err: err}
 				}
@@ -179,48 +178,28 @@ naming every difference, and so does a node whose own view differs. Without
 	return cmd
 }
 
-// runConfigOf derives a run's farm configuration from a node's.
-func runConfigOf(nc *config.Config, run uint32, o runOpts) (farm.RunConfig, error) {
-	rc := farm.RunConfig{Schema: farm.RunConfigSchema, Run: run, Protocol: o.protocol, Unit: o.unit,
-		AssignmentSize: o.assignmentSize, Release: o.release, ReleaseGroup: o.releaseGroup}
-	if o.protocol == "pull" {
-		rc.MaxOutstanding = o.maxOutstanding
-	}
-	for _, g := range nc.Sources {
-		ids, err := schemas.ParseSourceList(g.Sources)
-		if err != nil {
-			return farm.RunConfig{}, fmt.Errorf("sources %s: %w", g.Name, err)
-		}
-		rc.Sources = append(rc.Sources, farm.SourceGroup{Name: g.Name, Sources: schemas.FormatSourceList(ids)})
-	}
-	for _, s := range nc.Trigger.Stages {
-		d, err := fileDigest(s.Plugin)
-		if err != nil {
-			return farm.RunConfig{}, fmt.Errorf("trigger stage %s: plugin: %w", s.Name, err)
-		}
-		rc.Plugins = append(rc.Plugins, farm.Plugin{Stage: s.Name, Name: filepath.Base(s.Plugin), Digest: d, Params: s.Params})
-		if len(s.Prescales) > 0 {
-			if rc.Prescales == nil {
-				rc.Prescales = map[string]map[string]uint32{}
-			}
-			rc.Prescales[s.Name] = s.Prescales
+// runConfigOf derives a run's farm configuration from a node's (its farm
+// section, see node.FarmRunConfig), the options given on the command line
+// (set) taking the place of the section's values.
+func runConfigOf(nc *config.Config, run uint32, o runOpts, set func(flag string) bool) (farm.RunConfig, error) {
+	nc.Run = run
+	f := &nc.Farm
+	for _, x := range []struct {
+		flag string
+		fn   func()
+	}{
+		{"protocol", func() { f.Protocol = o.protocol }},
+		{"unit", func() { f.Unit = o.unit }},
+		{"assignment-size", func() { f.AssignmentSize = o.assignmentSize }},
+		{"release", func() { f.Release = o.release }},
+		{"max-outstanding", func() { f.MaxOutstanding = o.maxOutstanding }},
+		{"release-group", func() { f.ReleaseGroup = o.releaseGroup }},
+	} {
+		if set(x.flag) {
+			x.fn()
 		}
 	}
-	return rc, rc.Validate()
-}
-
-// fileDigest is the hex SHA-256 of a file.
-func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return node.FarmRunConfig(nc)
 }
 
 func whoami() string {
@@ -266,9 +245,9 @@ func newFarmStopCmd(ff *farmFlags) *cobra.Command {
 }
 
 func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
-	var asJSON bool
+	var asJSON, ledger bool
 	cmd := &cobra.Command{
-		Use:   "status [--json]",
+		Use:   "status [--json | --ledger]",
 		Short: "Show the farm: members with roles and incarnations, the event manager, the run state and the farm ledger",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -288,11 +267,25 @@ func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
+			if ledger {
+				if st.Ledger == nil {
+					return errors.New("farm status: no farm ledger published yet (no event manager has led a run)")
+				}
+				if st.Run != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "farm %s, run %d (%s)\n", st.Farm, st.Run.Run, st.Run.State)
+				}
+				fmt.Fprint(cmd.OutOrStdout(), st.Ledger.String())
+				if !st.Ledger.Balanced {
+					return &exitError{code: exitUnbalanced, err: errors.New("farm status: the farm ledger does not balance")}
+				}
+				return nil
+			}
 			printFarmStatus(cmd.OutOrStdout(), st)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&ledger, "ledger", false, "print only the farm ledger of the current run (exit status 2 when it does not balance)")
 	return cmd
 }
 

@@ -143,7 +143,7 @@ func farmRunConfig(t *testing.T, path string, run uint32) (farm.RunConfig, error
 	if err != nil {
 		return farm.RunConfig{}, err
 	}
-	return runConfigOf(nc, run, runOpts{protocol: "push", unit: "events", assignmentSize: 10, release: "decided", releaseGroup: 8})
+	return runConfigOf(nc, run, runOpts{assignmentSize: 10}, func(flag string) bool { return flag == "assignment-size" })
 }
 
 // TestFarmEtcd: `sluice farm etcd` serves until its context ends and says

@@ -30,6 +30,8 @@ func newRunCmd() *cobra.Command {
 		file, summary, httpAddr, store string
 		cpuProfile                     string
 		runNumber                      int64
+		protocol                       string
+		etcd                           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
@@ -56,6 +58,12 @@ configuration with problems with status 3.`,
 				}
 				if store != "" {
 					cfg.Store.Dir = store
+				}
+				if protocol != "" {
+					cfg.Farm.Protocol = protocol
+				}
+				if len(etcd) > 0 {
+					cfg.Farm.Etcd = etcd
 				}
 				return nil
 			})
@@ -96,6 +104,8 @@ configuration with problems with status 3.`,
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
 	cmd.Flags().StringVar(&store, "store", "", "event store directory (overrides store.path)")
+	cmd.Flags().StringVar(&protocol, "protocol", "", "farm node: push or pull (overrides farm.protocol; must be the run's, see sluice farm start)")
+	cmd.Flags().StringSliceVar(&etcd, "etcd", nil, "farm node: etcd endpoints host:port,... (override farm.etcd)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node process to this file")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd

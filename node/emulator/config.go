@@ -28,8 +28,10 @@ type Config struct {
 	Duration time.Duration `yaml:"duration"` // synthetic: stop generating after this long (0: no limit)
 	Rate     float64       `yaml:"rate"`     // events per second; 0 = as fast as the output takes them
 
-	// SourceList are the synthetic source ids sent (a source list,
-	// "0-511,600"), as one group "emulated"; empty: Groups, whose names
+	// SourceList are the source ids sent (a source list, "0-511,600"):
+	// in file mode the file's packets of other sources are skipped (a
+	// farm's readout unit replays its share of a sample); synthetic, they
+	// are one group "emulated"; empty: Groups, whose names
 	// choose the payload kind (calorimeter towers for ecal/hcal, muon
 	// candidates for muon, ...); no Groups either: sources 0..Sources-1
 	// (default 4) as one group "tracker".

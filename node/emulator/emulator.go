@@ -73,6 +73,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, err
 		}
+		if cfg.SourceList != "" {
+			ids, _ := schemas.ParseSourceList(cfg.SourceList) // Validate parsed it
+			if err := fs.keep(ids); err != nil {
+				return sum, fmt.Errorf("%s: sources %s: %w", cfg.From, cfg.SourceList, err)
+			}
+		}
 		src, sum.Mode = fs, "file:"+format
 	} else {
 		if vtp {

@@ -320,6 +320,34 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 	return f, format, nil
 }
 
+// keep drops the packets of sources not in ids (a readout unit of a farm
+// replays only its share of a file's sources), keeping the event ids and
+// their span as the whole file has them. Errors: no packet left.
+func (f *fileSource) keep(ids []uint32) error {
+	want := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var kept []emuPacket
+	odin := map[int][]odinPatch{}
+	srcs := map[uint32]bool{}
+	for i, p := range f.packets {
+		if !want[p.source] {
+			continue
+		}
+		if pt, ok := f.odin[i]; ok {
+			odin[len(kept)] = pt
+		}
+		kept = append(kept, p)
+		srcs[p.source] = true
+	}
+	if len(kept) == 0 {
+		return fmt.Errorf("none of the file's sources is in the source list")
+	}
+	f.packets, f.odin, f.nsrc = kept, odin, len(srcs)
+	return nil
+}
+
 // splitMFPs calls add for each MFP in b (packets back to back).
 func splitMFPs(b []byte, add func([]byte) error) error {
 	for len(b) > 0 {

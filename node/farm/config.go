@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Config is the farm section of a node's configuration file (`farm:`):
@@ -42,6 +43,10 @@ type Config struct {
 	Release        string `yaml:"release"`
 	MaxOutstanding int    `yaml:"max_outstanding"`
 	ReleaseGroup   int    `yaml:"release_group"`
+	// Sources are the sources this node's readout inputs deliver (a source
+	// list, "0-511,600"): its RU's share of the run's sources. Required
+	// for an RU.
+	Sources string `yaml:"sources"`
 	// TriggerSource is the source whose RU names the events to the EM.
 	TriggerSource uint32 `yaml:"trigger_source"`
 	// Wait is how long RUs and BUs wait for an assignment's missing data.
@@ -110,6 +115,11 @@ func (c Config) Validate() conf.Problems {
 	}
 	if _, err := c.ParsedRoles(); err != nil {
 		ps.Add("roles", c.Roles, "want ru, bu or both")
+	}
+	if r, err := c.ParsedRoles(); err == nil && r&RoleRU != 0 {
+		if ids, err := schemas.ParseSourceList(c.Sources); err != nil || len(ids) == 0 {
+			ps.Add("sources", c.Sources, "want the source ids this node's inputs deliver, e.g. \"0-511,600\" (an RU)")
+		}
 	}
 	if len(c.Etcd) == 0 {
 		ps.Add("etcd", c.Etcd, "want at least one etcd endpoint, host:port")

@@ -1,0 +1,463 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/agent"
+	farmctl "github.com/sluice-daq/sluice/node/farm/control"
+	"github.com/sluice-daq/sluice/node/peer"
+	_ "github.com/sluice-daq/sluice/node/peer/tcp" // registers "tcp"
+	_ "github.com/sluice-daq/sluice/node/peer/ucx" // registers "ucx" when built with the ucx tag
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// farmNode is the node's part in a farm (config farm.id set): its readout
+// inputs feed the agent's RU side (the agent is their Sink) and the
+// agent's BU side hands complete assignments to the node's own builder →
+// trigger chain → store path (farmNode is the agent's Pipeline). It
+// reports each assignment decided once all its built events are decided,
+// and durable once the store synced them (release policy durable).
+//
+// Until the builder tracks completeness per assignment, fragments reach
+// it one by one, only those whose event id is in their assignment: the
+// rest of a packet belongs to other assignments (packets are the RU's
+// packing, not the EM's) and is counted as outside_assignment, never
+// built twice.
+type farmNode struct {
+	n      *Node
+	log    *slog.Logger
+	b      *builder.Builder
+	agent  *agent.Agent
+	ctl    *farmctl.Client
+	tr     peer.Transport
+	policy farm.Outcome
+	wait   time.Duration // an assignment not settled this long after its build is given up on
+
+	jobs chan farmJob
+
+	mu      sync.Mutex
+	byEvent map[uint64]*farmAssign // event id → its live assignment
+	live    map[uint64]*farmAssign
+	stats   FarmLedger
+}
+
+// FarmLedger is the farm part of a node's ledger: what its BU pipeline did
+// with the assignments it was given.
+type FarmLedger struct {
+	Node        string `json:"node"`
+	Roles       string `json:"roles"`
+	Assignments uint64 `json:"assignments"` // handed to the builder
+	Decided     uint64 `json:"assignments_decided"`
+	Durable     uint64 `json:"assignments_durable,omitempty"`
+	// GivenUp: assignments whose events were not all decided within the
+	// wait (their fragments were discarded by the builder, e.g. late):
+	// reported decided with the events that were.
+	GivenUp   uint64 `json:"assignments_given_up"`
+	Events    uint64 `json:"events_expected"` // event ids with at least one fragment
+	Fragments uint64 `json:"fragments_fed"`
+	// OutsideAssignment: fragments of the packets an RU sent for an
+	// assignment whose event ids are in another assignment (sent to its
+	// BU too): not given to this builder.
+	OutsideAssignment uint64 `json:"fragments_outside_assignment"`
+	// Unassigned: decided events whose id is in no live assignment here.
+	Unassigned uint64       `json:"events_unassigned"`
+	Agent      agent.Status `json:"agent"`
+}
+
+// farmJob is one assignment to build.
+type farmJob struct {
+	a       farm.Assign
+	packets []schemas.MFP
+	missing []uint32
+	release func()
+}
+
+// farmAssign tracks one assignment from build to its outcome.
+type farmAssign struct {
+	id       uint64
+	ids      []uint64 // event ids with at least one fragment
+	want     int
+	decided  int
+	durable  int
+	reported farm.Outcome
+	at       time.Time
+}
+
+// startFarm opens the farm part of the node: etcd, the peer transport and
+// the agent (not yet running: see run).
+func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, error) {
+	fc := n.cfg.Farm
+	roles, err := fc.ParsedRoles()
+	if err != nil {
+		return nil, err
+	}
+	if fc.Unit != "events" {
+		return nil, fmt.Errorf("farm.unit %s: sluice run builds assignments of event ids only (unit: events)", fc.Unit)
+	}
+	tok, err := fc.Token()
+	if err != nil {
+		return nil, fmt.Errorf("farm.token_file: %w", err)
+	}
+	rc, err := FarmRunConfig(n.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("farm: run configuration: %w", err)
+	}
+	policy, _ := farm.ParseOutcome(fc.Release) // Validate checked it
+	var sources []uint32
+	if roles&farm.RoleRU != 0 {
+		sources, _ = schemas.ParseSourceList(fc.Sources) // Validate checked it
+	}
+	ctl, err := farmctl.Dial(ctx, farmctl.Config{Endpoints: fc.Etcd, Farm: fc.ID})
+	if err != nil {
+		return nil, fmt.Errorf("farm: etcd %v: %w", fc.Etcd, err)
+	}
+	tr, err := peer.Open(fc.Transport, peer.Config{Node: n.cfg.Node.ID, Farm: fc.ID, Token: tok,
+		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: int64(n.cfg.Builder.MemoryBudget / 4)})
+	if err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("farm: peer transport %s: %w", fc.Transport, err)
+	}
+	f := &farmNode{n: n, log: n.log.With("farm", fc.ID), b: b, ctl: ctl, tr: tr, policy: policy,
+		wait: n.cfg.Builder.Timeout + 2*fc.Wait + 5*time.Second, jobs: make(chan farmJob, 4096),
+		byEvent: map[uint64]*farmAssign{}, live: map[uint64]*farmAssign{},
+		stats: FarmLedger{Node: n.cfg.Node.ID, Roles: roles.String()}}
+	var pipe agent.Pipeline
+	if roles&farm.RoleBU != 0 {
+		pipe = f
+	}
+	f.agent, err = agent.New(agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
+		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, LeaseTTL: fc.LeaseTTL,
+		Wait: fc.Wait, Pipeline: pipe, Log: n.log})
+	if err != nil {
+		f.close()
+		return nil, err
+	}
+	f.log.Info("farm node", "roles", roles.String(), "transport", tr.Name(), "addr", tr.Addr(),
+		"protocol", fc.Protocol, "release", fc.Release, "sources", fc.Sources)
+	return f, nil
+}
+
+func (f *farmNode) close() {
+	_ = f.tr.Close()
+	_ = f.ctl.Close()
+}
+
+// Build is the agent's Pipeline: it queues the assignment for the feeder
+// (it runs on the agent's loop and must not block on the builder). The
+// queue never fills: the BU's credits bound its assignments in flight.
+func (f *farmNode) Build(a farm.Assign, packets []schemas.MFP, missing []uint32, release func()) {
+	select {
+	case f.jobs <- farmJob{a: a, packets: packets, missing: missing, release: release}:
+	default:
+		go func() { f.jobs <- farmJob{a: a, packets: packets, missing: missing, release: release} }()
+	}
+}
+
+// feed hands queued assignments' fragments to the builder until ctx ends.
+func (f *farmNode) feed(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-f.jobs:
+			f.feedOne(ctx, j)
+		}
+	}
+}
+
+// inUnit reports whether id is in one of u's ranges (ascending).
+func inUnit(u farm.Unit, id uint64) bool {
+	for _, r := range u.Ranges {
+		if id < r.First {
+			return false
+		}
+		if id <= r.Last() {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
+	if len(j.missing) > 0 {
+		f.log.Warn("farm: assignment built without some sources", "assignment", j.a.ID, "missing", j.missing)
+	}
+	fa := &farmAssign{id: j.a.ID, at: time.Now()}
+	seen := map[uint64]bool{}
+	frags, outside := 0, uint64(0)
+	for _, p := range j.packets {
+		p.Fragments(func(_ int, id uint64, _ uint32, _ []byte) bool {
+			if inUnit(j.a.Unit, id) {
+				frags++
+				if !seen[id] {
+					seen[id] = true
+					fa.ids = append(fa.ids, id)
+				}
+			} else {
+				outside++
+			}
+			return true
+		})
+	}
+	fa.want = len(fa.ids)
+	f.mu.Lock()
+	f.stats.Assignments++
+	f.stats.Events += uint64(fa.want)
+	f.stats.Fragments += uint64(frags)
+	f.stats.OutsideAssignment += outside
+	if fa.want > 0 {
+		f.live[fa.id] = fa
+		for _, id := range fa.ids {
+			f.byEvent[id] = fa
+		}
+	}
+	f.mu.Unlock()
+	if fa.want == 0 {
+		j.release()
+		f.report(fa, farm.OutcomeDurable, 0)
+		return
+	}
+	// One reference per fragment given to the builder plus ours: the RU's
+	// receive buffers go back once the builder copied (or discarded) all.
+	var refs sync.WaitGroup
+	refs.Add(frags + 1)
+	go func() { refs.Wait(); j.release() }()
+	done := func() { refs.Done() }
+	for _, p := range j.packets {
+		p.Fragments(func(_ int, id uint64, crc uint32, pl []byte) bool {
+			if !inUnit(j.a.Unit, id) {
+				return true
+			}
+			fr := schemas.Fragment{SourceID: p.SourceID, EventID: id, Flags: p.Flags, CRC: crc, Payload: pl}
+			if err := f.b.AddFragment(ctx, fr, done); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, builder.ErrClosed) {
+				f.log.Warn("farm: builder refused a fragment", "assignment", j.a.ID, "source", p.SourceID, "event", id, "err", err)
+			}
+			return true
+		})
+	}
+	refs.Done()
+}
+
+// decided is the decide stage telling the farm which events it decided.
+func (f *farmNode) decided(ev *schemas.EventBatch) {
+	f.events(ev, func(fa *farmAssign) farm.Outcome {
+		fa.decided++
+		if fa.decided == fa.want {
+			if f.policy == farm.OutcomeDurable {
+				return farm.OutcomeDecided
+			}
+			return farm.OutcomeDurable // nothing more to wait for: settled
+		}
+		return 0
+	}, true)
+}
+
+// durable is the store telling the farm that the events of ids are synced
+// (or were rejected: nothing to sync).
+func (f *farmNode) durable(ids []uint64) {
+	if f.policy != farm.OutcomeDurable {
+		return
+	}
+	f.mu.Lock()
+	var out []*farmAssign
+	for _, id := range ids {
+		fa := f.byEvent[id]
+		if fa == nil {
+			continue
+		}
+		if fa.durable++; fa.durable == fa.want {
+			out = append(out, fa)
+		}
+	}
+	f.mu.Unlock()
+	for _, fa := range out {
+		f.report(fa, farm.OutcomeDurable, fa.want)
+	}
+}
+
+func (f *farmNode) events(ev *schemas.EventBatch, step func(*farmAssign) farm.Outcome, count bool) {
+	type rep struct {
+		fa *farmAssign
+		o  farm.Outcome
+	}
+	var out []rep
+	f.mu.Lock()
+	for i := range ev.Len() {
+		fa := f.byEvent[ev.EventID(i)]
+		if fa == nil {
+			if count {
+				f.stats.Unassigned++
+			}
+			continue
+		}
+		if o := step(fa); o != 0 {
+			out = append(out, rep{fa, o})
+		}
+	}
+	f.mu.Unlock()
+	for _, r := range out {
+		f.report(r.fa, r.o, r.fa.want)
+	}
+}
+
+// report tells the agent how far an assignment got. OutcomeDurable here
+// means settled: it is reported decided, then durable when the policy
+// wants it, and the assignment is forgotten.
+func (f *farmNode) report(fa *farmAssign, o farm.Outcome, events int) {
+	ctx := context.WithoutCancel(f.n.farmCtx)
+	f.mu.Lock()
+	first := fa.reported < farm.OutcomeDecided
+	if o > fa.reported {
+		fa.reported = o
+	}
+	settled := o == farm.OutcomeDurable
+	if settled {
+		delete(f.live, fa.id)
+		for _, id := range fa.ids {
+			if f.byEvent[id] == fa {
+				delete(f.byEvent, id)
+			}
+		}
+		if f.policy == farm.OutcomeDurable {
+			f.stats.Durable++
+		}
+	}
+	if first {
+		f.stats.Decided++
+	}
+	f.mu.Unlock()
+	if first {
+		_ = f.agent.Outcome(ctx, fa.id, farm.OutcomeDecided, uint32(events))
+	}
+	if settled && f.policy == farm.OutcomeDurable {
+		_ = f.agent.Outcome(ctx, fa.id, farm.OutcomeDurable, uint32(events))
+	}
+}
+
+// sweep gives up on assignments whose events were not all decided (or
+// synced) within the wait: the builder discarded some of their fragments
+// (counted there, e.g. late); they are reported with the events that were.
+func (f *farmNode) sweep(now time.Time) {
+	var old []*farmAssign
+	f.mu.Lock()
+	for _, fa := range f.live {
+		if now.Sub(fa.at) > f.wait {
+			old = append(old, fa)
+		}
+	}
+	f.stats.GivenUp += uint64(len(old))
+	f.mu.Unlock()
+	for _, fa := range old {
+		f.log.Warn("farm: assignment not settled in time; reported with the events decided", "assignment", fa.id,
+			"events", fa.want, "decided", fa.decided)
+		f.report(fa, farm.OutcomeDurable, fa.decided)
+	}
+}
+
+// idle: nothing of the farm is in flight on this node.
+func (f *farmNode) idle() bool {
+	st := f.agent.Status()
+	f.mu.Lock()
+	live := len(f.live) + len(f.jobs)
+	f.mu.Unlock()
+	if live > 0 {
+		return false
+	}
+	if st.RU != nil && (st.RU.Held > 0 || st.RU.Pending > 0 || st.RU.Sent > 0) {
+		return false
+	}
+	if st.BU != nil && st.BU.InFlight > 0 {
+		return false
+	}
+	if st.EM != nil && (st.EM.Queued > 0 || st.EM.Open > 0 || st.EM.Undecided > 0) {
+		return false
+	}
+	return true
+}
+
+// ledger is the farm part of the node's ledger.
+func (f *farmNode) ledger() *FarmLedger {
+	f.mu.Lock()
+	l := f.stats
+	f.mu.Unlock()
+	l.Agent = f.agent.Status()
+	return &l
+}
+
+// run starts the agent, the feeder and the watch of the farm's run state.
+// done is closed once the operator stopped this run and nothing of it has
+// been in flight on this node for a moment (the EM has published its last
+// ledger by then), or when the agent ends by itself (fenced, refused: the
+// run fails). wait stops the agent (it leaves the farm), after the node's
+// pipeline drained, and closes the transport and the etcd client.
+func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(d) }) }
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := f.agent.Run(actx)
+		if err != nil {
+			f.n.fail(fmt.Errorf("farm: %w", err))
+		}
+		finish()
+	})
+	wg.Go(func() { f.feed(actx) })
+	wg.Go(func() {
+		states, _ := f.ctl.WatchRunState(actx)
+		stopped := false
+		var idleSince time.Time
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case st, ok := <-states:
+				if !ok {
+					states = nil
+					continue
+				}
+				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped {
+					stopped = true
+				}
+			case now := <-tick.C:
+				f.sweep(now)
+				if !stopped {
+					continue
+				}
+				if !f.idle() {
+					idleSince = time.Time{}
+					continue
+				}
+				if idleSince.IsZero() {
+					idleSince = now
+				}
+				if now.Sub(idleSince) >= 600*time.Millisecond {
+					finish()
+					return
+				}
+			}
+		}
+	})
+	return d, func() {
+		cancel()
+		wg.Wait()
+		f.close()
+	}
+}
+
+// endOfData tells the farm this node's readout ended.
+func (f *farmNode) endOfData(ctx context.Context) {
+	if err := f.agent.EndOfData(ctx); err != nil {
+		f.log.Warn("farm: end of data", "err", err)
+	}
+}
