@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     ?= $(shell pkg-config --exists ucx 2>/dev/null && echo ucx)
 GOTAGS    = $(if $(strip $(TAGS)),-tags "$(TAGS)")
 
-.PHONY: all build plugins test vet unit invariants fuzz bench run golden generate clean
+.PHONY: all build plugins test vet unit invariants fuzz bench run farm golden generate clean
 
 all: build plugins
 
@@ -48,6 +48,11 @@ bench: build plugins
 
 run: build plugins
 	bash scripts/run-demo.sh
+
+# A farm on loopback: etcd and three sluice run nodes on the LHCb sample,
+# push then pull; prints the farm ledger and each node's (LOOP=N passes).
+farm: build plugins
+	bash scripts/farm-demo.sh
 
 generate:
 	bash scripts/generate.sh

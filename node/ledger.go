@@ -167,6 +167,9 @@ func (l *Ledger) Check(final bool) {
 		if l.EventsUnacked != 0 {
 			bad("events: %d never acknowledged by the store", l.EventsUnacked)
 		}
+		if l.Farm != nil && l.Farm.Agent.RU != nil && l.Farm.Agent.RU.Held != 0 {
+			bad("farm: the readout unit still holds %d packets no builder unit released", l.Farm.Agent.RU.Held)
+		}
 	}
 	l.Balanced = len(l.Imbalance) == 0
 }
@@ -211,6 +214,23 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("emulator "+e.To+" sent fragments", e.FragmentsSent)
 		byReason(e.FaultFragments)
 		row("  sent bytes (packets with headers)", e.BytesSent)
+	}
+	if f := l.Farm; f != nil {
+		row("farm node ("+f.Roles+"): assignments built here", f.Assignments)
+		row("  decided", f.Decided)
+		if f.GivenUp != 0 {
+			row("  given up (not all events decided in time)", f.GivenUp)
+		}
+		row("  event ids with fragments", f.Events)
+		row("  fragments given to the builder", f.Fragments)
+		row("  fragments of other assignments (not built here)", f.OutsideAssignment)
+		if f.Unassigned != 0 {
+			row("  events decided outside any assignment", f.Unassigned)
+		}
+		if ru := f.Agent.RU; ru != nil {
+			row("farm readout unit: packets freed", ru.Freed)
+			row("  still held", ru.Held)
+		}
 	}
 	row("events built", l.EventsBuilt)
 	row("  incomplete", l.EventsIncomplete)

@@ -84,7 +84,7 @@ sys.exit(0 if ok else 1)' "$want" "$run"; then
   for n in "${nodes[@]}"; do
     echo
     echo "-- node farm-$n ($proto)"
-    tail -n 40 "$work/$proto-farm-$n.log" | sed -n '/^run [0-9]* on /,$p'
+    sed -n '/^ *run [0-9]* on /,$p' "$work/$proto-farm-$n.log"
   done
 done
 exit $status
