@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/schemas/lhcb"
+)
+
+// farmNodes are the three nodes of `make farm` (configs/farm-*.yaml).
+var farmNodes = []string{"farm-a", "farm-b", "farm-c"}
+
+// startEtcd runs `sluice farm etcd` (its own process, as a farm's etcd
+// always is) on free ports and returns its client endpoint.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "sluice"), "farm", "etcd", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+		"--listen", "http://127.0.0.1:0", "--peer", "http://127.0.0.1:0", "--tick-ms", "20", "--election-ms", "200")
+	cmd.Dir = repo
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started.mu.Lock()
+	started.pids = append(started.pids, cmd.Process.Pid)
+	started.mu.Unlock()
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	addr := make(chan string, 1)
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "etcd: serving "); ok {
+				addr <- a
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		return a
+	case <-done:
+		t.Fatalf("sluice farm etcd ended: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("sluice farm etcd did not serve within 30 s")
+	}
+	return ""
+}
+
+// farmConfig is configs/farm-<node>.yaml with loop passes, the test's
+// farm id, etcd, token, store, ring and plugins, and (accept) a trigger
+// chain that keeps every event.
+func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept bool) (file, store string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, "configs", node+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store = filepath.Join(t.TempDir(), "store")
+	text := string(b)
+	if accept {
+		i, j := strings.Index(text, "\ntrigger:\n"), strings.Index(text, "\nstore:\n")
+		if i < 0 || j < i {
+			t.Fatalf("configs/%s.yaml: no trigger section before the store section", node)
+		}
+		text = text[:i] + "\ntrigger:\n  stages:\n    - name: all\n      plugin: bin/plugins/passthrough\n" + text[j:]
+	}
+	for old, repl := range map[string]string{
+		"loop: 20":                    "loop: " + loop,
+		"path: ./data/farm/" + node:   "path: " + store,
+		"bin/plugins/":                filepath.Join(bin, "plugins") + "/",
+		"shm://sluice-" + node:        "shm://" + shmName(t) + "-" + node,
+		"min_free_bytes: 2GiB":        "min_free_bytes: 256MiB",
+		"memory_budget: 512MiB":       "memory_budget: 256MiB",
+		"ring_size: 64MiB":            "ring_size: 32MiB",
+		"format: auto":                "format: json",
+		"id: demo":                    "id: " + farmID,
+		"token_file: data/farm/token": "token_file: " + token,
+		"etcd: [127.0.0.1:2379]":      "etcd: [" + etcd + "]",
+		"lease_ttl: 2s":               "lease_ttl: 1s",
+		"sync_interval: 200ms":        "sync_interval: 50ms",
+		"max_open_events: 640":        "max_open_events: 320",
+	} {
+		if !strings.Contains(text, old) {
+			t.Fatalf("configs/%s.yaml no longer contains %q", node, old)
+		}
+		text = strings.ReplaceAll(text, old, repl)
+	}
+	if !httpPort.MatchString(text) {
+		t.Fatalf("configs/%s.yaml: no loopback HTTP address", node)
+	}
+	text = httpPort.ReplaceAllString(text, "address: 127.0.0.1:0")
+	f := filepath.Join(t.TempDir(), node+".yaml")
+	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f, store
+}
+
+var httpPort = regexp.MustCompile(`address: 127\.0\.0\.1:[0-9]+`)
+
+// farmStatus is the part of `sluice farm status --json` the test reads.
+type farmStatus struct {
+	Run *struct {
+		Run   uint32 `json:"run"`
+		State string `json:"state"`
+	} `json:"run"`
+	Ledger *farm.LedgerSummary `json:"ledger"`
+}
+
+// TestFarmRealMDF is `make farm` as a test: etcd and three sluice run
+// processes on loopback, each the readout unit of a third of the real
+// LHCb sample's sources, a builder unit and an event manager candidate,
+// with a chain that accepts every event; push, then pull. For each: the
+// farm ledger balances with every announced event built once, every
+// node's ledger balances, and the events stored across the three nodes,
+// exported to MDF and merged, are the input events bank by bank (byte for
+// byte apart from the ODIN event number each loop pass renumbers), each
+// once.
+func TestFarmRealMDF(t *testing.T) {
+	const loop = 5 // 50 events per protocol
+	etcd := startEtcd(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	farmID := fmt.Sprintf("e2e-%d", os.Getpid())
+	farmArgs := []string{"--etcd", etcd, "--farm", farmID}
+
+	input, err := os.ReadFile(filepath.Join(repo, sampleMDF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	originals := map[uint64][]byte{}
+	lo, hi := uint64(1<<64-1), uint64(0)
+	for _, r := range mdfRecords(t, input) {
+		rec, _, _ := lhcb.DecodeRecord(r)
+		n, _ := odinNumber(t, rec.Body)
+		originals[n] = r
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	span := hi - lo + 1
+	want := uint64(loop) * uint64(len(originals))
+
+	run := uint32(6718861)
+	for _, proto := range []string{"push", "pull"} {
+		t.Run(proto, func(t *testing.T) {
+			run++
+			files, stores := map[string]string{}, map[string]string{}
+			for _, n := range farmNodes {
+				files[n], stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(loop), true)
+			}
+			runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", files["farm-a"], "--protocol", proto}, farmArgs...)...)
+			procs, sums := map[string]*proc{}, map[string]string{}
+			for _, n := range farmNodes {
+				sums[n] = filepath.Join(t.TempDir(), n+".run.json")
+				procs[n] = start(t, "run", "--config", files[n], "--run", fmt.Sprint(run), "--protocol", proto, "--summary-json", sums[n])
+			}
+			// Every node's readout ends by itself; once the farm ledger
+			// has every event built, the operator stops the run.
+			var st farmStatus
+			deadline := time.Now().Add(40 * time.Second)
+			for {
+				out := runOK(t, append([]string{"farm", "status", "--json"}, farmArgs...)...)
+				st = farmStatus{}
+				if err := json.Unmarshal([]byte(out), &st); err != nil {
+					t.Fatalf("farm status --json: %v\n%s", err, out)
+				}
+				if l := st.Ledger; st.Run != nil && st.Run.Run == run && l != nil && l.Announced == want && l.Built == want && l.Open == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					for n, p := range procs {
+						t.Logf("%s:\n%s", n, p.log())
+					}
+					t.Fatalf("the farm did not build %d events within 40 s: %+v", want, st.Ledger)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			runOK(t, append([]string{"farm", "stop"}, farmArgs...)...)
+			var built, stored uint64
+			storedBy := map[string]uint64{}
+			for _, n := range farmNodes {
+				if code := procs[n].wait(t, 60*time.Second); code != 0 {
+					t.Fatalf("%s: exit %d\n%s\n%s", n, code, procs[n].stdout.String(), procs[n].log())
+				}
+				l := readLedger(t, sums[n])
+				if !l.Balanced || l.Farm == nil || l.EventsIncomplete != 0 || l.Farm.GivenUp != 0 || l.FragmentsReceived != l.EventsBuilt*1239 {
+					t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
+				}
+				if got := st.Ledger.PerBU[n]; got != l.EventsBuilt {
+					t.Fatalf("%s built %d events, the farm ledger says %d", n, l.EventsBuilt, got)
+				}
+				built += l.EventsBuilt
+				stored += l.EventsStoredAccepted
+				storedBy[n] = l.EventsStoredAccepted
+			}
+			l := st.Ledger
+			if !l.Balanced || l.LostTotal() != 0 || l.Duplicate != 0 || built != want || stored != want {
+				t.Fatalf("farm ledger %s; nodes built %d, stored %d, want %d", l.String(), built, stored, want)
+			}
+			// Merged stores = the input, bank by bank, each event once.
+			exported := map[uint64]string{}
+			for _, n := range farmNodes {
+				if storedBy[n] == 0 {
+					continue // a BU may get no work in a short run (an empty store has nothing to export)
+				}
+				exp := filepath.Join(t.TempDir(), n+".mdf")
+				runOK(t, "store", "export", "--path", stores[n], "--stream", "accepted", "--format", "mdf", "--out", exp)
+				b, err := os.ReadFile(exp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range mdfRecords(t, b) {
+					rec, _, _ := lhcb.DecodeRecord(r)
+					num, at := odinNumber(t, rec.Body)
+					if prev, dup := exported[num]; dup || num < lo || num >= lo+loop*span {
+						t.Fatalf("%s: record %d has ODIN event number %d (outside %d..%d, or also stored by %q)", n, i, num, lo, lo+loop*span-1, prev)
+					}
+					exported[num] = n
+					orig := lo + (num-lo)%span
+					body := bytes.Clone(rec.Body)
+					binary.LittleEndian.PutUint32(body[at+12:], uint32(orig>>32))
+					binary.LittleEndian.PutUint32(body[at+16:], uint32(orig))
+					back, err := lhcb.AppendRecord(nil, rec.Header, body, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(back, originals[orig]) {
+						t.Fatalf("%s: record %d (ODIN event number %d) differs from input event %d beyond its ODIN event number", n, i, num, orig)
+					}
+				}
+			}
+			if uint64(len(exported)) != want {
+				t.Fatalf("%d events exported across the nodes, want %d", len(exported), want)
+			}
+		})
+	}
+}
