@@ -90,6 +90,10 @@ type farmAssign struct {
 	at       time.Time
 }
 
+// minPeerPool is the least receive pool a farm node's transport gets
+// (room for a few assignments' data from every RU).
+const minPeerPool = 32 << 20
+
 // startFarm opens the farm part of the node: etcd, the peer transport and
 // the agent (not yet running: see run).
 func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, error) {
@@ -118,8 +122,14 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	if err != nil {
 		return nil, fmt.Errorf("farm: etcd %v: %w", fc.Etcd, err)
 	}
+	// The peer transport's receive pool is an input's memory: what the
+	// inputs' share of the budget leaves after the rings. One data message
+	// (an RU's part of one assignment) may take a quarter of it.
+	plan := n.cfg.Memory()
+	pool := int64(plan.Inputs) - int64(plan.InputsUsed)
+	pool = max(pool, minPeerPool)
 	tr, err := peer.Open(fc.Transport, peer.Config{Node: n.cfg.Node.ID, Farm: fc.ID, Token: tok,
-		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: int64(n.cfg.Builder.MemoryBudget / 4)})
+		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: pool, MaxData: int(min(pool/4, peer.DefaultMaxData))})
 	if err != nil {
 		ctl.Close()
 		return nil, fmt.Errorf("farm: peer transport %s: %w", fc.Transport, err)

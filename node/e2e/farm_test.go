@@ -189,6 +189,13 @@ func TestFarmRealMDF(t *testing.T) {
 				if l := st.Ledger; st.Run != nil && st.Run.Run == run && l != nil && l.Announced == want && l.Built == want && l.Open == 0 {
 					break
 				}
+				for n, p := range procs {
+					select {
+					case <-p.done:
+						t.Fatalf("%s ended before the farm stopped:\n%s\n%s", n, p.stdout.String(), p.log())
+					default:
+					}
+				}
 				if time.Now().After(deadline) {
 					for n, p := range procs {
 						t.Logf("%s:\n%s", n, p.log())
