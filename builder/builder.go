@@ -58,6 +58,14 @@ type Builder struct {
 	atMin int
 	seq   uint64
 
+	ident       identity    // event identity: epochs, the reference (identity.go)
+	heldSuspect int         // open events opened by suspect fragments (<= MaxSuspectEvents)
+	asg         assignments // Config.Assigned (assign.go)
+	// For the emitter to do outside the lock: fragment references to drop
+	// (dissolved events) and notes to log.
+	drops []*pktRef
+	notes []note
+
 	led  Ledger // counters only; Discarded is filled in by Ledger()
 	disc [nReasons]uint64
 }
@@ -84,10 +92,11 @@ func New(cfg Config) (*Builder, error) {
 		out:     make(chan arrow.RecordBatch, 1),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		table:   newEventTable(cfg.MaxOpenEvents),
+		table:   newEventTable(cfg.MaxOpenEvents + cfg.MaxSuspectEvents),
 		emitted: newEmittedWindow(cfg.LateWindow),
-		ready:   make([]*event, 0, cfg.MaxOpenEvents),
+		ready:   make([]*event, 0, cfg.MaxOpenEvents+cfg.MaxSuspectEvents),
 		changed: make(chan struct{}),
+		asg:     assignments{live: map[uint64]*assignment{}},
 	}
 	var maxID uint32
 	for _, g := range cfg.Groups {
@@ -115,6 +124,11 @@ func New(cfg Config) (*Builder, error) {
 		b.wm = make([]uint64, b.nsrc)
 		b.atMin = b.nsrc
 	}
+	quorum := cfg.Quorum
+	if quorum == 0 {
+		quorum = b.nsrc/2 + 1
+	}
+	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance)
 	go b.run()
 	return b, nil
 }
@@ -325,30 +339,38 @@ func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags s
 }
 
 // roomLocked reports whether `events` more events and `bytes` more payload
-// bytes fit within the limits. A
+// bytes fit within the limits (open suspect events have their own). A
 // fragment is never refused while nothing is held, so that one larger than
 // MaxBufferedBytes cannot block forever.
 func (b *Builder) roomLocked(events int, bytes int64) bool {
 	if b.held == 0 {
 		return true
 	}
-	return b.held+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
+	return b.held-b.heldSuspect+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
+}
+
+// suspectRoomLocked reports whether a suspect event with bytes more payload
+// bytes fits. Suspect fragments never wait for room.
+func (b *Builder) suspectRoomLocked(bytes int64) bool {
+	return b.heldSuspect < b.cfg.MaxSuspectEvents && (b.held == 0 || b.heldB+bytes <= b.cfg.MaxBufferedBytes)
 }
 
 // placeEventLocked is the per-fragment hot path of event mode. It returns
-// false, having changed nothing, when the fragment does not fit yet.
+// false when the fragment does not fit yet; it may then have moved its
+// source between epochs, which a retry finds done (see classifyLocked).
 func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
-	ev := b.table.get(id)
+	ev := b.table.get(id, b.ident.ep[src])
 	if ev == nil {
-		if b.emitted.late(id) {
-			b.discardLocked(rLate, ref)
-			return true
-		}
-		if !b.roomLocked(1, int64(len(payload))) {
+		var ok bool
+		if ev, ok = b.openEventLocked(src, id, len(payload), ref, now); !ok {
 			return false
 		}
-		ev = b.openLocked(id, now)
+		if ev == nil { // discarded, counted
+			b.ident.last[src] = id
+			return true
+		}
 	}
+	b.ident.last[src] = id
 	s := &ev.slots[src]
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
@@ -385,9 +407,46 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	return true
 }
 
+// openEventLocked is the slow path of event mode, for a fragment whose
+// event is not open: it returns the event to place the fragment in (found
+// under another epoch, or opened), or (nil, true) when the fragment was
+// discarded (counted), or (nil, false) when it must wait for room.
+func (b *Builder) openEventLocked(src int32, id uint64, size int, ref *pktRef, now *time.Time) (*event, bool) {
+	if b.cfg.Assigned {
+		return b.openAssignedLocked(id, size, ref, now)
+	}
+	was := b.ident.ep[src]
+	e, v, judge := b.classifyLocked(src, id, b.ident.last[src])
+	if e != was {
+		if ev := b.table.get(id, e); ev != nil {
+			return ev, true
+		}
+	}
+	switch v {
+	case vLate:
+		b.discardLocked(rLate, ref)
+		return nil, true
+	case vSuspect:
+		if !b.suspectRoomLocked(int64(size)) {
+			b.discardSuspectLocked(src, ref)
+			return nil, true
+		}
+		ev := b.openLocked(id, e, now)
+		ev.held, ev.judge = true, true
+		b.heldSuspect++
+		return ev, true
+	}
+	if !b.roomLocked(1, int64(size)) {
+		return nil, false
+	}
+	ev := b.openLocked(id, e, now)
+	ev.judge = judge
+	return ev, true
+}
+
 // openLocked takes an event from the pool (allocating only when the pool is
-// empty) and makes it the newest open event.
-func (b *Builder) openLocked(key uint64, now *time.Time) *event {
+// empty) and makes it the newest open event, of key in epoch ep.
+func (b *Builder) openLocked(key uint64, ep uint32, now *time.Time) *event {
 	var ev *event
 	if k := len(b.free); k > 0 {
 		ev = b.free[k-1]
@@ -404,7 +463,7 @@ func (b *Builder) openLocked(key uint64, now *time.Time) *event {
 	if now.IsZero() {
 		*now = time.Now()
 	}
-	ev.key, ev.first, ev.open = key, *now, true
+	ev.key, ev.epoch, ev.first, ev.open = key, ep, *now, true
 	b.table.put(ev)
 	b.held++
 	ev.prev = b.tail
@@ -419,11 +478,35 @@ func (b *Builder) openLocked(key uint64, now *time.Time) *event {
 }
 
 // emitLocked moves an open event to the ready queue: it is no longer
-// findable, so its key is remembered for late detection.
+// findable, so its key is remembered for late detection (in its epoch, as
+// a lower edge only when a quorum of sources sent to it; package doc).
 func (b *Builder) emitLocked(ev *event) {
-	b.table.remove(ev.key)
-	b.emitted.mark(ev.key)
+	b.unlinkLocked(ev)
+	switch {
+	case ev.asg != nil:
+		b.emittedAssignedLocked(ev)
+	case ev.epoch == b.ident.epoch:
+		b.emitted.mark(ev.key, ev.present >= b.ident.quorum)
+	}
+	b.ready = append(b.ready, ev)
+	b.moved++
+	switch len(b.ready) {
+	case 1:
+		b.readyAt = time.Now()
+		b.signal() // start the batch-latency clock
+	case b.cfg.BatchEvents:
+		b.signal()
+	}
+}
+
+// unlinkLocked takes an open event out of the table and the FIFO.
+func (b *Builder) unlinkLocked(ev *event) {
+	b.table.remove(ev)
 	ev.open = false
+	if ev.held {
+		ev.held = false
+		b.heldSuspect--
+	}
 	if ev.prev != nil {
 		ev.prev.next = ev.next
 	} else {
@@ -435,15 +518,6 @@ func (b *Builder) emitLocked(ev *event) {
 		b.tail = ev.prev
 	}
 	ev.prev, ev.next = nil, nil
-	b.ready = append(b.ready, ev)
-	b.moved++
-	switch len(b.ready) {
-	case 1:
-		b.readyAt = time.Now()
-		b.signal() // start the batch-latency clock
-	case b.cfg.BatchEvents:
-		b.signal()
-	}
 }
 
 // signal wakes the emitter without blocking.
@@ -498,7 +572,7 @@ func (b *Builder) sleepLocked(ctx context.Context) error {
 // emitter close partial batches until they are all taken.
 func (b *Builder) flushLocked() uint64 {
 	for b.head != nil {
-		b.emitLocked(b.head)
+		b.retireLocked(b.head)
 	}
 	b.flushTo = b.moved
 	b.signal()
@@ -530,6 +604,7 @@ func (b *Builder) Close(ctx context.Context) error {
 	if !b.closed {
 		b.closed = true
 		b.flushLocked()
+		b.expireAssignmentsLocked(time.Time{}, true)
 		b.broadcastLocked() // blocked adders give up with ErrClosed
 	}
 	b.mu.Unlock()
@@ -546,10 +621,20 @@ func (b *Builder) Ledger() Ledger {
 	b.mu.Lock()
 	l := b.led
 	d := b.disc
+	var suspects map[uint32]uint64
+	for i, v := range b.ident.suspectBy {
+		if v > 0 {
+			if suspects == nil {
+				suspects = map[uint32]uint64{}
+			}
+			suspects[b.ids[i]] = v
+		}
+	}
 	b.mu.Unlock()
 	l.Discarded = make(map[string]uint64, nReasons)
 	for r, v := range d {
 		l.Discarded[reasonNames[r]] = v
 	}
+	l.SuspectBySource = suspects
 	return l
 }

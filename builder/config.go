@@ -2,6 +2,7 @@ package builder
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -14,6 +15,9 @@ import (
 const (
 	MaxBatchEvents = 1 << 20
 	MaxLateWindow  = 1 << 24
+	// MaxAssignedIDs bounds the event ids of the assignments expected at
+	// once (Config.Assigned), one bit each.
+	MaxAssignedIDs = 1 << 26
 )
 
 // Config configures a Builder. The fields with a yaml key are the builder's
@@ -41,6 +45,23 @@ type Config struct {
 	BatchEvents int `yaml:"batch_events"`
 	// BatchLatency closes a batch this long after its first event.
 	BatchLatency time.Duration `yaml:"batch_latency"`
+	// SuspectDistance (event ids, event mode): a fragment whose id is
+	// further than this from the reference (the median of the sources'
+	// latest ids) is suspect, and a source whose counter jumps back by more
+	// than this votes for a counter reset; see the package doc, "Event
+	// identity". 0: 16 × MaxOpenEvents. Otherwise at least MaxOpenEvents:
+	// sources legitimately run that many events apart.
+	SuspectDistance uint64 `yaml:"suspect_distance"`
+	// MaxSuspectEvents bounds the events opened by suspect fragments and
+	// held, apart from MaxOpenEvents, until the other sources confirm or
+	// refute them; a suspect fragment that finds no room is discarded
+	// ("suspect_id") at once, never waits.
+	MaxSuspectEvents int `yaml:"max_suspect_events"`
+	// Quorum is how many sources must have sent before the reference
+	// exists, must jump back together for a counter reset, and must be in
+	// an event for its id to move the late rule's lower edge. 0: more than
+	// half of the expected sources.
+	Quorum int `yaml:"quorum"`
 
 	// Groups are the expected sources, grouped; each group becomes one
 	// payload column. At least one source; source ids unique across groups.
@@ -61,6 +82,19 @@ type Config struct {
 	// bytes each, at most MaxLateWindow); a fragment for an id below all of
 	// them is late too.
 	LateWindow uint64 `yaml:"-"`
+	// Assigned (farm builder unit, event mode): the builder builds only
+	// the event ids of the assignments given to Expect and tracks
+	// completeness per assignment instead of the reference and the late
+	// window; see the package doc, "Farm assignments".
+	Assigned bool `yaml:"-"`
+	// OnAssignmentDone, with Assigned, is called once per assignment when
+	// it is done: every event of it was delivered on Batches(), or it was
+	// idle for Timeout, or the builder closed. It runs on the builder's
+	// own goroutine, outside its lock, and must not block for long.
+	OnAssignmentDone func(AssignmentReport) `yaml:"-"`
+	// Logger receives a record for each counter reset and for each
+	// suspect event discarded. Default: none (the Ledger still counts).
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // Defaults are the values New gives zero Config fields, and the defaults of
@@ -74,6 +108,7 @@ func Defaults() Config {
 		BatchLatency:     50 * time.Millisecond,
 		MaxBufferedBytes: 256 << 20,
 		LateWindow:       1 << 16,
+		MaxSuspectEvents: 256,
 	}
 }
 
@@ -106,6 +141,15 @@ func (cfg Config) Validate() conf.Problems {
 	if cfg.BatchLatency <= 0 {
 		ps.Add("batch_latency", cfg.BatchLatency, "want a positive duration such as 50ms")
 	}
+	if cfg.SuspectDistance != 0 && cfg.MaxOpenEvents >= 1 && cfg.SuspectDistance < uint64(cfg.MaxOpenEvents) {
+		ps.Add("suspect_distance", cfg.SuspectDistance, "want at least max_open_events (%d): sources legitimately run that many event ids apart", cfg.MaxOpenEvents)
+	}
+	if cfg.MaxSuspectEvents < 1 || cfg.MaxSuspectEvents > 1<<20 {
+		ps.Add("max_suspect_events", cfg.MaxSuspectEvents, "want 1..%d events", 1<<20)
+	}
+	if cfg.Quorum < 0 {
+		ps.Add("quorum", cfg.Quorum, "want 0 (more than half of the expected sources) or a number of sources")
+	}
 	return ps
 }
 
@@ -137,8 +181,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.LateWindow == 0 {
 		cfg.LateWindow = d.LateWindow
 	}
+	if cfg.MaxSuspectEvents == 0 {
+		cfg.MaxSuspectEvents = d.MaxSuspectEvents
+	}
 	if ps := cfg.Validate(); len(ps) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrConfig, ps)
+	}
+	if cfg.SuspectDistance == 0 {
+		cfg.SuspectDistance = 16 * uint64(cfg.MaxOpenEvents)
 	}
 	n := 0
 	seen := map[uint32]string{}
@@ -153,6 +203,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if n == 0 {
 		return bad("Groups", "no expected source")
+	}
+	if cfg.Quorum > n {
+		return bad("Quorum", "%d is more than the %d expected sources", cfg.Quorum, n)
+	}
+	if cfg.Assigned && cfg.Mode != schemas.ModeEvent {
+		return bad("Assigned", "assignments are of event ids: want mode %s, not %s", schemas.ModeEvent, cfg.Mode)
 	}
 	cfg.Groups = schemas.SortGroups(cfg.Groups)
 	if cfg.MaxBufferedBytes < 0 {

@@ -6,17 +6,19 @@ import "math/bits"
 // emitted recently, in bounded memory, for late-fragment detection.
 //
 // It keeps the last `size` emitted keys exactly (a ring in emission order
-// plus a hash set over it) and the minimum of those keys (a monotonic
-// deque). A key that is not open is late when
+// plus a hash set over it) and the minimum of those of them that a quorum
+// of sources contributed to (a monotonic deque), the lower edge. A key that
+// is not open is late when
 //   - it is in the set: emitted recently; or
-//   - it is below the minimum of the recently emitted keys: events are
-//     emitted roughly in key order, so such a key belongs to an event
-//     emitted long ago (or to none, and then its fragments are stale too).
+//   - it is below the lower edge: events are emitted roughly in key order,
+//     so such a key belongs to an event emitted long ago (or to none, and
+//     then its fragments are stale too).
 //
 // Anything else opens a new event, so events delivered out of order are
-// still built. Nothing is anchored to the highest key ever seen: one
-// fragment with a corrupt, huge event id cannot make every later event
-// look late. A corrupt tiny id only lowers the minimum for `size`
+// still built. Nothing is anchored to the highest key ever seen, and an
+// event fewer than a quorum of sources sent to (one source's corrupt or
+// far-ahead id) never moves the lower edge: one source cannot make every
+// later event look late. A corrupt tiny id only lowers the edge for `size`
 // emissions, during which detection rests on the set alone.
 //
 // Each emission costs O(1) amortized; each check one hash probe.
@@ -32,8 +34,9 @@ type emittedWindow struct {
 	shift uint
 	mask  uint64
 
-	// mins: the ring's keys that are smaller than every key after them, as
-	// (emission number, key), oldest first: its head is the ring's minimum.
+	// mins: the ring's lower-edge keys (marked with edge) that are smaller
+	// than every such key after them, as (emission number, key), oldest
+	// first: its head is the lower edge.
 	minSeq []uint64
 	minKey []uint64
 	mHead  int
@@ -67,12 +70,22 @@ func (w *emittedWindow) late(k uint64) bool {
 	if w.n == 0 {
 		return false
 	}
-	return w.cnt[w.find(k)] != 0 || k < w.minKey[w.mHead]
+	return w.cnt[w.find(k)] != 0 || (w.mLen > 0 && k < w.minKey[w.mHead])
+}
+
+// has reports whether key k is among the recently emitted keys (the set
+// alone, no lower edge).
+func (w *emittedWindow) has(k uint64) bool { return w.n > 0 && w.cnt[w.find(k)] != 0 }
+
+// reset forgets every key (a counter reset starts a new key space).
+func (w *emittedWindow) reset() {
+	clear(w.cnt)
+	w.head, w.n, w.mHead, w.mLen = 0, 0, 0, 0
 }
 
 // mark records that key k was emitted, forgetting the oldest key when the
-// window is full.
-func (w *emittedWindow) mark(k uint64) {
+// window is full; with edge, k may become the lower edge.
+func (w *emittedWindow) mark(k uint64, edge bool) {
 	size := len(w.ring)
 	if w.n == size {
 		w.forget(w.ring[w.head])
@@ -90,6 +103,10 @@ func (w *emittedWindow) mark(k uint64) {
 	i := w.find(k)
 	w.keys[i] = k
 	w.cnt[i]++
+	if !edge {
+		w.seq++
+		return
+	}
 	// Invariant: minKey is increasing from mHead; drop every key >= k at the
 	// tail, since k is younger and no larger.
 	for w.mLen > 0 && w.minKey[(w.mHead+w.mLen-1)%size] >= k {

@@ -16,6 +16,7 @@ func (b *Builder) run() {
 	defer timer.Stop()
 	batch := make([]*event, 0, b.cfg.BatchEvents)
 	asm := newAssembler(b)
+	var out outWork
 	for {
 		b.mu.Lock()
 		now := time.Now()
@@ -23,14 +24,16 @@ func (b *Builder) run() {
 		batch = b.takeLocked(now, batch[:0])
 		b.checkLocked("expire and take")
 		if len(batch) == 0 {
-			if b.closed && b.head == nil && len(b.ready) == 0 {
-				b.mu.Unlock()
+			b.takeOutLocked(&out)
+			end := b.closed && b.head == nil && len(b.ready) == 0
+			wait := b.nextDeadlineLocked(now)
+			b.mu.Unlock()
+			b.doOut(&out)
+			if end {
 				close(b.out)
 				close(b.done)
 				return
 			}
-			wait := b.nextDeadlineLocked(now)
-			b.mu.Unlock()
 			timer.Reset(wait)
 			select {
 			case <-b.wake:
@@ -50,15 +53,52 @@ func (b *Builder) run() {
 		b.mu.Lock()
 		b.sent += uint64(len(batch))
 		b.broadcastLocked()
+		b.takeOutLocked(&out) // assignment reports after their events' delivery
 		b.mu.Unlock()
+		b.doOut(&out)
 	}
 }
 
-// expireLocked emits, as incomplete, the open events whose timeout passed.
-// The FIFO is in order of first arrival, so they are all at its head.
+// outWork is what the emitter does outside the lock: drop the references
+// of dissolved events' fragments (a caller's release must not run under
+// the lock), log, and report done assignments.
+type outWork struct {
+	drops   []*pktRef
+	notes   []note
+	reports []AssignmentReport
+}
+
+// takeOutLocked swaps the pending work into w (whose slices, already done,
+// become the builder's empty ones: no allocation in steady state).
+func (b *Builder) takeOutLocked(w *outWork) {
+	w.drops, b.drops = b.drops, w.drops[:0]
+	w.notes, b.notes = b.notes, w.notes[:0]
+	w.reports, b.asg.reports = b.asg.reports, w.reports[:0]
+}
+
+func (b *Builder) doOut(w *outWork) {
+	for _, r := range w.drops {
+		r.drop()
+	}
+	clear(w.drops)
+	b.logNotes(w.notes)
+	if f := b.cfg.OnAssignmentDone; f != nil {
+		for _, r := range w.reports {
+			f(r)
+		}
+	}
+	clear(w.reports)
+}
+
+// expireLocked emits, as incomplete, the open events whose timeout passed
+// (or dissolves those judged suspect), then ends the idle assignments. The
+// FIFO is in order of first arrival, so the events are all at its head.
 func (b *Builder) expireLocked(now time.Time) {
 	for b.head != nil && now.Sub(b.head.first) >= b.cfg.Timeout {
-		b.emitLocked(b.head)
+		b.retireLocked(b.head)
+	}
+	if len(b.asg.live) > 0 {
+		b.expireAssignmentsLocked(now, false)
 	}
 }
 
@@ -93,6 +133,9 @@ func (b *Builder) nextDeadlineLocked(now time.Time) time.Duration {
 	if len(b.ready) > 0 {
 		d = min(d, b.readyAt.Add(b.cfg.BatchLatency).Sub(now))
 	}
+	if len(b.asg.live) > 0 {
+		d = b.assignmentDeadlineLocked(now, d)
+	}
 	return max(d, 0)
 }
 
@@ -113,6 +156,9 @@ func (b *Builder) accountLocked(batch []*event) {
 		}
 		if ev.status&schemas.StatusCorrupt != 0 {
 			b.led.EventsCorrupt++
+		}
+		if ev.asg != nil {
+			b.deliveredAssignedLocked(ev)
 		}
 		ev.reset()
 		b.free = append(b.free, ev)

@@ -13,4 +13,10 @@ var (
 	ErrTooLarge = errors.New("builder: fragment payload of 4 GiB or more")
 	// ErrConfig: New was given an invalid Config.
 	ErrConfig = errors.New("builder: invalid config")
+	// ErrNotAssigned: Expect on a builder without Config.Assigned.
+	ErrNotAssigned = errors.New("builder: not in assigned mode (Config.Assigned)")
+	// ErrAssignment: Expect was given an assignment it cannot take (empty
+	// or unordered ranges, an id already expected, too many ids); the
+	// error names which.
+	ErrAssignment = errors.New("builder: bad assignment")
 )

@@ -86,7 +86,11 @@ type tsFrag struct {
 // once, when the pool is empty, and reused (the hot path allocates nothing).
 type event struct {
 	key      uint64
+	epoch    uint32    // counter resets before it (event mode; see identity.go)
 	open     bool      // in the table and the FIFO (not yet emitted)
+	held     bool      // opened by a suspect fragment: counts against MaxSuspectEvents while open
+	judge    bool      // opened suspect or without a reference: judged at its timeout, may be dissolved
+	asg      *assignment // Config.Assigned: the assignment its id belongs to
 	first    time.Time // arrival of the first fragment: timeout start and (event mode) timestamp column
 	status   schemas.EventStatus
 	present  int     // sources that contributed (timeslice: to the core)
@@ -109,6 +113,7 @@ type event struct {
 // reset clears e for reuse; slots were already cleared by assembly.
 func (e *event) reset() {
 	e.status, e.present, e.frags, e.nCorrupt, e.bytes, e.dupCore = 0, 0, 0, 0, 0, 0
+	e.epoch, e.held, e.judge, e.asg = 0, false, false, nil
 	clear(e.gbytes)
 	clear(e.coreN)
 	clear(e.tsFrags) // drop payload references for the garbage collector

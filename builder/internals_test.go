@@ -9,34 +9,40 @@ import (
 )
 
 // The event table must behave like a map under random inserts and deletes,
-// including keys that collide in their home slot.
+// including keys that collide in their home slot and keys open in two
+// epochs at once.
 func TestEventTableMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
 	tb := newEventTable(64)
-	ref := map[uint64]*event{}
-	keys := func() uint64 {
+	type tk struct {
+		k  uint64
+		ep uint32
+	}
+	ref := map[tk]*event{}
+	keys := func() tk {
+		ep := uint32(rng.Intn(3))
 		if rng.Intn(2) == 0 {
-			return uint64(rng.Intn(300)) // dense, consecutive
+			return tk{uint64(rng.Intn(300)), ep} // dense, consecutive
 		}
-		return uint64(rng.Intn(40)) << 58 // high bits only: stress the hash
+		return tk{uint64(rng.Intn(40)) << 58, ep} // high bits only: stress the hash
 	}
 	for range 20000 {
 		k := keys()
-		switch e := tb.get(k); {
+		switch e := tb.get(k.k, k.ep); {
 		case e != ref[k]:
-			t.Fatalf("get(%d) = %v, map has %v", k, e, ref[k])
+			t.Fatalf("get(%v) = %v, map has %v", k, e, ref[k])
 		case e == nil && len(ref) < 64:
-			e = &event{key: k}
+			e = &event{key: k.k, epoch: k.ep}
 			tb.put(e)
 			ref[k] = e
 		case e != nil:
-			tb.remove(k)
+			tb.remove(e)
 			delete(ref, k)
 		}
 	}
 	for k, e := range ref {
-		if tb.get(k) != e {
-			t.Fatalf("key %d lost", k)
+		if tb.get(k.k, k.ep) != e {
+			t.Fatalf("key %v lost", k)
 		}
 	}
 }
@@ -55,20 +61,29 @@ func TestEmittedWindow(t *testing.T) {
 		}
 	}
 	for _, k := range []uint64{1000, 1002, 990} {
-		w.mark(k)
+		w.mark(k, true)
 	}
 	check("in order", map[uint64]bool{1000: true, 1002: true, 990: true, 989: true, 991: false, 1001: false, 1003: false})
 	// A corrupt huge id must not make ordinary ids late.
-	w.mark(1 << 62)
+	w.mark(1<<62, true)
 	check("huge id", map[uint64]bool{1 << 62: true, 1001: false, 1003: false, 5: true})
 	// The window holds 4 keys: 1000, the oldest, is forgotten; 990 stays
 	// the minimum, so 1000 could be opened again.
-	w.mark(1001)
+	w.mark(1001, true)
 	check("forget", map[uint64]bool{989: true, 990: true, 995: false, 1000: false, 1001: true, 1003: false})
 	for k := uint64(1003); k < 1100; k++ {
-		w.mark(k)
+		w.mark(k, true)
 	}
 	check("slide", map[uint64]bool{1095: true, 1096: true, 1099: true, 1100: false, 1 << 62: false, 2000: false})
+	// A key emitted without the lower edge (fewer than a quorum of sources
+	// in its event) is late itself, and moves nothing: 5000 emitted alone
+	// before anything else, then 0.. are not late.
+	w.reset()
+	check("reset", map[uint64]bool{1099: false, 0: false})
+	w.mark(5000, false)
+	check("edge-less key", map[uint64]bool{5000: true, 0: false, 4999: false, 5001: false})
+	w.mark(10, true)
+	check("edge after it", map[uint64]bool{5000: true, 9: true, 10: true, 11: false})
 }
 
 // The late window must agree with a brute-force model under random
@@ -77,25 +92,41 @@ func TestEmittedWindowModel(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	const size = 32
 	w := newEmittedWindow(size)
-	var last []uint64
-	for i := range 5000 {
+	type mk struct {
+		k    uint64
+		edge bool
+	}
+	var last []mk
+	for i := range 20000 {
+		if rng.Intn(2000) == 0 {
+			w.reset()
+			last = nil
+		}
 		k := uint64(i/2 + rng.Intn(50))
 		if rng.Intn(100) == 0 {
 			k = rng.Uint64()
 		}
-		w.mark(k)
-		last = append(last, k)
+		edge := rng.Intn(5) != 0
+		w.mark(k, edge)
+		last = append(last, mk{k, edge})
 		if len(last) > size {
 			last = last[1:]
 		}
 		q := uint64(i/2 + rng.Intn(80) - 20)
-		want, low := false, last[0]
+		in, below, edges := false, true, 0
 		for _, x := range last {
-			want = want || x == q
-			low = min(low, x)
+			in = in || x.k == q
+			if x.edge {
+				edges++
+				below = below && q < x.k
+			}
 		}
-		if got := w.late(q); got != (want || q < low) {
-			t.Fatalf("step %d: late(%d) = %v, want %v", i, q, got, want || q < low)
+		want := in || (edges > 0 && below)
+		if got := w.late(q); got != want {
+			t.Fatalf("step %d: late(%d) = %v, want %v", i, q, got, want)
+		}
+		if got := w.has(q); got != in {
+			t.Fatalf("step %d: has(%d) = %v, want %v", i, q, got, in)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (b *Builder) checkLocked(where string) {
 		if !ev.open {
 			fail("open list: event %d is not marked open", ev.key)
 		}
-		if got := b.table.get(ev.key); got != ev {
+		if got := b.table.get(ev.key, ev.epoch); got != ev {
 			fail("open event %d is not found under its key in the table", ev.key)
 		}
 		if !b.isTS {

@@ -23,7 +23,7 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 		{"held events", func(b *Builder) { b.held++ }, func(b *Builder) { b.held-- }},
 		{"open list", func(b *Builder) { b.head.open = false }, func(b *Builder) { b.head.open = true }},
 		{"slot count", func(b *Builder) { b.head.present++ }, func(b *Builder) { b.head.present-- }},
-		{"table", func(b *Builder) { b.table.remove(b.head.key) }, func(b *Builder) { b.table.put(b.head) }},
+		{"table", func(b *Builder) { b.table.remove(b.head) }, func(b *Builder) { b.table.put(b.head) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := New(Config{Groups: []schemas.SourceGroup{{Name: "a", Sources: []uint32{1, 2}}}})

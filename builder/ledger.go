@@ -8,6 +8,8 @@ const (
 	ReasonCancelled     = "cancelled"      // the caller's context ended while adding blocked
 	ReasonClosed        = "closed"         // offered after Close
 	ReasonTooLarge      = "too_large"      // payload of 4 GiB or more: cannot be sized in an event batch
+	ReasonSuspect       = "suspect_id"     // its event id was far from the other sources' and they never confirmed it (package doc, "Event identity")
+	ReasonUnassigned    = "unassigned"     // Config.Assigned: its event id is in no assignment expected or recently done
 )
 
 // reason indexes the fixed discard counters, so that counting a discard on
@@ -21,10 +23,12 @@ const (
 	rCancelled
 	rClosed
 	rTooLarge
+	rSuspect
+	rUnassigned
 	nReasons
 )
 
-var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge}
+var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge, ReasonSuspect, ReasonUnassigned}
 
 // Ledger is a consistent snapshot of the builder's counters. Fragments
 // balance at every instant:
@@ -47,6 +51,16 @@ type Ledger struct {
 	OverlapCopies     uint64            // timeslice mode: fragments also given to the previous timeslice
 	OverlapLate       uint64            // timeslice mode: overlap copies not made, the previous timeslice was already emitted
 	BatchesBuilt      uint64            // record batches assembled
+	// SuspectBySource splits Discarded["suspect_id"] by source id; only
+	// sources with suspect fragments are present.
+	SuspectBySource map[uint32]uint64
+	// Resyncs counts the event-counter resets detected (a quorum of sources
+	// jumped back together); events after each build normally.
+	Resyncs uint64
+	// Config.Assigned: assignments done, and the event ids of those for
+	// which no fragment at all arrived (not fragments: not in the balance).
+	AssignmentsDone uint64
+	EventsMissing   uint64
 }
 
 // Balanced reports whether FragmentsIn == FragmentsInEvents + FragmentsOpen +

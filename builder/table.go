@@ -2,8 +2,8 @@ package builder
 
 import "math/bits"
 
-// eventTable maps the key (event id or timeslice index) of every open event
-// to its state. It is an open-addressing hash table with linear probing and
+// eventTable maps the key (event id or timeslice index, and its epoch: the
+// counter resets before it) of every open event to its state. It is an open-addressing hash table with linear probing and
 // backward-shift deletion, sized at New to at least twice MaxOpenEvents so
 // that its load stays <= 1/2 and it never grows: the per-fragment lookup is a
 // multiply, a shift and (almost always) one compare, with no allocation.
@@ -23,17 +23,19 @@ func newEventTable(maxOpen int) eventTable {
 // distinct, well spread slots.
 func (t *eventTable) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> t.shift }
 
-func (t *eventTable) get(key uint64) *event {
+// get returns the open event of key in epoch ep, or nil. Events of one key
+// in two epochs share a probe chain.
+func (t *eventTable) get(key uint64, ep uint32) *event {
 	// Invariant: the table is never full, so probing ends at an empty slot.
 	for i := t.home(key); ; i = (i + 1) & t.mask {
 		e := t.slots[i]
-		if e == nil || e.key == key {
+		if e == nil || (e.key == key && e.epoch == ep) {
 			return e
 		}
 	}
 }
 
-// put inserts e; its key must not be present.
+// put inserts e; its key and epoch must not be present.
 func (t *eventTable) put(e *event) {
 	i := t.home(e.key)
 	for t.slots[i] != nil {
@@ -42,11 +44,11 @@ func (t *eventTable) put(e *event) {
 	t.slots[i] = e
 }
 
-// remove deletes the entry for key, shifting later entries of the probe
-// chain back so that lookups never need tombstones.
-func (t *eventTable) remove(key uint64) {
-	i := t.home(key)
-	for t.slots[i] != nil && t.slots[i].key != key {
+// remove deletes ev's entry, shifting later entries of the probe chain
+// back so that lookups never need tombstones.
+func (t *eventTable) remove(ev *event) {
+	i := t.home(ev.key)
+	for t.slots[i] != nil && t.slots[i] != ev {
 		i = (i + 1) & t.mask
 	}
 	if t.slots[i] == nil {

@@ -38,7 +38,7 @@ func (b *Builder) sliceDone(k uint64) bool {
 // and returns false when the placements do not fit yet.
 func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
 	k := t / b.slice
-	core := b.table.get(k)
+	core := b.table.get(k, 0)
 	if core == nil && b.emitted.late(k) {
 		// The core is gone: the fragment is late, and no overlap copy is
 		// made either, so that it never shows up in a batch uncounted.
@@ -48,7 +48,7 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 	var prev *event
 	wantPrev := k > 0 && t-k*b.slice < b.overlap
 	if wantPrev {
-		prev = b.table.get(k - 1)
+		prev = b.table.get(k-1, 0)
 		if prev == nil && b.emitted.late(k-1) {
 			wantPrev = false
 			b.led.OverlapLate++
@@ -68,13 +68,13 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 		return false
 	}
 	if core == nil {
-		core = b.openLocked(k, now)
+		core = b.openLocked(k, 0, now)
 	}
 	b.led.FragmentsOpen++
 	b.appendSliceLocked(core, src, t, flags, payload, crcOK, ref, true)
 	if wantPrev {
 		if prev == nil {
-			prev = b.openLocked(k-1, now)
+			prev = b.openLocked(k-1, 0, now)
 		}
 		if ref != nil {
 			ref.n.Add(1)
