@@ -86,12 +86,12 @@ type tsFrag struct {
 // once, when the pool is empty, and reused (the hot path allocates nothing).
 type event struct {
 	key      uint64
-	epoch    uint32    // counter resets before it (event mode; see identity.go)
-	open     bool      // in the table and the FIFO (not yet emitted)
-	held     bool      // opened by a suspect fragment: counts against MaxSuspectEvents while open
-	judge    bool      // opened suspect or without a reference: judged at its timeout, may be dissolved
+	epoch    uint32      // counter resets before it (event mode; see identity.go)
+	open     bool        // in the table and the FIFO (not yet emitted)
+	held     bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
+	judge    bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
 	asg      *assignment // Config.Assigned: the assignment its id belongs to
-	first    time.Time // arrival of the first fragment: timeout start and (event mode) timestamp column
+	first    time.Time   // arrival of the first fragment: timeout start and (event mode) timestamp column
 	status   schemas.EventStatus
 	present  int     // sources that contributed (timeslice: to the core)
 	frags    int     // fragments counted in the ledger (core only)
