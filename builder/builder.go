@@ -349,28 +349,37 @@ func (b *Builder) roomLocked(events int, bytes int64) bool {
 	return b.held-b.heldSuspect+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
 }
 
-// suspectRoomLocked reports whether a suspect event with bytes more payload
-// bytes fits. Suspect fragments never wait for room.
-func (b *Builder) suspectRoomLocked(bytes int64) bool {
-	return b.heldSuspect < b.cfg.MaxSuspectEvents && (b.held == 0 || b.heldB+bytes <= b.cfg.MaxBufferedBytes)
+// suspectRoomLocked reports whether source src may open a suspect event
+// with bytes more payload bytes. A source holds at most a quarter of
+// MaxSuspectEvents, so that one source's bad ids cannot take the room the
+// others need while a counter reset or a common jump is confirmed.
+// Suspect fragments never wait for room.
+func (b *Builder) suspectRoomLocked(src int32, bytes int64) bool {
+	return b.heldSuspect < b.cfg.MaxSuspectEvents && b.ident.heldBy[src] < max(1, b.cfg.MaxSuspectEvents/4) &&
+		(b.held == 0 || b.heldB+bytes <= b.cfg.MaxBufferedBytes)
 }
 
 // placeEventLocked is the per-fragment hot path of event mode. It returns
 // false when the fragment does not fit yet; it may then have moved its
 // source between epochs, which a retry finds done (see classifyLocked).
 func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
-	ev := b.table.get(id, b.ident.ep[src])
-	if ev == nil {
+	d := &b.ident
+	prev := d.last[src]
+	ev := b.table.get(id, d.ep[src])
+	if ev == nil || ev.held || (id < prev && prev-id > d.dist) {
+		// Not open; or open on a suspect's word only; or the source's
+		// counter jumped back (an event of the epoch before may still be
+		// open under that id): the fragment's id must be judged.
 		var ok bool
-		if ev, ok = b.openEventLocked(src, id, len(payload), ref, now); !ok {
+		if ev, ok = b.openEventLocked(src, id, ev, len(payload), ref, now); !ok {
 			return false
 		}
 		if ev == nil { // discarded, counted
-			b.ident.last[src] = id
+			d.last[src] = id
 			return true
 		}
 	}
-	b.ident.last[src] = id
+	d.last[src] = id
 	s := &ev.slots[src]
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
@@ -408,15 +417,20 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 }
 
 // openEventLocked is the slow path of event mode, for a fragment whose
-// event is not open: it returns the event to place the fragment in (found
-// under another epoch, or opened), or (nil, true) when the fragment was
-// discarded (counted), or (nil, false) when it must wait for room.
-func (b *Builder) openEventLocked(src int32, id uint64, size int, ref *pktRef, now *time.Time) (*event, bool) {
+// event is not open (found nil) or must be judged anyway (see
+// placeEventLocked): it returns the event to place the fragment in (the
+// one found, when the source stays in its epoch; one found under another
+// epoch; or one opened), or (nil, true) when the fragment was discarded
+// (counted), or (nil, false) when it must wait for room.
+func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, ref *pktRef, now *time.Time) (*event, bool) {
 	if b.cfg.Assigned {
 		return b.openAssignedLocked(id, size, ref, now)
 	}
 	was := b.ident.ep[src]
 	e, v, judge := b.classifyLocked(src, id, b.ident.last[src])
+	if e == was && found != nil {
+		return found, true
+	}
 	if e != was {
 		if ev := b.table.get(id, e); ev != nil {
 			return ev, true
@@ -427,13 +441,14 @@ func (b *Builder) openEventLocked(src int32, id uint64, size int, ref *pktRef, n
 		b.discardLocked(rLate, ref)
 		return nil, true
 	case vSuspect:
-		if !b.suspectRoomLocked(int64(size)) {
+		if !b.suspectRoomLocked(src, int64(size)) {
 			b.discardSuspectLocked(src, ref)
 			return nil, true
 		}
 		ev := b.openLocked(id, e, now)
-		ev.held, ev.judge = true, true
+		ev.held, ev.judge, ev.opener = true, true, src
 		b.heldSuspect++
+		b.ident.heldBy[src]++
 		return ev, true
 	}
 	if !b.roomLocked(1, int64(size)) {
@@ -506,6 +521,7 @@ func (b *Builder) unlinkLocked(ev *event) {
 	if ev.held {
 		ev.held = false
 		b.heldSuspect--
+		b.ident.heldBy[ev.opener]--
 	}
 	if ev.prev != nil {
 		ev.prev.next = ev.next

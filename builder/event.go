@@ -89,6 +89,7 @@ type event struct {
 	epoch    uint32      // counter resets before it (event mode; see identity.go)
 	open     bool        // in the table and the FIFO (not yet emitted)
 	held     bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
+	opener   int32       // held: the source index that opened it
 	judge    bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
 	asg      *assignment // Config.Assigned: the assignment its id belongs to
 	first    time.Time   // arrival of the first fragment: timeout start and (event mode) timestamp column

@@ -36,6 +36,7 @@ type identity struct {
 	scratch  []uint64
 
 	suspectBy []uint64 // suspect_id discards by source index
+	heldBy    []int    // open suspect events by the source index that opened them
 }
 
 func newIdentity(nsrc, quorum int, dist uint64) identity {
@@ -44,7 +45,7 @@ func newIdentity(nsrc, quorum int, dist uint64) identity {
 		ep[i] = noEpoch
 	}
 	return identity{ep: ep, last: make([]uint64, nsrc), quorum: quorum, dist: dist,
-		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc)}
+		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc), heldBy: make([]int, nsrc)}
 }
 
 // far reports whether id k is more than dist from the reference.

@@ -1,9 +1,13 @@
 package builder
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,4 +77,175 @@ func TestCounterResetAllSources(t *testing.T) {
 	if l.EventsComplete != 71000 || l.Discarded[ReasonLate] != 0 {
 		t.Fatalf("%d events complete (want 71000), %d fragments late (want 0): %+v", l.EventsComplete, l.Discarded[ReasonLate], l)
 	}
+}
+
+// A far-ahead (or far-behind) id from one source in the middle of a run is
+// held as a suspect event and, never confirmed by the others, discarded as
+// suspect_id for that source; every event of the others builds complete.
+func TestSuspectIDMidRun(t *testing.T) {
+	logs := &logRecorder{}
+	h := newHarness(t, Config{Groups: sixteen(), Timeout: time.Hour, BatchLatency: time.Millisecond,
+		MaxOpenEvents: 64, SuspectDistance: 64, Logger: logs.logger()}, true)
+	rel := newReleases()
+	sendEvents(t, h.b, sixteen(), 0, 500)
+	for _, bad := range []uint64{1 << 63, 1 << 40, 5000} {
+		mustAdd(t, h.b, frag(3, bad, "bad", false, 0), rel.next())
+	}
+	mustAdd(t, h.b, frag(7, 2, "behind", false, 0), rel.next()) // far behind, own counter jumped back: a vote, refuted
+	sendEvents(t, h.b, sixteen(), 500, 500)
+	rows := h.close()
+	rel.check(t)
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsComplete != 1000 || l.EventsBuilt != 1000 || len(rows) != 1000 {
+		t.Fatalf("%d events built, %d complete, want 1000 and 1000: %+v", l.EventsBuilt, l.EventsComplete, l)
+	}
+	// 5000 is suspect too: the others are at 499, more than 64 behind it,
+	// and never reach it. (An id they reach while it is held is confirmed:
+	// a wrong id within reach cannot be told from a right one.)
+	if l.Discarded[ReasonSuspect] != 4 || l.SuspectBySource[3] != 3 || l.SuspectBySource[7] != 1 || len(l.SuspectBySource) != 2 {
+		t.Fatalf("suspect discards %d by source %v, want 4 (3 of source 3, 1 of source 7)", l.Discarded[ReasonSuspect], l.SuspectBySource)
+	}
+	if l.Discarded[ReasonLate] != 0 || l.Resyncs != 0 {
+		t.Fatalf("late %d, resyncs %d, want 0, 0", l.Discarded[ReasonLate], l.Resyncs)
+	}
+	if n := logs.count("suspect_id"); n != 4 {
+		t.Errorf("%d suspect log records, want 4:\n%s", n, logs)
+	}
+}
+
+// An id the others reach before its timeout is confirmed: a jump of every
+// source's counter (as ATLAS's ECR does to the extended L1ID) builds every
+// event, none suspect.
+func TestJumpAheadConfirmed(t *testing.T) {
+	h := newHarness(t, Config{Groups: sixteen(), Timeout: time.Hour, BatchLatency: time.Millisecond}, true)
+	sendEvents(t, h.b, sixteen(), 0, 100)
+	sendEvents(t, h.b, sixteen(), 1<<24, 100)
+	h.close()
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsComplete != 200 || l.Discards() != 0 {
+		t.Fatalf("%d events complete (want 200), discarded %v", l.EventsComplete, l.Discarded)
+	}
+}
+
+// A counter reset where the sources do not jump together: ten of sixteen
+// reset while six still finish the old epoch's last events (which stay
+// open and build complete), then follow. Both epochs build complete.
+func TestResyncWithLaggards(t *testing.T) {
+	logs := &logRecorder{}
+	groups := sixteen()
+	h := newHarness(t, Config{Groups: groups, Timeout: time.Hour, BatchLatency: time.Millisecond,
+		MaxOpenEvents: 64, SuspectDistance: 64, Logger: logs.logger()}, true)
+	send := func(srcs []uint32, first, n uint64, epoch int) {
+		for id := first; id < first+n; id++ {
+			for _, s := range srcs {
+				mustAdd(t, h.b, frag(s, id, fmt.Sprint(epoch, "/", s, "/", id), false, 0), nil)
+			}
+		}
+	}
+	early, late := groups[0].Sources[:10], groups[0].Sources[10:]
+	send(groups[0].Sources, 0, 990, 0)
+	send(early, 990, 10, 0)
+	send(early, 0, 20, 1) // the reset: a quorum (9) of them jumps back
+	send(late, 990, 10, 0)
+	for id := uint64(0); id < 1000; id++ {
+		if id < 20 {
+			send(late, id, 1, 1)
+			continue
+		}
+		send(groups[0].Sources, id, 1, 1)
+	}
+	rows := h.close()
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsComplete != 2000 || l.Discards() != 0 || l.Resyncs != 1 {
+		t.Fatalf("%d events complete (want 2000), discarded %v, %d resyncs (want 1)", l.EventsComplete, l.Discarded, l.Resyncs)
+	}
+	for _, r := range rows {
+		want := ""
+		for s, p := range r.payloads {
+			e := string(p[:1])
+			if want == "" {
+				want = e
+			} else if e != want {
+				t.Fatalf("event %d mixes epochs: source %d has %q", r.id, s, p)
+			}
+		}
+	}
+	if n := logs.count("resync"); n != 1 {
+		t.Errorf("%d resync log records, want 1:\n%s", n, logs)
+	}
+}
+
+// One source alone is everyone: its counter reset is a resync.
+func TestResyncOneSource(t *testing.T) {
+	groups := []schemas.SourceGroup{{Name: "only", Sources: []uint32{9}}}
+	h := newHarness(t, Config{Groups: groups, Timeout: time.Hour, BatchLatency: time.Millisecond, MaxOpenEvents: 8, SuspectDistance: 8}, true)
+	sendEvents(t, h.b, groups, 0, 100)
+	sendEvents(t, h.b, groups, 0, 100)
+	h.close()
+	if l := h.b.Ledger(); l.EventsComplete != 200 || l.Resyncs != 1 || l.Discards() != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
+}
+
+// Suspect fragments have their own bound: past MaxSuspectEvents, or past
+// a quarter of it for one source, they are discarded at once, and they
+// never take the room of the others' events.
+func TestSuspectEventsBounded(t *testing.T) {
+	h := newHarness(t, Config{Groups: sixteen(), Timeout: time.Hour, BatchLatency: time.Millisecond,
+		MaxOpenEvents: 16, SuspectDistance: 16, MaxSuspectEvents: 8}, true)
+	rel := newReleases()
+	sendEvents(t, h.b, sixteen(), 0, 10)
+	for i := range uint64(100) {
+		// They would block forever if they took normal room (16 events).
+		mustAdd(t, h.b, frag(5, 1<<50+i, "x", false, 0), rel.next())
+		mustAdd(t, h.b, frag(6, 1<<51+i, "y", false, 0), rel.next())
+	}
+	h.b.mu.Lock()
+	held, by5, by6 := h.b.heldSuspect, h.b.ident.heldBy[5], h.b.ident.heldBy[6]
+	h.b.mu.Unlock()
+	if held != 4 || by5 != 2 || by6 != 2 {
+		t.Errorf("%d suspect events held (%d by source 5, %d by 6), want 4 (2, 2)", held, by5, by6)
+	}
+	sendEvents(t, h.b, sixteen(), 10, 100)
+	h.close()
+	rel.check(t)
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsComplete != 110 || l.SuspectBySource[5] != 100 || l.SuspectBySource[6] != 100 || l.Discards() != 200 {
+		t.Fatalf("ledger %+v", l)
+	}
+}
+
+// logRecorder collects log records as text.
+type logRecorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *logRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
+
+func (r *logRecorder) logger() *slog.Logger { return slog.New(slog.NewTextHandler(r, nil)) }
+
+func (r *logRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// count is the number of records whose text contains s.
+func (r *logRecorder) count(s string) int {
+	n := 0
+	for _, line := range strings.Split(r.String(), "\n") {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,10 @@
 package builder
 
-import "github.com/sluice-daq/sluice/internal/invariants"
+import (
+	"math/bits"
+
+	"github.com/sluice-daq/sluice/internal/invariants"
+)
 
 // checkLocked verifies the builder's invariants (see the package doc) when
 // built with the invariants tag; it costs a walk over every open event, so
@@ -23,7 +27,9 @@ func (b *Builder) checkLocked(where string) {
 	}
 
 	// The open events: a doubly linked FIFO, every one findable in the table.
-	open, openFrags := 0, 0
+	open, openFrags, openHeld := 0, 0, 0
+	heldBy := map[int32]int{}
+	asgEvents := map[*assignment]int{}
 	var bytes int64
 	var prev *event
 	for ev := b.head; ev != nil; ev = ev.next {
@@ -52,11 +58,34 @@ func (b *Builder) checkLocked(where string) {
 				fail("open event %d has all %d sources but was not emitted", ev.key, b.nsrc)
 			}
 		}
+		if ev.held {
+			openHeld++
+			heldBy[ev.opener]++
+		}
+		if ev.epoch > b.ident.epoch+1 || (ev.epoch == b.ident.epoch+1 && !ev.held) {
+			fail("open event %d in epoch %d (current %d, held %v): only suspect events may be in the next epoch", ev.key, ev.epoch, b.ident.epoch, ev.held)
+		}
+		if (ev.asg != nil) != b.cfg.Assigned {
+			fail("open event %d: assignment %v in assigned mode %v", ev.key, ev.asg != nil, b.cfg.Assigned)
+		}
+		if ev.asg != nil {
+			asgEvents[ev.asg]++
+		}
 		open++
 		openFrags += ev.frags
 		bytes += ev.bytes
 		prev = ev
 	}
+	if openHeld != b.heldSuspect || b.heldSuspect > b.cfg.MaxSuspectEvents {
+		fail("%d open suspect events, counted %d (limit %d)", openHeld, b.heldSuspect, b.cfg.MaxSuspectEvents)
+	}
+	for i, n := range b.ident.heldBy {
+		if n != heldBy[int32(i)] || n > max(1, b.cfg.MaxSuspectEvents/4) {
+			fail("source %d holds %d suspect events, counted %d (limit %d)", b.ids[i], heldBy[int32(i)], n, max(1, b.cfg.MaxSuspectEvents/4))
+		}
+	}
+	b.checkIdentityLocked(fail)
+	b.checkAssignmentsLocked(fail, asgEvents)
 	if prev != b.tail {
 		fail("open list: tail is not the last event")
 	}
@@ -72,8 +101,11 @@ func (b *Builder) checkLocked(where string) {
 
 	readyFrags := 0
 	for _, ev := range b.ready {
-		if ev.open {
-			fail("ready event %d still marked open", ev.key)
+		if ev.open || ev.held {
+			fail("ready event %d still marked open (%v) or held (%v)", ev.key, ev.open, ev.held)
+		}
+		if ev.asg != nil {
+			asgEvents[ev.asg]++
 		}
 		readyFrags += ev.frags
 		bytes += ev.bytes
@@ -85,8 +117,8 @@ func (b *Builder) checkLocked(where string) {
 	if uint64(b.held) != uint64(open+len(b.ready))+assembling {
 		fail("held %d != open %d + ready %d + assembling %d", b.held, open, len(b.ready), assembling)
 	}
-	if b.held > max(b.cfg.MaxOpenEvents, 1) {
-		fail("held %d events over the limit %d", b.held, b.cfg.MaxOpenEvents)
+	if b.held > max(b.cfg.MaxOpenEvents+b.cfg.MaxSuspectEvents, 1) {
+		fail("held %d events over the limit %d + %d suspect", b.held, b.cfg.MaxOpenEvents, b.cfg.MaxSuspectEvents)
 	}
 	if bytes > b.heldB || b.heldB < 0 {
 		fail("held bytes %d below the open and ready events' %d", b.heldB, bytes)
@@ -96,5 +128,75 @@ func (b *Builder) checkLocked(where string) {
 	}
 	if l.EventsBuilt != l.EventsComplete+l.EventsIncomplete {
 		fail("built %d != complete %d + incomplete %d", l.EventsBuilt, l.EventsComplete, l.EventsIncomplete)
+	}
+}
+
+// checkIdentityLocked verifies the event-identity state: the epoch counts,
+// no quorum of votes left unresolved, suspect discards split by source,
+// the late window's bounds.
+func (b *Builder) checkIdentityLocked(fail func(string, ...any)) {
+	d := &b.ident
+	in, votes := 0, 0
+	for i, e := range d.ep {
+		switch {
+		case e == noEpoch:
+		case e == d.epoch:
+			in++
+		case e == d.epoch+1:
+			votes++
+		case e > d.epoch:
+			fail("source %d in epoch %d, past the current %d + 1", b.ids[i], e, d.epoch)
+		}
+	}
+	if in != d.inEpoch || votes != d.votes {
+		fail("%d sources in epoch %d and %d voting for the next, counted %d and %d", in, d.epoch, votes, d.inEpoch, d.votes)
+	}
+	if d.votes >= d.quorum {
+		fail("%d votes for a counter reset, quorum %d, and no resync", d.votes, d.quorum)
+	}
+	var sum uint64
+	for _, v := range d.suspectBy {
+		sum += v
+	}
+	if sum != b.disc[rSuspect] {
+		fail("suspect discards by source sum to %d, counted %d", sum, b.disc[rSuspect])
+	}
+	w := &b.emitted
+	if w.mLen > w.n || w.n > len(w.ring) {
+		fail("late window: %d edge keys, %d keys, room for %d", w.mLen, w.n, len(w.ring))
+	}
+}
+
+// checkAssignmentsLocked verifies the assigned mode's index: spans sorted,
+// disjoint and of live assignments, id counts, emitted bits, and events
+// not yet delivered (at least those open or ready, counted in events).
+func (b *Builder) checkAssignmentsLocked(fail func(string, ...any), events map[*assignment]int) {
+	s := &b.asg
+	ids := 0
+	for _, a := range s.live {
+		ids += a.n
+		set := 0
+		for _, w := range a.bits {
+			set += bits.OnesCount64(w)
+		}
+		if set != a.emitted || a.emitted > a.n {
+			fail("assignment %d: %d ids emitted, counted %d of %d", a.id, set, a.emitted, a.n)
+		}
+		if a.done != "" {
+			fail("assignment %d is done (%s) but still live", a.id, a.done)
+		}
+	}
+	if ids != s.ids {
+		fail("live assignments hold %d ids, counted %d", ids, s.ids)
+	}
+	for i, sp := range s.spans {
+		if sp.first > sp.last || s.live[sp.a.id] != sp.a || (i > 0 && sp.first <= s.spans[i-1].last) {
+			fail("assignment span %d..%d (assignment %d) out of order, overlapping or not live", sp.first, sp.last, sp.a.id)
+		}
+	}
+	for a, n := range events {
+		if a.pending < n {
+			fail("assignment %d: %d events open or ready, %d pending", a.id, n, a.pending)
+		}
 	}
 }

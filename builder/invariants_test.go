@@ -24,6 +24,13 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 		{"open list", func(b *Builder) { b.head.open = false }, func(b *Builder) { b.head.open = true }},
 		{"slot count", func(b *Builder) { b.head.present++ }, func(b *Builder) { b.head.present-- }},
 		{"table", func(b *Builder) { b.table.remove(b.head) }, func(b *Builder) { b.table.put(b.head) }},
+		{"suspect events", func(b *Builder) { b.heldSuspect++ }, func(b *Builder) { b.heldSuspect-- }},
+		{"suspect events by source", func(b *Builder) { b.ident.heldBy[1]++ }, func(b *Builder) { b.ident.heldBy[1]-- }},
+		{"sources in epoch", func(b *Builder) { b.ident.inEpoch++ }, func(b *Builder) { b.ident.inEpoch-- }},
+		{"unresolved votes", func(b *Builder) { b.ident.ep[1], b.ident.votes, b.ident.quorum = 1, 1, 1 },
+			func(b *Builder) { b.ident.ep[1], b.ident.votes, b.ident.quorum = noEpoch, 0, 2 }},
+		{"suspect discards by source", func(b *Builder) { b.ident.suspectBy[0]++ }, func(b *Builder) { b.ident.suspectBy[0]-- }},
+		{"event epoch", func(b *Builder) { b.head.epoch = 5 }, func(b *Builder) { b.head.epoch = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := New(Config{Groups: []schemas.SourceGroup{{Name: "a", Sources: []uint32{1, 2}}}})
