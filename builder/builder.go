@@ -128,7 +128,7 @@ func New(cfg Config) (*Builder, error) {
 	if quorum == 0 {
 		quorum = b.nsrc/2 + 1
 	}
-	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance)
+	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, cfg.Assigned)
 	go b.run()
 	return b, nil
 }
@@ -424,6 +424,9 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 // (counted), or (nil, false) when it must wait for room.
 func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, ref *pktRef, now *time.Time) (*event, bool) {
 	if b.cfg.Assigned {
+		if found != nil {
+			return found, true // assignments have no epochs and no suspects
+		}
 		return b.openAssignedLocked(id, size, ref, now)
 	}
 	was := b.ident.ep[src]

@@ -39,13 +39,19 @@ type identity struct {
 	heldBy    []int    // open suspect events by the source index that opened them
 }
 
-func newIdentity(nsrc, quorum int, dist uint64) identity {
-	ep := make([]uint32, nsrc)
-	for i := range ep {
-		ep[i] = noEpoch
-	}
-	return identity{ep: ep, last: make([]uint64, nsrc), quorum: quorum, dist: dist,
+// newIdentity starts every source without an epoch, or (fixed, in assigned
+// mode, where the rule does not apply) in epoch 0.
+func newIdentity(nsrc, quorum int, dist uint64, fixed bool) identity {
+	d := identity{ep: make([]uint32, nsrc), last: make([]uint64, nsrc), quorum: quorum, dist: dist,
 		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc), heldBy: make([]int, nsrc)}
+	if fixed {
+		d.inEpoch = nsrc
+		return d
+	}
+	for i := range d.ep {
+		d.ep[i] = noEpoch
+	}
+	return d
 }
 
 // far reports whether id k is more than dist from the reference.
