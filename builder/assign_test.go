@@ -61,8 +61,8 @@ func TestAssignedOutOfOrder(t *testing.T) {
 	expect(t, h.b, 7, Range{1000, 10}, Range{1020, 5})
 	expect(t, h.b, 8, Range{10, 10})
 	send(1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1020, 1021, 1022, 1023, 1024) // assignment 7, complete
-	send(5000)                                                                                   // in no assignment
-	send(19, 18, 17, 16, 15, 14, 13, 12, 11, 10)                                                 // assignment 8, lower ids, later: not late
+	send(5000)                                                                                     // in no assignment
+	send(19, 18, 17, 16, 15, 14, 13, 12, 11, 10)                                                   // assignment 8, lower ids, later: not late
 	waitFor(t, "both assignments reported", func() bool { return len(rep.get(7)) == 1 && len(rep.get(8)) == 1 })
 	// Fragments for a built id: late, not a new event.
 	mustAdd(t, h.b, frag(1, 1003, "again", false, 0), rel.next())
