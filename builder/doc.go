@@ -21,6 +21,9 @@
 //     wins, the later one is discarded ("duplicate") and the event gets
 //     StatusDuplicates.
 //   - Late (its event was already emitted): discarded ("late"); see below.
+//   - Suspect (its id is far from the other sources' and they never
+//     confirm it): discarded ("suspect_id"), counted per source; see
+//     "Event identity".
 //   - Unknown source: discarded ("unknown_source").
 //   - CRC-32C mismatch: the fragment is kept, the event gets StatusCorrupt
 //     and the source is listed in corrupt_sources. The check runs in the
@@ -72,23 +75,113 @@
 // assembly moves them to FragmentsInEvents. A timeslice overlap copy is not
 // a fragment of its own and is counted only in its core timeslice.
 //
-// # Late detection
+// # Event identity
 //
-// Once an event is emitted its key leaves the table, so a later fragment
-// for it would open a new event. The builder remembers the last LateWindow
-// emitted keys exactly (emittedWindow: a ring, a hash set over it and the
-// running minimum of the ring). A fragment whose key is not open is late if
-// its key is in that set, or below the minimum of the recently emitted keys
-// (events are emitted roughly in key order, so it belongs to one emitted
-// long ago). Any other key opens a new event, so events delivered out of
-// order are still built, and a single corrupt, huge event id cannot make
-// later events look late, as it would with a high-water mark.
+// One source must not be able to move the window for everyone: a corrupt
+// or stale event id from one source (a far-ahead id, 2^63, its counter
+// reset alone) may cost that source's fragments, never the others'
+// events. And a counter reset of (nearly) every source, CMS's resync or a
+// run boundary at LHCb or ATLAS, must not make every later event late.
+// The rule (event mode without Config.Assigned; identity.go) is:
+//
+//   - Reference. Each source has the id of its latest fragment. The
+//     reference is the median of these over the sources of the current
+//     epoch; it exists once Quorum sources (default: more than half of
+//     the expected sources) have sent. One source cannot move a median.
+//     It is recomputed (O(sources)) only on the slow path below: after 64
+//     fragments per source, or, before a fragment is called suspect,
+//     after one per source.
+//   - Slow path. The lookup of a fragment's event is keyed by (epoch,
+//     id), the epoch being its source's. Only when the event is not open,
+//     is a held suspect event (below), or the source's own id went back by
+//     more than SuspectDistance since its previous fragment is the
+//     fragment judged against the reference; everything else is the hot
+//     path, one compare more than before.
+//   - Near (within SuspectDistance of the reference, or no reference yet):
+//     the late rule below, then an event opens. Events opened before the
+//     reference existed are judged at their timeout, like suspect ones.
+//   - Suspect (further than SuspectDistance): the fragment opens a held
+//     event, apart from MaxOpenEvents (at most MaxSuspectEvents, a
+//     quarter of them per source; beyond, the fragment is discarded as
+//     suspect_id at once, it never waits). Other sources' fragments for
+//     the same id join it, as for a common jump (ATLAS's ECR moves every
+//     source's extended L1ID together). At its timeout (or a flush) a held
+//     event is emitted when a quorum of sources is in it or its id is by
+//     then near the reference; otherwise it is dissolved: every fragment
+//     counted suspect_id for its source, its id not remembered as emitted
+//     (so the others' fragments for that id, if they ever come, build it).
+//   - Counter reset. A source whose id is far behind the reference and
+//     went back by more than SuspectDistance from its own previous one
+//     votes for a reset: its fragments go to the next epoch (held
+//     events). Once Quorum sources have voted, that epoch is the current
+//     one (Ledger.Resyncs, and a log record): the voters form its
+//     reference, the late window forgets the old epoch. A source still in
+//     the old epoch joins the new one when its counter jumps back too or
+//     its ids come near the new reference; until then its fragments go on
+//     into the old epoch's open events (which build normally), or are late.
+//     A voter whose next id is near the reference again had a glitch: its
+//     vote is withdrawn, its held event dissolved at timeout.
+//   - Late. Once an event is emitted its key leaves the table, so a later
+//     fragment for it would open a new event. The builder remembers the
+//     last LateWindow emitted ids of the current epoch exactly
+//     (emittedWindow: a ring and a hash set over it) and the minimum of
+//     those that a quorum of sources contributed to. A fragment whose
+//     event is not open is late if its id is in that set or below that
+//     minimum (events are emitted roughly in id order, so it belongs to
+//     one emitted long ago). An event fewer than a quorum sent to — one
+//     source's stray id, built at its timeout before the others began —
+//     never moves the minimum. Events delivered out of order are built.
+//
+// Limits, by construction: an id within SuspectDistance of the reference
+// cannot be told from a real one, and costs at most the event it names; a
+// source more than SuspectDistance behind the others looks like one whose
+// counter reset, and its fragments are suspect; a reset by less than
+// SuspectDistance is not recognized (the old epoch's ids then make the new
+// one's late until it passes them). With fewer than a quorum of sources
+// sending at all there is no reference: ids are taken as they come. The
+// event_id column carries the id only: events after a resync repeat ids,
+// and a store keyed by (run, event id) replaces the earlier ones (counted
+// there as replaced). Timeslice mode keeps only the quorum rule of the
+// lower edge (timestamps do not reset; a far timestamp costs its own
+// slice and its source's later fragments).
+//
+// # Farm assignments
+//
+// In a farm a builder unit builds the event ids the event manager assigns
+// it: assignments complete out of order, are not dense, and a reassigned
+// old range arrives late by design, so the single-node late rule and the
+// reference do not apply. With Config.Assigned, Expect(Assignment) names
+// the ids (ranges) of each assignment and completeness is tracked per
+// assignment:
+//
+//   - A fragment whose id is in an expected assignment and not yet built in
+//     it opens (or joins) its event; one already built in it is late.
+//   - A fragment for an id of no expected assignment is "late" when the id
+//     was built or given up recently (the late set), else "unassigned".
+//   - An assignment is done when each of its ids was built, or when no new
+//     event of it opened for Timeout (its events have timed out by then;
+//     ids without any fragment are reported missing and late from then
+//     on), or at Close. Config.OnAssignmentDone gets an AssignmentReport
+//     once every event built for it was delivered on Batches(): enough
+//     for the BU to release it (received/decided policies) and for the
+//     farm ledger.
+//   - Expect refuses ids still expected in another live assignment, so an
+//     id names one event; a reassignment of done ids is built again.
 //
 // # Invariants
 //
 //   - An event is in exactly one of: the table and FIFO (open), the ready
 //     queue, a batch being assembled, the free list.
-//   - held counts open + ready + assembling events; heldB their bytes.
-//   - A slot is cleared when its fragment is copied, before the event
-//     returns to the free list.
+//   - held counts open + ready + assembling events (at most MaxOpenEvents
+//     + MaxSuspectEvents); heldB their bytes; heldSuspect the open held
+//     events, per source at most a quarter of MaxSuspectEvents.
+//   - A slot is cleared when its fragment is copied or dissolved, before
+//     the event returns to the free list.
+//   - Every source is in no epoch, the current one, or (voting) the next;
+//     fewer than Quorum vote; only held events are in the next epoch.
+//   - Suspect discards split by source sum to Discarded["suspect_id"].
+//   - Live assignments' ranges are sorted and disjoint; an assignment's
+//     built ids are its set bits; its undelivered events are counted.
+//
+// Built with the invariants tag, every operation checks them.
 package builder
