@@ -28,6 +28,14 @@ type Ledger struct {
 	FragmentsInEvents  uint64            `json:"fragments_in_events"`
 	FragmentsDiscarded map[string]uint64 `json:"fragments_discarded"` // by reason ("duplicate", "late", "unknown_source", ...)
 	FragmentsOpen      uint64            `json:"fragments_open"`      // held in events not yet emitted, or blocked on a builder limit (0 once stopped)
+	// FragmentsSuspect splits fragments_discarded["suspect_id"] by source
+	// id: fragments whose event id was far from the other sources' and
+	// never confirmed (builder package doc, "Event identity").
+	FragmentsSuspect map[uint32]uint64 `json:"fragments_suspect_by_source,omitempty"`
+	// Resyncs counts the event-counter resets the builder detected (a
+	// quorum of sources jumped back together); events after each were
+	// built in a new epoch.
+	Resyncs uint64 `json:"resyncs"`
 	// InputLosses are counted by the inputs before anything reached the
 	// builder (a UDP packet never received, a TCP packet cut by a
 	// disconnect, a packet that failed to decode), by "input/reason".
@@ -201,6 +209,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row("  in events", l.FragmentsInEvents)
 	row("  discarded", sum(l.FragmentsDiscarded))
 	byReason(l.FragmentsDiscarded)
+	for _, s := range slices.Sorted(maps.Keys(l.FragmentsSuspect)) {
+		row(fmt.Sprintf("      of source %d", s), l.FragmentsSuspect[s])
+	}
 	if l.FragmentsOpen != 0 {
 		row("  still open", l.FragmentsOpen)
 	}
@@ -233,6 +244,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		}
 	}
 	row("events built", l.EventsBuilt)
+	if l.Resyncs != 0 {
+		row("  after event-counter resets", l.Resyncs)
+	}
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)
 	row("  accepted", l.EventsAccepted)

@@ -167,6 +167,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	bc := n.cfg.Builder.Config
 	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
 	bc.MaxBufferedBytes = int64(n.cfg.Memory().Builder)
+	bc.Logger = n.log
 	b, err := builder.New(bc)
 	if err != nil {
 		return n.failedStart(parts, err)
@@ -402,6 +403,7 @@ func (n *Node) snapshot() Ledger {
 		l.FragmentsReceived, l.BytesReceived = bl.FragmentsIn, bl.BytesIn
 		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen+bl.FragmentsWaiting
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
+		l.FragmentsSuspect, l.Resyncs = bl.SuspectBySource, bl.Resyncs
 		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
 		l.EventsIncomplete, l.EventsCorrupt = bl.EventsIncomplete, bl.EventsCorrupt
 	}

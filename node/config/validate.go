@@ -76,6 +76,9 @@ func (c *Config) validateSources(ps *conf.Problems) {
 			owner[id] = i
 		}
 	}
+	if q := c.Builder.Quorum; len(owner) > 0 && q > len(owner) {
+		ps.Add("builder.quorum", q, "want at most the %d expected sources (0 = more than half of them)", len(owner))
+	}
 }
 
 func (c *Config) validateBuilder(ps *conf.Problems) {
