@@ -173,8 +173,8 @@
 //   - An event is in exactly one of: the table and FIFO (open), the ready
 //     queue, a batch being assembled, the free list.
 //   - held counts open + ready + assembling events (at most MaxOpenEvents
-//     + MaxSuspectEvents); heldB their bytes; heldSuspect the open held
-//     events, per source at most a quarter of MaxSuspectEvents.
+//     and MaxSuspectEvents together); heldB their bytes; heldSuspect the
+//     open held events, per source at most a quarter of MaxSuspectEvents.
 //   - A slot is cleared when its fragment is copied or dissolved, before
 //     the event returns to the free list.
 //   - Every source is in no epoch, the current one, or (voting) the next;

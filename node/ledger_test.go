@@ -18,7 +18,7 @@ func balancedLedger() Ledger {
 		FragmentsReceived: 1000, FragmentsInEvents: 990,
 		FragmentsDiscarded: map[string]uint64{"duplicate": 6, "late": 3, "suspect_id": 1},
 		FragmentsSuspect:   map[uint32]uint64{12: 1}, Resyncs: 1,
-		EventsBuilt:        100, EventsIncomplete: 3,
+		EventsBuilt: 100, EventsIncomplete: 3,
 		EventsAccepted: 10, EventsRejected: 60, EventsDeferred: 30,
 		DeferredBy:   map[string]uint64{"fraction": 30},
 		EventsStored: 39, EventsStoredAccepted: 10, EventsStoredDeferred: 29,
