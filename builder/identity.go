@@ -204,14 +204,17 @@ func (b *Builder) resyncLocked(from uint64) {
 // judgeLocked decides, at its timeout or a flush, whether an event opened
 // suspect or without a reference is emitted (true) or dissolved: it is
 // dissolved when fewer than a quorum of sources sent to it and its id is
-// not (or no longer) near the reference of the current epoch.
+// not (or no longer) near the reference of the current epoch. A suspect
+// event of another epoch (one before a reset, or a refuted vote for the
+// next) is dissolved; one opened without a reference before a reset is not
+// judged by the new epoch's.
 func (b *Builder) judgeLocked(ev *event) bool {
 	d := &b.ident
 	if ev.present >= d.quorum {
 		return true
 	}
 	if ev.epoch != d.epoch {
-		return false
+		return !ev.held
 	}
 	_, ok := b.referenceLocked(true)
 	return !ok || !d.far(ev.key)

@@ -249,3 +249,19 @@ func (r *logRecorder) count(s string) int {
 	}
 	return n
 }
+
+// An event opened before the reference existed, still open after a counter
+// reset, is built (it was never suspect), not judged by the new epoch.
+func TestUnjudgedEventSurvivesResync(t *testing.T) {
+	groups := []schemas.SourceGroup{{Name: "all", Sources: []uint32{0, 1, 2, 3}}}
+	h := newHarness(t, Config{Groups: groups, Timeout: time.Hour, BatchLatency: time.Millisecond, MaxOpenEvents: 8, SuspectDistance: 8}, true)
+	mustAdd(t, h.b, frag(0, 5, "alone", false, 0), nil) // no reference yet
+	sendEvents(t, h.b, groups, 10, 100)
+	sendEvents(t, h.b, groups, 0, 5)
+	rows := h.close()
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.Resyncs != 1 || l.EventsComplete != 105 || l.EventsIncomplete != 1 || l.Discards() != 0 || len(rows) != 106 {
+		t.Fatalf("%d rows; ledger %+v", len(rows), l)
+	}
+}
