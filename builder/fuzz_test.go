@@ -22,7 +22,7 @@ func FuzzBuilder(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 0, 1, 1, 3, 0, 2, 1, 3, 0})          // one complete event
 	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 5, 1, 3, 2, 1, 0, 0}) // duplicate, unknown source, corrupt
 	f.Add([]byte{0x80, 10, 3, 0, 0x81, 12, 3, 0, 0x82, 19, 3, 4, 0x80, 30, 1, 0})
-	f.Add([]byte{0, 1, 3, 0, 1, 1, 3, 0, 2, 1, 3, 0, 0, 9, 1, 4, 1, 2, 3, 8, 0, 0, 1, 0})    // far id, flush, reset
+	f.Add([]byte{0, 1, 3, 0, 1, 1, 3, 0, 2, 1, 3, 0, 0, 9, 1, 4, 1, 2, 3, 8, 0, 0, 1, 0})      // far id, flush, reset
 	f.Add([]byte{0x40, 5, 3, 16, 1, 5, 3, 0, 2, 5, 3, 0, 0, 6, 1, 0, 1, 99, 1, 0, 2, 7, 1, 8}) // assigned
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) > 4*512 {
