@@ -363,10 +363,10 @@ func (b *Builder) suspectRoomLocked(src int32, bytes int64) bool {
 // false when the fragment does not fit yet; it may then have moved its
 // source between epochs, which a retry finds done (see classifyLocked).
 func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
-	d := &b.ident
-	prev := d.last[src]
-	ev := b.table.get(id, d.ep[src])
-	if ev == nil || ev.held || (id < prev && prev-id > d.dist) {
+	si := &b.ident.src[src]
+	prev := si.last
+	ev := b.table.get(id, si.ep)
+	if ev == nil || ev.held || (id < prev && prev-id > b.ident.dist) {
 		// Not open; or open on a suspect's word only; or the source's
 		// counter jumped back (an event of the epoch before may still be
 		// open under that id): the fragment's id must be judged.
@@ -375,11 +375,11 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 			return false
 		}
 		if ev == nil { // discarded, counted
-			d.last[src] = id
+			si.last = id
 			return true
 		}
 	}
-	d.last[src] = id
+	si.last = id
 	s := &ev.slots[src]
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
@@ -429,8 +429,8 @@ func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, 
 		}
 		return b.openAssignedLocked(id, size, ref, now)
 	}
-	was := b.ident.ep[src]
-	e, v, judge := b.classifyLocked(src, id, b.ident.last[src])
+	was := b.ident.src[src].ep
+	e, v, judge := b.classifyLocked(src, id, b.ident.src[src].last)
 	if e == was && found != nil {
 		return found, true
 	}

@@ -18,10 +18,16 @@ const noEpoch = math.MaxUint32
 // source even when nothing looks wrong, so that it follows the sources.
 const refStale = 64
 
+// srcIdentity is what the hot path reads and writes per source, side by
+// side so that a packet costs one cache line of it.
+type srcIdentity struct {
+	last uint64 // the id of the source's latest fragment
+	ep   uint32 // the epoch its fragments belong to; noEpoch before its first
+}
+
 // identity is the per-source state of the rule. Slices are by source index.
 type identity struct {
-	ep   []uint32 // the epoch the source's fragments belong to; noEpoch before its first
-	last []uint64 // the id of the source's latest fragment
+	src []srcIdentity
 
 	epoch   uint32 // the current epoch: counter resets so far
 	inEpoch int    // sources with ep == epoch
@@ -42,14 +48,14 @@ type identity struct {
 // newIdentity starts every source without an epoch, or (fixed, in assigned
 // mode, where the rule does not apply) in epoch 0.
 func newIdentity(nsrc, quorum int, dist uint64, fixed bool) identity {
-	d := identity{ep: make([]uint32, nsrc), last: make([]uint64, nsrc), quorum: quorum, dist: dist,
+	d := identity{src: make([]srcIdentity, nsrc), quorum: quorum, dist: dist,
 		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc), heldBy: make([]int, nsrc)}
 	if fixed {
 		d.inEpoch = nsrc
 		return d
 	}
-	for i := range d.ep {
-		d.ep[i] = noEpoch
+	for i := range d.src {
+		d.src[i].ep = noEpoch
 	}
 	return d
 }
@@ -73,9 +79,9 @@ func (d *identity) recompute(at uint64) {
 		return
 	}
 	xs := d.scratch[:0]
-	for i, e := range d.ep {
-		if e == d.epoch {
-			xs = append(xs, d.last[i])
+	for _, s := range d.src {
+		if s.ep == d.epoch {
+			xs = append(xs, s.last)
 		}
 	}
 	d.ref = selectKth(xs, (len(xs)-1)/2)
@@ -116,9 +122,9 @@ const (
 // expects.
 func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bool) {
 	d := &b.ident
-	e := d.ep[src]
+	e := d.src[src].ep
 	if e == noEpoch {
-		d.ep[src], e = d.epoch, d.epoch
+		d.src[src].ep, e = d.epoch, d.epoch
 		d.inEpoch++
 		d.refDirty = true
 		prev = k
@@ -141,20 +147,20 @@ func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bo
 		}
 		// Far behind the others and its own counter went back: it votes
 		// for a counter reset; its fragments go to the next epoch.
-		d.ep[src] = e + 1
+		d.src[src].ep = e + 1
 		d.inEpoch--
 		d.votes++
 		d.refDirty = true
 		if d.votes < d.quorum {
 			return e + 1, vSuspect, true
 		}
-		d.last[src] = k // the new epoch's reference includes this source's new position
+		d.src[src].last = k // the new epoch's reference includes this source's new position
 		b.resyncLocked(ref)
 		return b.normalLocked(d.epoch, k, true)
 	case e == d.epoch+1:
 		if ok && !far {
 			// Back among the others: the jump was a glitch.
-			d.ep[src] = d.epoch
+			d.src[src].ep = d.epoch
 			d.votes--
 			d.inEpoch++
 			d.refDirty = true
@@ -166,7 +172,7 @@ func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bo
 		// with the others' (or not yet). It joins the current epoch when
 		// its counter jumps back too, or its ids are near the others'.
 		if jumped || (ok && !far) {
-			d.ep[src] = d.epoch
+			d.src[src].ep = d.epoch
 			d.inEpoch++
 			d.refDirty = true
 			return b.normalLocked(d.epoch, k, ok)

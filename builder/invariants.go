@@ -137,7 +137,8 @@ func (b *Builder) checkLocked(where string) {
 func (b *Builder) checkIdentityLocked(fail func(string, ...any)) {
 	d := &b.ident
 	in, votes := 0, 0
-	for i, e := range d.ep {
+	for i, s := range d.src {
+		e := s.ep
 		switch {
 		case e == noEpoch:
 		case e == d.epoch:

@@ -27,8 +27,8 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 		{"suspect events", func(b *Builder) { b.heldSuspect++ }, func(b *Builder) { b.heldSuspect-- }},
 		{"suspect events by source", func(b *Builder) { b.ident.heldBy[1]++ }, func(b *Builder) { b.ident.heldBy[1]-- }},
 		{"sources in epoch", func(b *Builder) { b.ident.inEpoch++ }, func(b *Builder) { b.ident.inEpoch-- }},
-		{"unresolved votes", func(b *Builder) { b.ident.ep[1], b.ident.votes, b.ident.quorum = 1, 1, 1 },
-			func(b *Builder) { b.ident.ep[1], b.ident.votes, b.ident.quorum = noEpoch, 0, 2 }},
+		{"unresolved votes", func(b *Builder) { b.ident.src[1].ep, b.ident.votes, b.ident.quorum = 1, 1, 1 },
+			func(b *Builder) { b.ident.src[1].ep, b.ident.votes, b.ident.quorum = noEpoch, 0, 2 }},
 		{"suspect discards by source", func(b *Builder) { b.ident.suspectBy[0]++ }, func(b *Builder) { b.ident.suspectBy[0]-- }},
 		{"event epoch", func(b *Builder) { b.head.epoch = 5 }, func(b *Builder) { b.head.epoch = 0 }},
 	} {
