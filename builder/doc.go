@@ -135,7 +135,10 @@
 // Limits, by construction: an id within SuspectDistance of the reference
 // cannot be told from a real one, and costs at most the event it names; a
 // source more than SuspectDistance behind the others looks like one whose
-// counter reset, and its fragments are suspect; a reset by less than
+// counter reset, and its fragments are suspect; a jump of every source
+// delivered source by source (each one's whole stream before the next's)
+// costs the first sources' fragments past their share of held events
+// (event-major delivery, the readout's, costs nothing); a reset by less than
 // SuspectDistance is not recognized (the old epoch's ids then make the new
 // one's late until it passes them). With fewer than a quorum of sources
 // sending at all there is no reference: ids are taken as they come. The

@@ -265,3 +265,38 @@ func TestUnjudgedEventSurvivesResync(t *testing.T) {
 		t.Fatalf("%d rows; ledger %+v", len(rows), l)
 	}
 }
+
+// A common jump delivered source by source (a farm BU's assignments fed
+// one source's packets after another's): with the rule on, the first
+// sources lose their fragments past their share of held events (the
+// documented limit); with SuspectDistance at its maximum, as a farm node
+// sets it until it gives the builder its assignments, nothing is lost.
+func TestSourceMajorJump(t *testing.T) {
+	groups := []schemas.SourceGroup{{Name: "all", Sources: []uint32{0, 1, 2, 3, 4, 5}}}
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprint("off=", off), func(t *testing.T) {
+			cfg := Config{Groups: groups, Timeout: time.Hour, BatchLatency: time.Millisecond}
+			if off {
+				cfg.SuspectDistance = math.MaxUint64
+			}
+			h := newHarness(t, cfg, true)
+			for r := uint64(0); r < 3; r++ {
+				for _, s := range groups[0].Sources {
+					for id := r * 200000; id < r*200000+500; id++ {
+						mustAdd(t, h.b, frag(s, id, "x", false, 0), nil)
+					}
+				}
+			}
+			h.close()
+			l := h.b.Ledger()
+			checkBalanced(t, l)
+			if off && (l.EventsComplete != 1500 || l.Discards() != 0) {
+				t.Fatalf("rule off: %+v", l)
+			}
+			if !off && (l.Discarded[ReasonSuspect] == 0 || l.EventsComplete < 500) {
+				t.Fatalf("rule on: %+v", l)
+			}
+			t.Logf("complete %d, suspect %d by source %v", l.EventsComplete, l.Discarded[ReasonSuspect], l.SuspectBySource)
+		})
+	}
+}

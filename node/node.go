@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"sync"
 	"time"
 
@@ -168,6 +169,15 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
 	bc.MaxBufferedBytes = int64(n.cfg.Memory().Builder)
 	bc.Logger = n.log
+	if n.cfg.Farm.Enabled() {
+		// A farm BU builds the event manager's assignments: ranges far
+		// apart, delivered source by source, reassigned old ones late by
+		// design. The builder's reference would take them for suspect ids
+		// and resets; until this node hands it its assignments
+		// (builder.Config.Assigned and Builder.Expect), that rule is off.
+		bc.SuspectDistance = math.MaxUint64
+		n.log.Info("farm node: the builder's suspect-id and counter-reset rule is off; assignments name the event ids")
+	}
 	b, err := builder.New(bc)
 	if err != nil {
 		return n.failedStart(parts, err)
