@@ -56,9 +56,7 @@ type ReplaySummary struct {
 
 // countDeferred counts the deferred events in sel (a key-only scan).
 func countDeferred(st *storage.Store, sel storage.Selection) (uint64, error) {
-	var n uint64
-	err := st.List(storage.Deferred, sel, 0, func(storage.EventInfo) bool { n++; return true })
-	return n, err
+	return st.Count(storage.Deferred, sel)
 }
 
 // Replay reads the deferred stream in (run, event id) order, runs chain on

@@ -191,6 +191,7 @@ func (c *Cursor) Next() (*Batch, error) {
 			}
 			c.rows.appendRecord(&c.rec)
 			b.Bytes += int64(len(v))
+			c.s.trim.touched(int64(len(v))) // read through the value log's mapping
 			return nil
 		})
 		if err != nil {

@@ -132,6 +132,15 @@ func newTrimmer(dir string, bound int64) *trimmer {
 // trim that they may have passed a quarter of the bound.
 func (t *trimmer) due() bool { return t.written.Load() >= t.bound/4 }
 
+// touched counts n bytes written or read through the mappings and trims
+// at once when due: at disk or cache speed a background tick would let
+// hundreds of MiB in between two checks.
+func (t *trimmer) touched(n int64) {
+	if t.written.Add(n) >= t.bound/4 {
+		t.trim()
+	}
+}
+
 // trim measures the resident bytes of the store's mappings, records the
 // peak and pages them out when they are above half the bound (some stay:
 // what badger reads again soon, such as table indexes, is cheap to keep).

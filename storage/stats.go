@@ -143,6 +143,29 @@ func getInfo(txn *badger.Txn, stream Stream, k Key) (EventInfo, error) {
 	return info, err
 }
 
+// Count is the number of events of stream in the selection, from the keys
+// alone (the value log is not read).
+func (s *Store) Count(stream Stream, sel Selection) (uint64, error) {
+	if !stream.valid() {
+		return 0, fmt.Errorf("store count: invalid stream %d", stream)
+	}
+	var n uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(stream)}})
+		defer it.Close()
+		for it.Seek(appendKey(nil, stream, Key{Run: sel.MinRun, EventID: sel.MinEvent})); ; it.Next() {
+			if _, found, _ := sel.advance(it, stream); !found {
+				return nil
+			}
+			n++
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store %s: %w", s.opts.Dir, err)
+	}
+	return n, nil
+}
+
 // errStop ends a List early when fn returns false.
 var errStop = errors.New("stop")
 
@@ -167,6 +190,8 @@ func (s *Store) List(stream Stream, sel Selection, limit int, fn func(EventInfo)
 			var info EventInfo
 			err := item.Value(func(v []byte) (err error) {
 				info, err = infoOf(stream, k, v, &r)
+				// Reading a header maps the page-cache folio around it.
+				s.trim.touched(int64(len(v)))
 				return err
 			})
 			if err != nil {

@@ -351,7 +351,7 @@ func (s *Store) checkSchema(batch *schemas.EventBatch) ([]byte, error) {
 func (s *Store) written(events int, bytes int64) (Ack, error) {
 	seq := s.seq.Add(1)
 	ack := Ack{Events: events, Bytes: bytes, Seq: seq}
-	s.trim.written.Add(bytes)
+	s.trim.touched(bytes)
 	switch s.opts.Sync {
 	case SyncEveryBatch:
 		// A bare db.Sync does not cover an async WriteBatch still pending;
@@ -421,8 +421,9 @@ func (s *Store) background() {
 		defer t.Stop()
 		guardC = t.C
 	}
-	// Mapped pages: checked after a quarter of their bound was written,
-	// and every half second for what reads (replay, export) bring in.
+	// Mapped pages: Put, Commit and cursors trim them after a quarter of
+	// their bound went through (trimmer.touched); the tick catches what
+	// else brings pages in (badger's compactions, value-log GC).
 	trimT := time.NewTicker(trimPeriod)
 	defer trimT.Stop()
 	ticks := 0
