@@ -142,6 +142,7 @@ type EMStats struct {
 	Conflicts        uint64 `json:"conflicts"`         // inventory entries overlapping adopted ones: ignored
 	LateInventory    uint64 `json:"late_inventory"`    // inventories after the takeover ended, or for another epoch
 	SilentParties    uint64 `json:"silent_parties"`    // takeover parties that never reported (ReconcileWait)
+	RelayedDone      uint64 `json:"relayed_done"`      // RUs' unreleased assignments the inherited ledger had done: released
 	// DuplicateAnnounced counts elements announced again (dropped).
 	DuplicateAnnounced uint64 `json:"duplicate_announced"`
 	Reconciling        bool   `json:"reconciling"`
@@ -782,6 +783,12 @@ func (m *EM) resolve() {
 		v := byID[ids[i]]
 		e := v.e
 		if !v.settled && !v.holder && !v.released {
+			if m.ledger.inheritedDone(e.Unit) {
+				// An RU still holds what an earlier EM had settled (it died
+				// before relaying the release): the RUs may free it now.
+				m.stats.RelayedDone++
+				relay(e, settle)
+			}
 			continue
 		}
 		set := m.adopted[KeyOf(e.Unit)]
@@ -844,7 +851,8 @@ func (m *EM) resolve() {
 }
 
 // maybeReconciled ends the takeover once every party reported: the held
-// announcements, less what was adopted, become work.
+// announcements, less what was adopted, become work; what the ledger
+// inherited open and nobody announced again is counted lost (unheld).
 func (m *EM) maybeReconciled() {
 	if !m.reconciling || len(m.waitFor) > 0 {
 		return
@@ -860,6 +868,8 @@ func (m *EM) maybeReconciled() {
 	for _, u := range m.held {
 		m.announce(u)
 	}
+	// What the inherited ledger had open and nobody holds is lost.
+	m.ledger.Unheld()
 	m.held, m.waitFor = nil, nil
 	m.pump()
 }

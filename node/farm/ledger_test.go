@@ -1,6 +1,8 @@
 package farm
 
 import (
+	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -120,6 +122,68 @@ func TestLedgerViolations(t *testing.T) {
 		if s.Balanced || s.Violations == 0 || len(s.Problems) == 0 {
 			t.Errorf("%s: %+v", name, s)
 		}
+	}
+}
+
+// TestLedgerInherit: a new EM's ledger goes on from the one its
+// predecessor published (through JSON, as in etcd): what was done stays
+// done (announced or carried over again counts nothing), what was open
+// is built when announced again, or lost as unheld when the takeover
+// ends; the balance covers the whole run.
+func TestLedgerInherit(t *testing.T) {
+	old := NewLedger()
+	old.Announce(events(0, 100))
+	old.Built(events(0, 40), "a", 40)
+	old.Lost(events(40, 10), LostRUDead)
+	old.Duplicate(events(0, 5), "a")
+	js, err := json.Marshal(old.Summary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev LedgerSummary
+	if err := json.Unmarshal(js, &prev); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger()
+	if err := l.Inherit(prev); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Summary(); s.Announced != 100 || s.Built != 40 || s.Open != 50 || !reflect.DeepEqual(s.Sets, prev.Sets) {
+		t.Fatalf("inherited %+v, want %+v", s, prev)
+	}
+	if rest, dup := l.fresh(events(0, 100)); dup != 50 || rest.Len() != 50 || rest.Ranges[0] != (Range{50, 50}) {
+		t.Fatalf("fresh after inherit: %v, %d known", rest, dup)
+	}
+	l.Announce(events(30, 30))     // a takeover's adoption: 30-49 done, 50-59 open
+	l.Carried(events(30, 10), "a") // built under the old EM, inherited: nothing
+	l.Carried(events(50, 10), "b") // built under the old EM after it published
+	l.Announce(events(60, 30))     // the trigger RU announcing again what it holds
+	l.Built(events(60, 30), "c", 30)
+	if s := l.Summary(); s.Announced != 100 || s.Open != 10 || s.Violations != 0 {
+		t.Fatalf("before unheld: %+v", s)
+	}
+	l.Unheld() // 90-99: nobody held them
+	s := l.Summary()
+	if !s.Balanced || s.Announced != 100 || s.Built != 80 || s.Carried != 10 || s.Lost[LostRUDead] != 10 ||
+		s.Lost[LostUnheld] != 10 || s.Duplicate != 5 || s.PerBU["a"] != 40 || s.PerBU["b"] != 10 || s.PerBU["c"] != 30 {
+		t.Fatalf("after the takeover:\n%s%+v", s, s)
+	}
+	if got := s.LostIDs[LostUnheld]; len(got) != 1 || got[0].First != 90 || got[0].N != 10 {
+		t.Fatalf("unheld ids %+v", got)
+	}
+	// Announcing again what was announced again is still a violation; so
+	// is inheriting into a ledger in use, or sets that disagree with counts.
+	l.Announce(events(60, 1))
+	if l.Balanced() {
+		t.Fatal("balanced after announcing an element twice")
+	}
+	if err := l.Inherit(prev); !errors.Is(err, ErrInherit) {
+		t.Fatalf("inherit into a used ledger: %v", err)
+	}
+	bad := prev
+	bad.Built++
+	if err := NewLedger().Inherit(bad); !errors.Is(err, ErrInherit) {
+		t.Fatalf("inherit of inconsistent counts: %v", err)
 	}
 }
 

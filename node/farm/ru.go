@@ -407,11 +407,24 @@ func (r *RU) Release(rel Release) {
 }
 
 // Inventory is what this RU (node, incarnation inc) tells a new EM of
-// epoch: the releases it applied within Retain.
+// epoch: the releases it applied within Retain, then the assignments it
+// holds unreleased (reached 0), by id: the new EM relays a release for
+// those whose elements its inherited ledger has done (the old EM may have
+// died before relaying it), the others it ignores.
 func (r *RU) Inventory(epoch uint64, node string, inc uint64) Inventory {
 	inv := Inventory{Epoch: epoch, Incarnation: inc, Node: node}
 	for _, k := range r.kept {
 		inv.Entries = append(inv.Entries, k.e)
+	}
+	ids := make([]uint64, 0, len(r.assigns))
+	for id := range r.assigns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		a := r.assigns[id].a
+		inv.Entries = append(inv.Entries, InventoryEntry{ID: a.ID, Supersedes: a.Supersedes, Epoch: a.Epoch,
+			Incarnation: a.Incarnation, BU: a.BU, Unit: a.Unit})
 	}
 	return inv
 }

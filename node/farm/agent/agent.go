@@ -160,8 +160,10 @@ type Agent struct {
 	em      *farm.EM
 	lead    *control.Leadership
 	// pendingLead: elected, waiting until the RUs it knows cover the run's
-	// sources.
+	// sources; prevLedger the run's ledger it found published (inherit).
 	pendingLead *control.Leadership
+	prevLedger  farm.LedgerSummary
+	inherit     bool
 	ru          *farm.RU
 	bu          *farm.BU
 	seq         map[uint32]uint64    // UnitPackets: next sequence number per source
@@ -297,7 +299,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err != nil {
 				return
 			}
-			a.post(ctx, func() { a.becomeEM(ctx, l) })
+			// The run's ledger so far (an earlier EM's, if any): read once
+			// leading, when no earlier EM can publish any more.
+			prev, ok, err := c.Ledger(ctx, a.cfg.Run.Run)
+			if err != nil {
+				a.log.Warn("farm: the run's ledger so far; this EM's starts empty", "err", err)
+			}
+			a.post(ctx, func() { a.becomeEM(ctx, l, prev, ok && err == nil) })
 		}()
 	}
 	for _, m := range members {
@@ -482,7 +490,12 @@ func (a *Agent) report(ctx context.Context, epoch uint64) {
 				a.toEM(ctx, farm.Announce{Unit: u})
 			}
 		}
-		inv.Entries = append(inv.Entries, a.ru.Inventory(epoch, a.cfg.Node, a.inc).Entries...)
+		for _, e := range a.ru.Inventory(epoch, a.cfg.Node, a.inc).Entries {
+			if a.bu != nil && e.BU == a.cfg.Node && e.Reached == 0 {
+				continue // this node's BU says what it holds (the EM would take it for the BU's)
+			}
+			inv.Entries = append(inv.Entries, e)
+		}
 	}
 	if a.bu == nil && a.ru == nil {
 		return // an EM-only node is no party of a takeover
@@ -499,8 +512,9 @@ func (a *Agent) report(ctx context.Context, epoch uint64) {
 // source of the run is read out by an RU it knows: its announcements of
 // assignments (push) and its relays of releases go to the RUs it knows,
 // so one it did not know yet would miss them.
-func (a *Agent) becomeEM(ctx context.Context, l *control.Leadership) {
+func (a *Agent) becomeEM(ctx context.Context, l *control.Leadership, prev farm.LedgerSummary, inherit bool) {
 	a.pendingLead = l
+	a.prevLedger, a.inherit = prev, inherit
 	a.tryLead(ctx)
 }
 
@@ -541,6 +555,15 @@ func (a *Agent) tryLead(ctx context.Context) {
 	if err != nil {
 		a.log.Error("farm: cannot be the event manager", "err", err)
 		return
+	}
+	if a.inherit {
+		// The farm ledger spans the run: go on from the last one published.
+		if err := em.Ledger().Inherit(a.prevLedger); err != nil {
+			a.log.Error("farm: the run's ledger so far cannot be inherited; this EM's starts empty", "err", err)
+		} else {
+			a.log.Info("farm: inherited the run's ledger", "announced", a.prevLedger.Announced, "built", a.prevLedger.Built)
+		}
+		a.prevLedger, a.inherit = farm.LedgerSummary{}, false
 	}
 	a.em, a.lead = em, l
 	a.log.Info("farm: leading", "epoch", l.Epoch())
@@ -612,6 +635,7 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.status
+	s.Peers = append([]string(nil), a.status.Peers...) // snapshot reuses its slice
 	s.Dropped = make(map[string]uint64, len(a.status.Dropped))
 	for k, v := range a.status.Dropped {
 		s.Dropped[k] = v

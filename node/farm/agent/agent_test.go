@@ -434,6 +434,11 @@ func TestAgentEMFailover(t *testing.T) {
 	if s.EM.Adopted == 0 {
 		t.Fatalf("the new EM adopted nothing: the test did not take over work in flight")
 	}
+	// The new EM's ledger is the run's: it inherited what the old one
+	// published, so it covers the events built before the takeover too.
+	if l := s.Ledger; l.Announced != events || l.Built != events || l.LostTotal() != 0 || len(l.Sets) != 1 {
+		t.Fatalf("the new EM's ledger does not span the run: %s", l)
+	}
 	t.Logf("old EM %s (epoch %d) had made %d assignments, %d settled; new EM %s (epoch %d): adopted %d, carried over %d, %d re-announced elements dropped as known; %s",
 		old.Node, old.Epoch, old.EM.Assigned, old.EM.Settled, s.Node, s.Epoch, s.EM.Adopted, s.EM.AdoptedSettled, s.EM.DuplicateAnnounced, s.Ledger)
 }
