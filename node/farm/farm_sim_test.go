@@ -53,7 +53,7 @@ type farmSim struct {
 	// published is the EM's ledger as it last published it (now and
 	// then, as the agent does to etcd): what a new EM inherits.
 	published LedgerSummary
-	fromEM bool // messages sent now are the EM's
+	fromEM    bool // messages sent now are the EM's
 }
 
 func newFarmSim(t *testing.T, seed uint64, proto Protocol, rel Outcome) *farmSim {
