@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,10 +42,17 @@ type benchResult struct {
 	PeakHeldBytes uint64 `json:"peak_anon_shmem_bytes"`
 	// The resident set at the end, by kind: heap and stacks, mapped files
 	// (the store's logs), shared memory (the readout ring, plugin regions).
-	RSSAnonBytes   uint64  `json:"rss_anon_bytes"`
-	RSSFileBytes   uint64  `json:"rss_file_bytes"`
-	RSSShmemBytes  uint64  `json:"rss_shmem_bytes"`
-	BudgetBytes    uint64  `json:"memory_budget_bytes"`
+	RSSAnonBytes  uint64 `json:"rss_anon_bytes"`
+	RSSFileBytes  uint64 `json:"rss_file_bytes"`
+	RSSShmemBytes uint64 `json:"rss_shmem_bytes"`
+	BudgetBytes   uint64 `json:"memory_budget_bytes"`
+	// CPUSeconds is the CPU time (user + system) of this process, node and
+	// embedded emulator, from opening the node to the end of the drain;
+	// CPUNsPerByte is it per payload byte received, and CoresBusy it over
+	// the same wall time. The plugin processes' CPU is their own.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUNsPerByte   float64 `json:"cpu_ns_per_byte"`
+	CoresBusy      float64 `json:"cores_busy"`
 	MemcpyGBPerSec float64 `json:"baseline_memcpy_gb_per_second"`
 	Ratio          float64 `json:"ratio"` // node GB/s / memcpy GB/s
 }
@@ -58,6 +66,7 @@ func newBenchCmd() *cobra.Command {
 		accept              float64
 		budget, plugins     string
 		cpuProfile          string
+		traceFile           string
 		asJSON              bool
 	)
 	cmd := &cobra.Command{
@@ -121,6 +130,13 @@ as the baseline, with the ratio.`,
 				}
 				defer stop()
 			}
+			if traceFile != "" {
+				stop, err := startTrace(traceFile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r, err := runBench(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -152,6 +168,7 @@ as the baseline, with the ratio.`,
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (node and embedded emulator) to this file")
+	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: where goroutines wait)")
 	return cmd
 }
 
@@ -192,6 +209,7 @@ func seq(n int) []uint32 {
 func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 	log, limiter := node.NewLogger(os.Stderr, cfg.Log)
 	applyMemoryLimit(cfg)
+	cpu0, wall0 := cpuSeconds(), time.Now()
 	n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
 	if err != nil {
 		return benchResult{}, err
@@ -216,6 +234,7 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 		}
 	}()
 	l, err := n.Run(ctx)
+	cpu, wall := cpuSeconds()-cpu0, time.Since(wall0).Seconds()
 	close(done)
 	<-sampled
 	if err != nil && !errors.Is(err, node.ErrUnbalanced) {
@@ -234,6 +253,10 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 		r.GBPerSecond = float64(l.BytesReceived) / d / 1e9
 	}
 	r.StartupSeconds = l.StartupSeconds
+	r.CPUSeconds, r.CoresBusy = cpu, cpu/wall
+	if l.BytesReceived > 0 {
+		r.CPUNsPerByte = cpu * 1e9 / float64(l.BytesReceived)
+	}
 	return r, nil
 }
 
@@ -261,6 +284,15 @@ func memcpyGBPerSec(total uint64, piece int) float64 {
 	return float64(done) / time.Since(start).Seconds() / 1e9
 }
 
+// cpuSeconds is this process's CPU time so far, user and system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 // procStatus reads a memory figure (e.g. "VmHWM", "RssFile") of this
 // process from /proc/self/status, in bytes (0 when unavailable).
 func procStatus(field string) uint64 {
@@ -283,6 +315,8 @@ func printBench(w io.Writer, r benchResult) {
 		r.EventsPerSecond, r.GBPerSecond, r.Events, r.Seconds, r.StartupSeconds, r.Accepted, r.Stored, r.Balanced)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",
 		r.MemcpyGBPerSec, r.EventBytes/r.Sources, r.Ratio)
+	fmt.Fprintf(w, "CPU                 %8.2f s  %.3f ns per payload byte, %.2f cores busy on average (this process: node and emulator)\n",
+		r.CPUSeconds, r.CPUNsPerByte, r.CoresBusy)
 	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +150 MiB)\n",
 		mib(r.PeakRSSBytes), mib(r.BudgetBytes), mib(r.PeakRSSBytes)-mib(r.BudgetBytes))
 	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM without the store's memory-mapped log files): budget %+.0f MiB\n",

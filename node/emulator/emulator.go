@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				return sum, fmt.Errorf("%s: sources %s: %w", cfg.From, cfg.SourceList, err)
 			}
 		}
+		// Replayed in place unless a fault keeps a packet back (reorder,
+		// stall) or changes its bytes (corrupt).
+		fs.inPlace = cfg.Faults.Reorder == 0 && cfg.Faults.Stall == 0 && cfg.Faults.Corrupt == 0
 		src, sum.Mode = fs, "file:"+format
 	} else {
 		if vtp {
@@ -155,7 +158,11 @@ func (em *emulator) buf() []byte {
 	return nil
 }
 
-func (em *emulator) recycle(b []byte) { em.free = append(em.free, b[:0]) }
+func (em *emulator) recycle(p *emuPacket) {
+	if !p.borrowed {
+		em.free = append(em.free, p.b[:0])
+	}
+}
 
 func (em *emulator) count(f string, frags int) {
 	em.sum.Faults[f]++
@@ -194,7 +201,7 @@ func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) err
 		switch {
 		case r < f.Drop:
 			em.count(FaultDrop, p.n)
-			em.recycle(p.b)
+			em.recycle(&p)
 			if err := em.passed(ctx); err != nil {
 				return err
 			}
@@ -216,7 +223,7 @@ func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) err
 			em.sum.PacketsSent++
 			em.sum.FragmentsSent += uint64(p.n)
 			em.sum.BytesSent += uint64(cut)
-			em.recycle(p.b)
+			em.recycle(&p)
 			if err != nil {
 				return err
 			}
@@ -269,7 +276,7 @@ func (em *emulator) emit(ctx context.Context, h heldPacket) error {
 		em.sum.FragmentsSent += uint64(h.p.n)
 		em.sum.BytesSent += uint64(len(h.p.b))
 	}
-	em.recycle(h.p.b)
+	em.recycle(&h.p)
 	return em.passed(ctx)
 }
 

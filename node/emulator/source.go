@@ -25,6 +25,9 @@ type emuPacket struct {
 	source uint32
 	n      int    // fragments
 	event  uint64 // events since the start of the run, for pacing
+	// borrowed: b is the source's own copy of the packet (replayed in
+	// place), valid until the next call of next; never recycled.
+	borrowed bool
 }
 
 // packet is p for a sender, numbered seq.
@@ -117,6 +120,10 @@ type fileSource struct {
 	vtp     bool // packets are bare VDIF frames (no event id to shift)
 	nsrc    int
 	i, loop int
+	// inPlace: next may hand out the file's packets themselves, their
+	// event id rewritten in place, instead of a copy (the emulator sets it
+	// when no fault keeps or changes a packet after it is sent).
+	inPlace bool
 
 	odin  map[int][]odinPatch // packet index -> the ODIN banks in it
 	spare []byte              // buffer a renumbered packet is re-encoded into
@@ -140,6 +147,18 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 	patches := f.odin[f.i]
 	f.i++
 	shift := uint64(f.loop) * f.span
+	if f.inPlace && (shift == 0 || len(patches) == 0) {
+		// The packet as stored, its first event id rewritten: one copy
+		// fewer per byte than copying it into dst (the sender copies it
+		// into the ring or socket). A packet whose ODIN banks are
+		// renumbered is re-encoded below instead, leaving the stored one.
+		p.borrowed = true
+		p.event += shift
+		if !f.vtp {
+			binary.LittleEndian.PutUint64(p.b[16:], f.minID+p.event)
+		}
+		return p, true
+	}
 	p.b = append(dst[:0], p.b...)
 	p.event += shift
 	if !f.vtp {
