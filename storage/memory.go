@@ -1,12 +1,11 @@
 package storage
 
 import (
-	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -104,8 +103,8 @@ type MemoryStats struct {
 }
 
 // trimmer keeps the resident pages of the store's mapped files within a
-// bound. It reads /proc/self/smaps for mappings of files in the store
-// directory and asks the kernel to page out those mappings with
+// bound. It measures the resident pages of its mappings of files in the
+// store directory (trimmer.mappings) and asks the kernel to page out those mappings with
 // MADV_PAGEOUT: a hint that never changes contents (dirty pages are written
 // back or stay in the page cache, clean ones are dropped), so a mapping
 // badger remaps or unmaps meanwhile comes to no harm, unlike with
@@ -179,51 +178,77 @@ type mapping struct {
 }
 
 // mappings lists this process's mappings of files in the store directory
-// with their resident bytes, from /proc/self/smaps.
+// with their resident bytes: the ranges from /proc/self/maps, the pages
+// present in this process's page tables (what RSS counts) from
+// /proc/self/pagemap. Reading /proc/self/smaps instead makes the kernel
+// walk and format every mapping of the process (the Go heap, the readout
+// ring, the plugin arena): ~5 ms a time, a tenth of sluice bench's CPU.
 func (t *trimmer) mappings() ([]mapping, error) {
-	f, err := os.Open("/proc/self/smaps")
+	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []mapping
-	cur := -1
-	sc := bufio.NewScanner(f)
-	sc.Buffer(t.buf[:0], 1<<16)
-	for sc.Scan() {
-		line := sc.Bytes()
-		// Mapping headers start with the address range (lower-case hex);
-		// the fields under them with a capitalised name.
-		if len(line) > 0 && isHex(line[0]) {
-			cur = -1
-			fs := strings.Fields(string(line))
-			if len(fs) < 6 || !strings.HasPrefix(fs[5], t.dir) {
-				continue
-			}
-			lo, hi, ok := strings.Cut(fs[0], "-")
-			if !ok {
-				continue
-			}
-			s, err1 := strconv.ParseUint(lo, 16, 64)
-			e, err2 := strconv.ParseUint(hi, 16, 64)
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			out = append(out, mapping{start: uintptr(s), end: uintptr(e)})
-			cur = len(out) - 1
+	for len(maps) > 0 {
+		line := maps
+		if k := bytes.IndexByte(maps, '\n'); k >= 0 {
+			line, maps = maps[:k], maps[k+1:]
+		} else {
+			maps = nil
+		}
+		// start-end perms offset dev inode path; the path starts at the
+		// first '/' after the range (the fields before hold none).
+		k := bytes.IndexByte(line, '/')
+		if k < 0 || !bytes.HasPrefix(line[k:], []byte(t.dir)) {
 			continue
 		}
-		if cur >= 0 && bytes.HasPrefix(line, []byte("Rss:")) {
-			fs := bytes.Fields(line)
-			if len(fs) >= 2 {
-				kb, _ := strconv.ParseInt(string(fs[1]), 10, 64)
-				out[cur].rss = kb << 10
+		rng, _, _ := bytes.Cut(line, []byte(" "))
+		lo, hi, ok := bytes.Cut(rng, []byte("-"))
+		if !ok {
+			continue
+		}
+		s, err1 := strconv.ParseUint(string(lo), 16, 64)
+		e, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 != nil || err2 != nil || e <= s {
+			continue
+		}
+		out = append(out, mapping{start: uintptr(s), end: uintptr(e)})
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	pm, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return nil, err
+	}
+	defer pm.Close()
+	if len(t.buf) == 0 {
+		t.buf = make([]byte, 64<<10)
+	}
+	page := uintptr(os.Getpagesize())
+	for i := range out {
+		m := &out[i]
+		// One 8-byte entry per page; bit 63: present in RAM.
+		for first, n := m.start/page, (m.end-m.start)/page; n > 0; {
+			c := min(n, uintptr(len(t.buf)/8))
+			got, err := pm.ReadAt(t.buf[:8*c], int64(first*8))
+			if got < 8 {
+				if err == nil {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
 			}
+			c = uintptr(got / 8)
+			for k := uintptr(0); k < c; k++ {
+				if t.buf[8*k+7]&0x80 != 0 {
+					m.rss += int64(page)
+				}
+			}
+			first, n = first+c, n-c
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
 
 func (t *trimmer) stats() (peak int64, trims uint64) { return t.peak.Load(), t.trims.Load() }
