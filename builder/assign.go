@@ -36,6 +36,7 @@ const (
 	DoneBuilt  = "built"  // every id was built
 	DoneIdle   = "idle"   // no new event of it opened for Config.Timeout
 	DoneClosed = "closed" // the builder closed
+	DoneSealed = "sealed" // Seal: no more fragments will come
 )
 
 // AssignmentReport is what became of an assignment, given to
@@ -279,6 +280,39 @@ func (b *Builder) reportLocked(a *assignment) {
 	b.asg.reports = append(b.asg.reports, AssignmentReport{
 		ID: a.id, Reason: a.done, Events: a.n, Built: a.built, Complete: a.full, Missing: a.missing})
 	b.signal()
+}
+
+// Seal tells the builder (Config.Assigned) that every fragment of
+// assignment id that will come has been given (the farm BU knows when
+// every RU sent its data, or died, or its sources are masked): its open
+// events are emitted now — incomplete, without the sources that did not
+// send — instead of each waiting for Timeout, and the assignment is done
+// (DoneSealed; ids without any fragment are missing). Sealing an
+// assignment that is done already, or unknown, does nothing. Errors:
+// ErrNotAssigned. Safe for concurrent use.
+func (b *Builder) Seal(id uint64) error {
+	if !b.cfg.Assigned {
+		return ErrNotAssigned
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := b.asg.live[id]
+	if a == nil || b.closed {
+		return nil
+	}
+	for ev := b.head; ev != nil; {
+		next := ev.next
+		if ev.asg == a {
+			b.retireLocked(ev)
+		}
+		ev = next
+	}
+	if a.done == "" {
+		b.finishAssignmentLocked(a, DoneSealed)
+	}
+	b.signal()
+	b.checkLocked("Seal")
+	return nil
 }
 
 // expireAssignmentsLocked ends the assignments idle for Timeout, or all of

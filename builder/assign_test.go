@@ -120,6 +120,47 @@ func TestAssignedIdle(t *testing.T) {
 	}
 }
 
+// Seal: the farm BU knows an assignment's data is all in (a dead RU's
+// sources will not come): its open events go at once, incomplete, with a
+// timeout of an hour; another assignment's events stay open; ids never
+// seen are missing, and fragments after the seal are late.
+func TestAssignedSeal(t *testing.T) {
+	var rep reports
+	groups := []schemas.SourceGroup{{Name: "all", Sources: []uint32{1, 2, 3}}}
+	h := newHarness(t, Config{Groups: groups, Assigned: true, OnAssignmentDone: rep.add, Timeout: time.Hour, BatchLatency: time.Millisecond}, true)
+	expect(t, h.b, 1, Range{100, 3})
+	expect(t, h.b, 2, Range{200, 1})
+	for _, id := range []uint64{100, 101} { // source 3's RU died: never comes
+		mustAdd(t, h.b, frag(1, id, "a", false, 0), nil)
+		mustAdd(t, h.b, frag(2, id, "b", false, 0), nil)
+	}
+	mustAdd(t, h.b, frag(1, 200, "c", false, 0), nil)
+	if err := h.b.Seal(1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sealed report", func() bool { return len(rep.get(1)) == 1 })
+	want := AssignmentReport{ID: 1, Reason: DoneSealed, Events: 3, Built: 2, Missing: []Range{{102, 1}}}
+	if got := rep.get(1)[0]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("report %+v, want %+v", got, want)
+	}
+	if len(rep.get(2)) != 0 {
+		t.Fatalf("assignment 2 done too: %+v", rep.get(2))
+	}
+	if err := h.b.Seal(1); err != nil { // again: nothing
+		t.Fatal(err)
+	}
+	mustAdd(t, h.b, frag(3, 100, "late", false, 0), nil)
+	h.close()
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsIncomplete != 3 || l.Discarded[ReasonLate] != 1 || l.EventsMissing != 1 || len(rep.get(1)) != 1 {
+		t.Fatalf("ledger %+v", l)
+	}
+	if err := newHarness(t, Config{Groups: groups, Timeout: time.Hour}, true).b.Seal(1); !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("Seal without assigned mode: %v", err)
+	}
+}
+
 // Close ends every assignment still expected, reporting it.
 func TestAssignedClose(t *testing.T) {
 	var rep reports
