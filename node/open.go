@@ -87,6 +87,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 			return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
 		}
 		p.Inputs = append(p.Inputs, in)
+		if l, ok := in.(transport.Listener); ok {
+			log.Info("input listening", "input", ic.URI, "addr", l.ListenAddr())
+		}
 		prev := p.Close
 		p.Close = func() {
 			_ = in.Close()

@@ -48,7 +48,10 @@ type Buffers struct {
 
 // InputStatus is one readout input.
 type InputStatus struct {
-	URI         string  `json:"uri"`
+	URI string `json:"uri"`
+	// Address is where a network input listens (the port chosen for
+	// port 0); "" for rings and files.
+	Address     string  `json:"address,omitempty"`
 	Packets     uint64  `json:"packets"`
 	Bytes       uint64  `json:"bytes"`
 	IdleSeconds float64 `json:"idle_seconds"` // since the last packet

@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/internal/memtransport"
@@ -54,5 +56,60 @@ http: {address: "127.0.0.1:0"}
 	}
 	if len(l.Emulators) != 1 || l.Emulators[0].To != "mem://node-e2e" || l.Emulators[0].PacketsSent != 400 {
 		t.Fatalf("emulator summaries %+v", l.Emulators)
+	}
+}
+
+// TestListenAddressShown: network inputs configured with port 0 tell the
+// port the kernel chose, in the log ("input listening") and in /status
+// (inputs[].address); a peer:// input once told neither.
+func TestListenAddressShown(t *testing.T) {
+	text := `
+node: {id: addr}
+inputs:
+  - uri: peer://127.0.0.1:0?transport=tcp
+    pool: 4MiB
+    max_packet: 1MiB
+  - uri: tcp://127.0.0.1:0
+sources: [{name: a, sources: "0-3"}]
+store: {path: STORE}
+http: {address: "127.0.0.1:0"}
+`
+	cfg, err := config.Parse([]byte(strings.Replace(text, "STORE", filepath.Join(t.TempDir(), "store"), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged syncBuffer
+	n, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := n.Run(context.Background()); done <- err }()
+	var st Status
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st = n.Status(); len(st.Inputs) == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	n.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Inputs) != 2 {
+		t.Fatalf("status inputs %+v", st.Inputs)
+	}
+	for _, in := range st.Inputs {
+		host, port, err := net.SplitHostPort(in.Address)
+		if err != nil || host != "127.0.0.1" || port == "0" {
+			t.Errorf("input %s: address %q, want 127.0.0.1 and the chosen port", in.URI, in.Address)
+			continue
+		}
+		found := false
+		for _, r := range logged.records(t) {
+			found = found || r["msg"] == "input listening" && r["input"] == in.URI && r["addr"] == in.Address
+		}
+		if !found {
+			t.Errorf("no log record \"input listening\" with input %s addr %s: %v", in.URI, in.Address, logged.records(t))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/transport"
 	_ "github.com/sluice-daq/sluice/node/transport/all" // every transport, for --to
@@ -30,6 +32,7 @@ func newReadoutCmd() *cobra.Command {
 		groups      string
 		sizeDist    string
 		summaryJSON string
+		nodeConfig  string
 		settings    []string
 	)
 	cmd := &cobra.Command{
@@ -38,28 +41,24 @@ func newReadoutCmd() *cobra.Command {
 		Long: `Emulate readout boards: generate detector-like multi-fragment packets (or replay
 a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
 ` + transportList() + `Fault options are probabilities per packet; --drop, --duplicate, --corrupt and
---truncate exclude each other. Prints what was sent and injected.`,
+--truncate exclude each other. Prints what was sent and injected; a failure
+prints the error instead (and how far it got) and exits 1; bad flags or a bad
+--to exit 3, before anything is sent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.To == "" {
-				return fmt.Errorf("--to is required (%s)", transport.Forms())
-			}
-			var err error
-			if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
-				return err
-			}
-			if cfg.FragmentSize, err = emulator.ParseSizeDist(sizeDist); err != nil {
-				return fmt.Errorf("--size-dist: %w", err)
-			}
-			if groups != "" {
-				if cfg.Groups, err = emulator.ParseGroups(groups); err != nil {
-					return fmt.Errorf("--groups: %w", err)
-				}
+			if err := readoutConfig(cmd, &cfg, nodeConfig, groups, sizeDist, settings); err != nil {
+				return &exitError{code: exitConfig, err: err}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sum, runErr := emulator.Run(ctx, cfg)
-			fmt.Fprintln(cmd.OutOrStdout(), sum.String())
+			if runErr != nil && !errors.Is(runErr, context.Canceled) {
+				if sum.PacketsSent > 0 {
+					runErr = fmt.Errorf("%w (after %s)", runErr, sum.String())
+				}
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), sum.String())
+			}
 			if summaryJSON != "" {
 				b, err := json.MarshalIndent(sum, "", "  ")
 				if err == nil {
@@ -69,7 +68,7 @@ a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
 					runErr = fmt.Errorf("--summary-json: %w", err)
 				}
 			}
-			if runErr == context.Canceled {
+			if errors.Is(runErr, context.Canceled) {
 				return nil // interrupted: what was sent is reported
 			}
 			return runErr
@@ -82,7 +81,8 @@ a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long")
 	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")
 	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids (and LHCb ODIN event numbers) shifted to stay unique")
-	f.IntVar(&cfg.Sources, "sources", 4, "synthetic sources 0..N-1 (ignored with --groups)")
+	f.IntVar(&cfg.Sources, "sources", defaultSources(), "synthetic sources 0..N-1, as many as the default node configuration expects (ignored with --groups)")
+	f.StringVar(&nodeConfig, "config", "", "send for the sources this node configuration expects (its sources groups; a farm RU's farm.sources)")
 	f.StringVar(&groups, "groups", "", "sub-detector source groups, e.g. ecal:0-31,hcal:32-47,muon:48-63,tracker:64-99")
 	f.IntVar(&cfg.Packing, "packing", 1, "fragments per multi-fragment packet")
 	f.StringVar(&sizeDist, "size-dist", "fixed:128", "payload bytes: fixed:N, uniform:MIN,MAX or lognormal:MEAN,SIGMA")
@@ -102,6 +102,85 @@ a native MFP, MDF/MEP or VDIF file with --from), inject faults, and send them to
 	f.DurationVar(&cfg.Faults.StallDuration, "stall-duration", 0, "how long a stalled source waits (default 10ms)")
 	f.StringVar(&summaryJSON, "summary-json", "", "write the summary of what was sent as JSON to this file")
 	return cmd
+}
+
+// readoutConfig completes cfg from the flags and checks it as the run would,
+// so that a bad flag or --to is a configuration error before anything is
+// opened: the sender's settings, the size distribution, the groups, the
+// emulator's settings, and the sender's own checks of the URI (e.g. port 0
+// to send to).
+func readoutConfig(cmd *cobra.Command, cfg *emulator.Config, nodeConfig, groups, sizeDist string, settings []string) error {
+	if cfg.To == "" {
+		return fmt.Errorf("--to is required (%s)", transport.Forms())
+	}
+	var err error
+	if nodeConfig != "" {
+		if groups != "" || cmd.Flags().Changed("sources") {
+			return fmt.Errorf("--config takes the sources from the node's configuration: give it, --groups or --sources, not several")
+		}
+		if err := sourcesFromConfig(cfg, nodeConfig); err != nil {
+			return err
+		}
+	}
+	if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
+		return err
+	}
+	if cfg.FragmentSize, err = emulator.ParseSizeDist(sizeDist); err != nil {
+		return fmt.Errorf("--size-dist: %w", err)
+	}
+	if groups != "" {
+		if cfg.Groups, err = emulator.ParseGroups(groups); err != nil {
+			return fmt.Errorf("--groups: %w", err)
+		}
+	}
+	if ps := cfg.WithDefaults().Validate(); len(ps) > 0 {
+		return fmt.Errorf("%s", ps)
+	}
+	u, _ := transport.ParseURI(cfg.To) // senderOptions parsed it
+	if ps := cfg.Sender.Check(u); len(ps) > 0 {
+		for i := range ps {
+			if ps[i].Path == "" {
+				ps[i].Path = "--to " + cfg.To
+			} else {
+				ps[i].Path = "--set " + ps[i].Path
+			}
+		}
+		return fmt.Errorf("%s", ps)
+	}
+	return nil
+}
+
+// sourcesFromConfig sends for the sources a node configured with file
+// expects: its source groups, or, for a farm readout unit, its share
+// (farm.sources).
+func sourcesFromConfig(cfg *emulator.Config, file string) error {
+	nc, err := config.Load(file)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if nc.Farm.ID != "" && nc.Farm.Sources != "" {
+		cfg.SourceList = nc.Farm.Sources
+		return nil
+	}
+	if cfg.Groups, err = nc.Groups(); err != nil {
+		return fmt.Errorf("--config %s: %w", file, err)
+	}
+	return nil
+}
+
+// defaultSources is the number of sources of the default node
+// configuration (`sluice config default`: 0-15), so that a readout and a
+// node both started without settings agree on what makes an event whole.
+func defaultSources() int {
+	gs, err := config.Default().Groups()
+	if err != nil {
+		panic("readout: the default configuration's sources do not parse: " + err.Error())
+	}
+	n := 0
+	for _, g := range gs {
+		n += len(g.Sources)
+	}
+	return n
 }
 
 // senderFlags are the flags that stand for a setting of the transport's

@@ -3,12 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/peer"
 	"github.com/sluice-daq/sluice/node/transport/file"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -70,4 +76,108 @@ func TestReadoutRejectsBadFlags(t *testing.T) {
 			t.Errorf("%v accepted", args)
 		}
 	}
+}
+
+// A bad flag or --to is a configuration error (exit 3, as sluice run's),
+// found before anything is sent.
+func TestReadoutBadToExitsConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"readout"},
+		{"readout", "--to", "ftp://x"},
+		{"readout", "--to", "peer://127.0.0.1"},
+		{"readout", "--to", "peer://127.0.0.1:0"},
+		{"readout", "--to", "peer://127.0.0.1:9?transport=carrier-pigeon"},
+		{"readout", "--to", "tcp://nohost"},
+		{"readout", "--to", "peer://127.0.0.1:9", "--set", "send_ring=1KiB"},
+		{"readout", "--to", "file:///dev/null", "--drop", "1.5"},
+		{"readout", "--to", "file:///dev/null", "--config", "/nonexistent/node.yaml"},
+	} {
+		out, err := run(t, args...)
+		if c := exitCode(err); c != exitConfig {
+			t.Errorf("%v: exit %d (%v), want %d", args, c, err, exitConfig)
+		}
+		if strings.Contains(out, "sent ") {
+			t.Errorf("%v: printed a summary %q", args, out)
+		}
+	}
+}
+
+// A readout that fails (nothing listens at --to) says so, exits 1 and
+// prints no summary as if it had sent; the peer sender does not wait for
+// a receiver unless told to (connect_wait).
+func TestReadoutFailurePrintsError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	t0 := time.Now()
+	out, err := run(t, "readout", "--to", "peer://"+addr+"?transport=tcp", "--events", "10")
+	if err == nil || exitCode(err) != 1 {
+		t.Fatalf("exit %d (%v), want 1", exitCode(err), err)
+	}
+	if !errors.Is(err, peer.ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("error %q does not say the connection to %s was refused", err, addr)
+	}
+	if strings.Contains(out, "sent ") {
+		t.Errorf("printed a summary %q after failing", out)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Errorf("took %v to fail against a closed port", d)
+	}
+}
+
+// Started without settings, a readout sends every source the default node
+// configuration expects, so none of its events is incomplete; --config
+// takes the sources of a node's configuration.
+func TestReadoutSourcesAgreeWithNode(t *testing.T) {
+	idsOf := func(gs []schemas.SourceGroup) map[uint32]bool {
+		m := map[uint32]bool{}
+		for _, g := range gs {
+			for _, id := range g.Sources {
+				m[id] = true
+			}
+		}
+		return m
+	}
+	def, err := config.Default().Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	node := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(node, []byte("inputs: [{uri: \"tcp://127.0.0.1:0\"}]\nsources: [{name: ecal, sources: \"3-5\"}, {name: muon, sources: \"40\"}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want map[uint32]bool
+	}{
+		{nil, idsOf(def)},
+		{[]string{"--config", node}, map[uint32]bool{3: true, 4: true, 5: true, 40: true}},
+	} {
+		out := filepath.Join(dir, "run.mfp")
+		if _, err := run(t, append([]string{"readout", "--to", "file://" + out, "--events", "3"}, c.args...)...); err != nil {
+			t.Fatal(err)
+		}
+		got := map[uint32]bool{}
+		sink := sourceSink(got)
+		if err := file.NewInput(out).Run(context.Background(), sink); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%v: sent sources %v, want %v", c.args, got, c.want)
+		}
+		os.Remove(out)
+	}
+}
+
+// sourceSink records the source ids of the fragments read back.
+type sourceSink map[uint32]bool
+
+func (s sourceSink) AddPacket(_ context.Context, p schemas.MFP, release func()) error {
+	s[p.SourceID] = true
+	release()
+	return nil
 }

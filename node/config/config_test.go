@@ -304,6 +304,39 @@ func TestDefaultYAMLDocumentsTransportKeys(t *testing.T) {
 	}
 }
 
+// Each transport's line in the default file says what it is and shows its
+// URI options (peer:// once had neither: no description, no ?transport=).
+func TestDefaultYAMLDescribesTransports(t *testing.T) {
+	text := string(DefaultYAML)
+	for _, tr := range transport.Registered() {
+		if tr.Scheme == memtransport.Transport.Scheme || tr.NewInputOptions == nil {
+			continue
+		}
+		if tr.About == "" {
+			t.Errorf("%s:// has no About", tr.Scheme)
+			continue
+		}
+		var line string
+		for _, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, "#   "+tr.Scheme+"://") {
+				line = l
+				break
+			}
+		}
+		if !strings.Contains(line, tr.About) {
+			t.Errorf("%s://: default.yaml's line %q lacks its description %q", tr.Scheme, line, tr.About)
+		}
+		for _, q := range tr.Query {
+			if !strings.Contains(line, "?"+q+"=") {
+				t.Errorf("%s://: default.yaml's line %q does not show its option %s=", tr.Scheme, line, q)
+			}
+		}
+	}
+	if !strings.Contains(text, "transport=tcp|ucx") {
+		t.Errorf("default.yaml does not say peer://'s transports (tcp|ucx)")
+	}
+}
+
 func TestMarshalWritesTransportKeys(t *testing.T) {
 	c, err := Parse([]byte(`
 inputs:

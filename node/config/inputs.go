@@ -283,7 +283,7 @@ func transportKeys(indent string, options func(*transport.Transport) any) []stri
 		for typ, i := reflect.TypeOf(opts).Elem(), 0; i < typ.NumField(); i++ {
 			docs[conf.Key(typ.Field(i))] = typ.Field(i).Tag.Get("doc")
 		}
-		head := fmt.Sprintf("%s#   %-20s %s", indent, t.Scheme+"://"+t.Target, t.About)
+		head := fmt.Sprintf("%s#   %-20s %s", indent, t.Form(), t.About)
 		if len(n.Content) == 0 {
 			head += "; no keys"
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 
 const peerInputConfig = `
 inputs:
-  - uri: peer://127.0.0.1:{{PORT}}?transport={{KIND}}
+  - uri: peer://127.0.0.1:0?transport={{KIND}}
     node: bu-e2e
     farm: e2e
     token: e2e-token
@@ -34,7 +35,8 @@ log: {format: json}
 // `sluice readout --to peer://...` process sends over each peer transport
 // (ucx when this test was built with the ucx tag: then a sluice binary with
 // UCX is built for it), builds every event and ends, once the sender said
-// goodbye, with a balanced ledger.
+// goodbye, with a balanced ledger. The sender takes its sources from the
+// node's configuration (--config).
 func TestPeerInput(t *testing.T) {
 	for _, kind := range peer.Names() {
 		t.Run(kind, func(t *testing.T) {
@@ -44,14 +46,13 @@ func TestPeerInput(t *testing.T) {
 				t.Setenv("UCX_NET_DEVICES", "lo")
 			}
 			const events = 600
-			port := freePort(t)
 			summary := filepath.Join(t.TempDir(), "run.json")
-			node := start(t, "run", "--config", writeConfig(t, peerInputConfig, map[string]string{
-				"PORT": fmt.Sprint(port), "KIND": kind, "STORE": filepath.Join(t.TempDir(), "store")}),
-				"--summary-json", summary)
-			node.httpAddr(t) // listening
-			w := start(t, "readout", "--to", fmt.Sprintf("peer://127.0.0.1:%d?transport=%s", port, kind),
-				"--events", fmt.Sprint(events), "--packing", "2",
+			cfgFile := writeConfig(t, peerInputConfig, map[string]string{
+				"KIND": kind, "STORE": filepath.Join(t.TempDir(), "store")})
+			node := start(t, "run", "--config", cfgFile, "--summary-json", summary)
+			addr := node.listenAddr(t)
+			w := start(t, "readout", "--to", fmt.Sprintf("peer://%s?transport=%s", addr, kind),
+				"--config", cfgFile, "--events", fmt.Sprint(events), "--packing", "2",
 				"--set", "node=ru-e2e", "--set", "farm=e2e", "--set", "token=e2e-token", "--set", "send_ring=4MiB")
 			if code := w.wait(t, time.Minute); code != 0 {
 				t.Fatalf("sluice readout: exit %d\n%s", code, w.log())
@@ -65,6 +66,29 @@ func TestPeerInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listenAddr waits for the node's log to say where its one network input
+// listens (port 0 in the configuration: the port the kernel chose).
+func (p *proc) listenAddr(t *testing.T) string {
+	t.Helper()
+	p.httpAddr(t)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if rs := p.logRecords("input listening"); len(rs) > 0 {
+			a, _ := rs[0]["addr"].(string)
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "0" {
+				t.Fatalf("input listening at %q, want the chosen port", a)
+			}
+			return a
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("sluice ended before its input listened:\n%s", p.log())
+		default:
+		}
+	}
+	t.Fatalf("no \"input listening\" logged:\n%s", p.log())
+	return ""
 }
 
 // useUCXBinary points the test's processes at a sluice built with the ucx

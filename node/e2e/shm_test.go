@@ -30,7 +30,7 @@ func TestShmInputEndsWithItsWriter(t *testing.T) {
 	node := start(t, "run", "--config", writeConfig(t, shmInputConfig, map[string]string{"SHM": shm, "STORE": filepath.Join(t.TempDir(), "store")}),
 		"--summary-json", summary)
 	node.httpAddr(t) // running: the input waits for the ring
-	w := start(t, "readout", "--to", "shm://"+shm, "--events", "600", "--packing", "2", "--ring-size", "4194304")
+	w := start(t, "readout", "--to", "shm://"+shm, "--events", "600", "--sources", "4", "--packing", "2", "--ring-size", "4194304")
 	if code := w.wait(t, time.Minute); code != 0 {
 		t.Fatalf("sluice readout: exit %d\n%s", code, w.log())
 	}
@@ -52,7 +52,7 @@ func TestShmWriterCrashFailsRun(t *testing.T) {
 	node := start(t, "run", "--config", writeConfig(t, shmInputConfig, map[string]string{"SHM": shm, "STORE": filepath.Join(t.TempDir(), "store")}),
 		"--summary-json", summary)
 	addr := node.httpAddr(t)
-	w := start(t, "readout", "--to", "shm://"+shm, "--duration", "5m", "--rate", "2000", "--ring-size", "4194304")
+	w := start(t, "readout", "--to", "shm://"+shm, "--duration", "5m", "--sources", "4", "--rate", "2000", "--ring-size", "4194304")
 	waitStored(t, node, addr, 200)
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,10 @@ var (
 	ErrPeerLost = errors.New("peer: peer lost")
 	// ErrHeartbeat: nothing arrived from the peer for Config.PeerTimeout.
 	ErrHeartbeat = errors.New("peer: no heartbeat")
+	// ErrUnreachable: nothing accepted the connection at the address (the
+	// port is closed: connection refused; or the host cannot be reached).
+	// Nothing was exchanged with a peer.
+	ErrUnreachable = errors.New("peer: connection refused")
 	// ErrRefused: the hello exchange failed: another farm, a wrong token,
 	// another protocol version, the same node id, a full accept queue.
 	ErrRefused = errors.New("peer: refused")
@@ -35,6 +39,7 @@ var (
 	// ErrConfig: a Config field out of range (the error names it).
 	ErrConfig = errors.New("peer: bad config")
 	// ErrUnknownTransport: Open was given a name no transport registered
-	// (e.g. "ucx" in a binary built without the ucx tag).
+	// (e.g. "ucx" in a binary built without the ucx tag: the error then
+	// says how to build one with it).
 	ErrUnknownTransport = errors.New("peer: unknown transport")
 )

@@ -58,14 +58,37 @@ func Names() []string {
 }
 
 // Open starts the transport registered under name with cfg. Errors:
-// ErrUnknownTransport (naming those available), ErrConfig, or the
-// transport's own (e.g. the listen address is taken).
+// ErrUnknownTransport (see Missing), ErrConfig, or the transport's own
+// (e.g. the listen address is taken).
 func Open(name string, cfg Config) (Transport, error) {
 	regMu.Lock()
 	open := registry[name]
 	regMu.Unlock()
 	if open == nil {
-		return nil, fmt.Errorf("%w %q (this binary has: %s)", ErrUnknownTransport, name, strings.Join(Names(), ", "))
+		return nil, Missing(name)
 	}
 	return open(cfg)
+}
+
+// Known are the transports sluice has, whether or not this binary was built
+// with them.
+var Known = []string{"tcp", "ucx"}
+
+// BuildUCX says how to get a binary with the UCX transport.
+const BuildUCX = "install libucx-dev (Debian; ucx-utils for ucx_perftest) and rebuild with the ucx build tag: `make build` sets it when `pkg-config --exists ucx`, or `go build -tags ucx ./cmd/sluice`"
+
+// Missing is the error for a transport name this binary has not registered
+// (nil if it has): ErrUnknownTransport, saying which it has and, for a
+// known transport built out (ucx without the ucx tag), how to build it in.
+func Missing(name string) error {
+	have := Names()
+	for _, n := range have {
+		if n == name {
+			return nil
+		}
+	}
+	if name == "ucx" {
+		return fmt.Errorf("%w %q: this sluice binary was built without UCX (it has: %s); %s", ErrUnknownTransport, name, strings.Join(have, ", "), BuildUCX)
+	}
+	return fmt.Errorf("%w %q: want one of %s (this binary has: %s)", ErrUnknownTransport, name, strings.Join(Known, ", "), strings.Join(have, ", "))
 }

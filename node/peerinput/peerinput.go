@@ -34,6 +34,7 @@ var Transport = transport.Transport{
 	Scheme:          "peer",
 	Target:          "HOST:PORT",
 	Query:           []string{"transport"},
+	About:           about(),
 	CheckTarget:     checkTarget,
 	Embeddable:      true,
 	NewInputOptions: func() transport.InputOptions { o := DefaultOptions(); return &o },
@@ -46,30 +47,41 @@ var Transport = transport.Transport{
 	},
 }
 
+// about describes the input and its ?transport= option, naming the
+// transports this binary has (they registered before this package's
+// variables are initialized: it imports them).
+func about() string {
+	s := "MFPs from peer processes over a peer transport (?transport=tcp|ucx; default " + defaultKind() + ", this binary has " + strings.Join(peer.Names(), ", ")
+	if peer.Missing("ucx") != nil {
+		s += "; ucx needs a binary built with the ucx tag"
+	}
+	return s + ")"
+}
+
+// defaultKind is ucx when this binary has it, tcp otherwise.
+func defaultKind() string {
+	if peer.Missing("ucx") == nil {
+		return "ucx"
+	}
+	return "tcp"
+}
+
 // Kind is the peer transport u asks for.
 func Kind(u transport.URI) string {
 	if k := u.Option("transport"); k != "" {
 		return k
 	}
-	for _, n := range peer.Names() {
-		if n == "ucx" {
-			return n
-		}
-	}
-	return "tcp"
+	return defaultKind()
 }
 
 func checkTarget(u transport.URI) error {
 	if err := transport.CheckHostPort(u); err != nil {
 		return err
 	}
-	k := Kind(u)
-	for _, n := range peer.Names() {
-		if n == k {
-			return nil
-		}
+	if err := peer.Missing(Kind(u)); err != nil {
+		return fmt.Errorf("?transport=: %w", err)
 	}
-	return fmt.Errorf("want ?transport= one of %s (this binary's peer transports), not %q", strings.Join(peer.Names(), ", "), k)
+	return nil
 }
 
 // Defaults of Options and SenderOptions.
@@ -150,6 +162,10 @@ func Listen(u transport.URI, o Options) (*Input, error) {
 
 // Addr is the address the input listens at.
 func (in *Input) Addr() string { return in.tr.Addr() }
+
+// ListenAddr is Addr (transport.Listener: the node logs it and shows it in
+// /status, which tells the port chosen for peer://HOST:0).
+func (in *Input) ListenAddr() string { return in.tr.Addr() }
 
 // Peer is the peer transport (its Stats: refusals, losses, pool).
 func (in *Input) Peer() peer.Transport { return in.tr }
@@ -251,6 +267,10 @@ type SenderOptions struct {
 	// from (default 64 MiB): the emulator makes its packets in Go memory,
 	// where a readout unit would send from its registered readout ring.
 	SendRing conf.ByteSize `yaml:"send_ring" doc:"registered memory the packets are sent from"`
+	// ConnectWait is how long to keep retrying while nothing listens at the
+	// address yet (a readout unit started before its builder); 0: fail at
+	// once with the refusal.
+	ConnectWait time.Duration `yaml:"connect_wait" doc:"keep retrying this long while nothing listens yet (0 = fail at once)"`
 }
 
 // DefaultSenderOptions are the settings of a sender configured with none.
@@ -270,6 +290,9 @@ func (o *SenderOptions) Check(u transport.URI) conf.Problems {
 	if o.SendRing < 64<<10 || o.SendRing > 16<<30 {
 		ps.Add("send_ring", o.SendRing, "want 64KiB..16GiB")
 	}
+	if o.ConnectWait < 0 || o.ConnectWait > time.Hour {
+		ps.Add("connect_wait", o.ConnectWait, "want 0..1h, such as 10s")
+	}
 	return ps
 }
 
@@ -282,11 +305,9 @@ type Sender struct {
 	throttle time.Duration
 }
 
-// ConnectTimeout is how long Dial keeps trying to reach a receiver that is
-// not listening yet.
-const ConnectTimeout = 10 * time.Second
-
-// Dial connects to the peer input at u.
+// Dial connects to the peer input at u. Nothing listening there fails at
+// once (peer.ErrUnreachable, naming the address) unless o.ConnectWait says
+// to keep retrying; a refusal by the peer (peer.ErrRefused) always does.
 func Dial(ctx context.Context, u transport.URI, o SenderOptions) (*Sender, error) {
 	if err := transport.CheckSendPort(u); err != nil {
 		return nil, err
@@ -301,16 +322,19 @@ func Dial(ctx context.Context, u transport.URI, o SenderOptions) (*Sender, error
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
 	// The receiver may not listen yet (a readout unit may start before its
-	// builder): retry until ConnectTimeout, except after a refusal.
-	deadline := time.Now().Add(ConnectTimeout)
+	// builder): retry for ConnectWait, never after a refusal by the peer.
+	deadline := time.Now().Add(o.ConnectWait)
 	var c peer.Conn
 	for {
 		c, err = tr.Connect(ctx, u.Target)
 		if err == nil {
 			break
 		}
-		if errors.Is(err, peer.ErrRefused) || ctx.Err() != nil || time.Now().After(deadline) {
+		if errors.Is(err, peer.ErrRefused) || ctx.Err() != nil || !time.Now().Before(deadline) {
 			tr.Close()
+			if errors.Is(err, peer.ErrUnreachable) && o.ConnectWait > 0 {
+				return nil, fmt.Errorf("%s: %w (retried for connect_wait %v)", u, err, o.ConnectWait)
+			}
 			return nil, fmt.Errorf("%s: %w", u, err)
 		}
 		time.Sleep(50 * time.Millisecond)

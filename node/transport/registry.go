@@ -143,7 +143,7 @@ func forms(keep func(*Transport) bool) string {
 	var s []string
 	for _, t := range Registered() {
 		if keep(t) {
-			s = append(s, t.form())
+			s = append(s, t.Form())
 		}
 	}
 	switch len(s) {
@@ -155,7 +155,9 @@ func forms(keep func(*Transport) bool) string {
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
-func (t *Transport) form() string {
+// Form is the transport's URI form with its options, e.g.
+// "peer://HOST:PORT[?transport=...]".
+func (t *Transport) Form() string {
 	f := t.Scheme + "://" + t.Target
 	if len(t.Query) > 0 {
 		f += "[?" + strings.Join(t.Query, "=...&") + "=...]"

@@ -31,6 +31,14 @@ type Input interface {
 	Close() error
 }
 
+// Listener is an Input that listens at a network address (tcp, udp, peer):
+// the node logs the address and shows it in /status, so that an input
+// configured with port 0 tells which port the kernel chose.
+type Listener interface {
+	// ListenAddr is the bound address, host:port.
+	ListenAddr() string
+}
+
 // Sender is the sending end of a transport: what a readout board does, and
 // what the emulator (package emulator) runs. Not safe for concurrent use.
 type Sender interface {

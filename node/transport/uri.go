@@ -87,7 +87,7 @@ func ParseURI(s string) (URI, error) {
 	if check == nil {
 		check = func(u URI) error {
 			if u.Target == "" {
-				return fmt.Errorf("want %s", t.form())
+				return fmt.Errorf("want %s", t.Form())
 			}
 			return nil
 		}

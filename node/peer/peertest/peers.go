@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,5 +243,36 @@ func (f *Factory) testRegions(t *testing.T) {
 	}
 	if s := ta.Stats(); s.Regions != 0 {
 		t.Fatalf("regions open after Close: %d", s.Regions)
+	}
+}
+
+// testUnreachable: a connect to a port nothing listens on fails at once
+// (within a second, even loaded) with ErrUnreachable, naming the address,
+// and counts no peer lost: it is not a peer that went away.
+func (f *Factory) testUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cl := f.open(t, Config("client-unreachable"))
+	defer closeAll(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	_, err = cl.Connect(ctx, addr)
+	took := time.Since(t0)
+	if !errors.Is(err, peer.ErrUnreachable) || errors.Is(err, peer.ErrPeerLost) {
+		t.Fatalf("connect to closed port %s: %v, want ErrUnreachable", addr, err)
+	}
+	if !strings.Contains(err.Error(), addr) {
+		t.Errorf("error %q does not name the address %s", err, addr)
+	}
+	if took > time.Second {
+		t.Errorf("connect to a closed port took %v, want < 1s", took)
+	}
+	if s := cl.Stats(); s.Open != 0 || len(s.Lost) != 0 {
+		t.Errorf("after a refused connect: %s", describe(s))
 	}
 }

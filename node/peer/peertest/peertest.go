@@ -101,6 +101,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Limits", f.testLimits)
 	t.Run("ManyPeers", f.testManyPeers)
 	t.Run("Refused", f.testRefused)
+	t.Run("Unreachable", f.testUnreachable)
 	t.Run("Regions", f.testRegions)
 	t.Run("Backpressure", f.testBackpressure)
 	t.Run("ControlWindow", f.testControlWindow)

@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/sluice-daq/sluice/node/peer"
@@ -143,6 +145,9 @@ func (t *Transport) Connect(ctx context.Context, addr string) (peer.Conn, error)
 	d := net.Dialer{Control: setBuffers}
 	dial := func() (*net.TCPConn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+			return nil, fmt.Errorf("peer tcp: connect %s: %w (%v)", addr, peer.ErrUnreachable, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("peer tcp: connect %s: %w", addr, err)
 		}

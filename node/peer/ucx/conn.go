@@ -51,6 +51,8 @@ type Conn struct {
 	ep      C.ucp_ep_h
 	state   int
 	epDead  bool // UCX reported the endpoint failed, or we closed it
+	dialed  bool // we connected (rather than accepted) this endpoint
+	heard   bool // a frame came from the peer
 	byeRecv bool
 	closeAt time.Time // after our bye: force the close by then
 	early   []early
@@ -154,6 +156,7 @@ func (t *Transport) Connect(ctx context.Context, addr string) (peer.Conn, error)
 			return fmt.Errorf("peer ucx: connect %s: %s", addr, statusErr(st))
 		}
 		c = t.newConn(ep)
+		c.dialed = true
 		return nil
 	})
 	if err != nil {
@@ -568,6 +571,7 @@ func (t *Transport) onCtl(ep C.ucp_ep_h, data []byte) {
 		data = rest
 		switch c.state {
 		case stateHandshake:
+			c.heard = true
 			if h.Kind <= wire.KindRefuse {
 				select {
 				case c.hs <- hsFrame{h, body}:
@@ -727,7 +731,13 @@ func (t *Transport) onEpError(ep C.ucp_ep_h, st C.ucs_status_t) {
 	}
 	switch c.state {
 	case stateHandshake:
-		c.abortHandshake(fmt.Errorf("%w: endpoint error: %s", peer.ErrPeerLost, statusErr(st)))
+		if c.dialed && !c.heard {
+			// Nothing ever came back: no listener took the connection
+			// (UCX's sockaddr connect reports a refusal this way).
+			c.abortHandshake(fmt.Errorf("%w: nothing accepts connections there (UCX: %s)", peer.ErrUnreachable, statusErr(st)))
+		} else {
+			c.abortHandshake(fmt.Errorf("%w: endpoint error: %s", peer.ErrPeerLost, statusErr(st)))
+		}
 		t.closeEP(c, true)
 	case stateEstablished:
 		if c.byeRecv {

@@ -73,6 +73,9 @@ func Listen(addr string, cfg Options) (*Input, error) {
 // Addr is the address the input listens on.
 func (in *Input) Addr() net.Addr { return in.ln.Addr() }
 
+// ListenAddr is Addr as host:port (transport.Listener).
+func (in *Input) ListenAddr() string { return in.ln.Addr().String() }
+
 // Close stops listening (Run closes the listener itself when it returns;
 // Close is for an input whose Run never ran). Idempotent.
 func (in *Input) Close() error {

@@ -133,6 +133,9 @@ func Listen(addr string, cfg Options) (*Input, error) {
 // Addr is the address the input listens on.
 func (in *Input) Addr() net.Addr { return in.conn.LocalAddr() }
 
+// ListenAddr is Addr as host:port (transport.Listener).
+func (in *Input) ListenAddr() string { return in.conn.LocalAddr().String() }
+
 // Close closes the socket (Run closes it itself when it returns; Close is
 // for an input whose Run never ran). Idempotent.
 func (in *Input) Close() error {
