@@ -41,6 +41,11 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	replay := cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0
 	var arena *plugins.Arena
 	if stages := cfg.OnlineStages(); len(stages) > 0 || replay {
+		// What a node killed with SIGKILL left in /dev/shm first: the
+		// arena needs its space.
+		if n, bytes := plugins.RemoveStaleRegions(); n > 0 {
+			log.Warn("reclaimed the shared-memory regions of dead trigger hosts", "regions", n, "bytes", bytes)
+		}
 		// The builder builds its batches in this shared memory, which every
 		// plugin maps once: batches reach the plugins without a copy. It
 		// holds the budget's batches share (when full, batches fall back
@@ -78,8 +83,12 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		}
 		t := transport.Lookup(u.Scheme)
 		if ic.Emulator != nil && t.ClearStale != nil {
-			if err := t.ClearStale(u); err != nil {
+			what, err := t.ClearStale(u)
+			if err != nil {
 				return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
+			}
+			if what != "" {
+				log.Warn(what, "input", ic.URI)
 			}
 		}
 		in, err := transport.OpenInput(ic.URI, ic.Options)

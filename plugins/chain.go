@@ -50,8 +50,8 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 		return nil, fmt.Errorf("trigger chain: metrics: %w", err)
 	}
 	c := &Chain{mem: cfg.Options.instanceConfig("", "").mem}
-	if n := wire.RemoveStaleRegions(wire.RegionDir()); n > 0 {
-		cfg.Options.instanceConfig("", "").log.Warn("removed shared-memory regions of dead trigger hosts", "regions", n)
+	if n, bytes := wire.RemoveStaleRegions(wire.RegionDir()); n > 0 {
+		cfg.Options.instanceConfig("", "").log.Warn("removed shared-memory regions of dead trigger hosts", "regions", n, "bytes", bytes)
 	}
 	for _, sc := range stages {
 		s, err := newStage(ctx, sc, cfg.Options, m)

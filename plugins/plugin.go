@@ -110,6 +110,22 @@ func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.V
 // Close stops the plugin process and removes its shared-memory region.
 func (p *Plugin) Close() { p.in.close() }
 
+// RemoveStaleRegions removes the shared-memory regions (arenas and
+// per-instance regions) that trigger hosts killed with SIGKILL left: those
+// whose host pid has exited and that belong to this user, never a live
+// host's. It returns how many files and bytes it removed.
+func RemoveStaleRegions() (n int, bytes int64) { return wire.RemoveStaleRegions(wire.RegionDir()) }
+
+// StaleRegionBytes is the space RemoveStaleRegions would free.
+func StaleRegionBytes() int64 {
+	_, sizes := wire.StaleRegions(wire.RegionDir())
+	var n int64
+	for _, s := range sizes {
+		n += s
+	}
+	return n
+}
+
 // RegionPrefix starts the file name of every shared-memory region the
 // trigger host creates (in /dev/shm, or the temporary directory), followed
 // by the host's process id: tools and tests use it to find regions left

@@ -111,6 +111,7 @@ func (c *Config) Preflight() error {
 	var ps conf.Problems
 	ps = append(ps, c.Trigger.Preflight().In("trigger")...)
 	c.preflightInputs(&ps)
+	c.preflightSharedMemory(&ps)
 	ps = append(ps, c.Store.Preflight().In("store")...)
 	ps = append(ps, c.HTTP.Preflight().In("http")...)
 	return errOf("", ps)

@@ -130,8 +130,15 @@ type proc struct {
 // start runs bin/sluice with args in the repository root.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProgram(t, filepath.Join(bin, "sluice"), args...)
+}
+
+// startProgram runs program (sluice, or a command that runs it) with args
+// in the repository root.
+func startProgram(t *testing.T, program string, args ...string) *proc {
+	t.Helper()
 	p := &proc{addr: make(chan string, 1), done: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(bin, "sluice"), args...)
+	p.cmd = exec.Command(program, args...)
 	p.cmd.Dir = repo
 	p.cmd.Stdout = &p.stdout
 	errPipe, err := p.cmd.StderrPipe()

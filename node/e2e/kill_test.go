@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node/transport/shm"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -66,10 +67,27 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	// logs when opened for writing.
 	vars["RUN"], vars["EMU"] = "32", "{events: 500, packing: 4, fragment_size: {mean: 8KiB}, ring_size: 16MiB}"
 	summary := filepath.Join(t.TempDir(), "run.json")
-	runOK(t, "run", "--config", writeConfig(t, killConfig, vars), "--summary-json", summary)
+	again := start(t, "run", "--config", writeConfig(t, killConfig, vars), "--summary-json", summary)
+	if code := again.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("restarted run: exit %d\n%s", code, again.log())
+	}
 	l := readLedger(t, summary)
 	if !l.Balanced || l.EventsBuilt != 500 || l.Run != 32 {
 		t.Fatalf("ledger of the restarted run: %+v", l)
+	}
+	// What the killed node left in /dev/shm was reclaimed, and said so: its
+	// ring (16 MiB) and its plugin arena, nothing of it left.
+	killedPid := p.cmd.Process.Pid
+	for _, want := range []string{
+		fmt.Sprintf(`"msg":"reclaimed the stale ring %s of dead pid(s) [%d]: 1 file(s), 16781312 bytes of /dev/shm"`, vars["SHM"], killedPid),
+		`"msg":"reclaimed the shared-memory regions of dead trigger hosts"`,
+	} {
+		if !strings.Contains(again.log(), want) {
+			t.Errorf("the restarted node did not log %s\n%s", want, again.log())
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(shm.Dir, fmt.Sprintf("%s%d-*", regionPrefix, killedPid))); len(left) > 0 {
+		t.Errorf("the killed node's regions are still there: %v", left)
 	}
 	killed := countRun(t, store, 31)
 	if killed[storage.Accepted] < reported.EventsStoredAccepted || killed[storage.Deferred] < reported.EventsStoredDeferred {

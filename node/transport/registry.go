@@ -47,8 +47,10 @@ type Transport struct {
 	Preflight func(u URI) error
 	// ClearStale is called before an input fed by an embedded emulator
 	// opens: it removes what a killed run left at u that the input must
-	// not attach to (a ring file); nil: nothing.
-	ClearStale func(u URI) error
+	// not attach to (a ring file), and says what it removed ("" nothing),
+	// for the log. What a live process uses is refused, never removed.
+	// nil: nothing to clear.
+	ClearStale func(u URI) (string, error)
 
 	// NewSenderOptions returns the sender's settings with their defaults,
 	// as NewInputOptions (their keys are written in the emulator's

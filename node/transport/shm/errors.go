@@ -13,6 +13,9 @@ var (
 	ErrReaderDead = errors.New("readout ring reader is dead")
 	// ErrReaderAttached: another live process already reads this ring.
 	ErrReaderAttached = errors.New("readout ring already has a live reader")
+	// ErrRingInUse: a ring file to be replaced is written or read by
+	// another live process, or belongs to another user.
+	ErrRingInUse = errors.New("readout ring is in use")
 	// ErrBadRing: the ring file is not a sluice readout ring of a known
 	// version, or its sizes are inconsistent.
 	ErrBadRing = errors.New("not a valid readout ring")

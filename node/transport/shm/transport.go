@@ -2,10 +2,7 @@ package shm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -27,17 +24,15 @@ var Transport = transport.Transport{
 	OpenInput: func(u transport.URI, _ transport.InputOptions) (transport.Input, error) {
 		return NewInput(u.Target, ReaderConfig{}), nil
 	},
-	ClearStale: func(u transport.URI) error {
+	ClearStale: func(u transport.URI) (string, error) {
 		// The embedded emulator creates this ring; a ring left by a node
-		// that was killed must not be attached to meanwhile.
-		path, err := ringPath(u.Target)
-		if err == nil {
-			err = os.Remove(path)
+		// that was killed must not be attached to meanwhile, and a ring
+		// another live process uses must not be taken from it.
+		r, err := ReclaimStale(u.Target)
+		if err != nil || len(r.Files) == 0 {
+			return "", err
 		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing the stale ring: %w", err)
-		}
-		return nil
+		return fmt.Sprintf("reclaimed the stale ring %s of dead pid(s) %v: %d file(s), %d bytes of /dev/shm", u.Target, r.Pids, len(r.Files), r.Bytes), nil
 	},
 	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{RingSize: DefaultRingData} },
 	OpenSender: func(_ context.Context, u transport.URI, o transport.SenderOptions, _ int) (transport.Sender, error) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-daq/sluice/internal/shmspace"
 	"github.com/sluice-daq/sluice/node/transport"
 )
 
@@ -77,7 +78,9 @@ func CreateWriter(name string, cfg WriterConfig) (*Writer, error) {
 	defer os.Remove(tmp.Name()) // no-op once renamed
 	defer tmp.Close()
 	size := int(controlSize + ds)
-	if err := tmp.Truncate(int64(size)); err != nil {
+	// Every page reserved now: a sparse ring would SIGBUS the writer (or
+	// the reader) at the first page a full /dev/shm cannot give.
+	if err := shmspace.Reserve(tmp, int64(size)); err != nil {
 		return nil, fmt.Errorf("readout ring %s: %w", name, err)
 	}
 	mem, err := mapFile(tmp, size, true)

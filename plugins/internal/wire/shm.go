@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-daq/sluice/internal/shmspace"
 )
 
 // RegionPrefix starts the file name of every shared-memory region, followed
@@ -45,7 +47,9 @@ func CreateRegion(dir string, size int) (*Region, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("wire: shared-memory region %s: %w", f.Name(), err)
 	}
-	if err := f.Truncate(int64(size)); err != nil {
+	// Every page reserved now: the builder writes batches into the arena
+	// and would SIGBUS at the first page a full /dev/shm cannot give.
+	if err := shmspace.Reserve(f, int64(size)); err != nil {
 		return fail(err)
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -67,21 +71,41 @@ func (r *Region) Close() error {
 }
 
 // RemoveStaleRegions removes the regions in dir whose creating process is no
-// longer alive and returns how many it removed.
-func RemoveStaleRegions(dir string) int {
+// longer alive (StaleRegions) and returns how many files and bytes it
+// removed.
+func RemoveStaleRegions(dir string) (n int, bytes int64) {
+	paths, sizes := StaleRegions(dir)
+	for i, p := range paths {
+		if os.Remove(p) == nil {
+			n++
+			bytes += sizes[i]
+		}
+	}
+	return n, bytes
+}
+
+// StaleRegions lists the regions in dir that are provably stale: the pid
+// in their name has exited and the file belongs to this user (a live
+// host's region, or another user's, is never listed), with the bytes each
+// holds.
+func StaleRegions(dir string) (paths []string, bytes []int64) {
 	names, _ := filepath.Glob(filepath.Join(dir, RegionPrefix+"*"))
-	n := 0
 	for _, name := range names {
 		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(name), RegionPrefix), "-")
 		pid, err := strconv.Atoi(pidText)
 		if !ok || err != nil || pid <= 0 {
 			continue
 		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) && os.Remove(name) == nil {
-			n++
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue
 		}
+		var st syscall.Stat_t
+		if syscall.Stat(name, &st) != nil || st.Uid != uint32(os.Geteuid()) {
+			continue
+		}
+		paths, bytes = append(paths, name), append(bytes, st.Blocks*512)
 	}
-	return n
+	return paths, bytes
 }
 
 // Mapping is the plugin's read-only view of the host's current region. It

@@ -1,12 +1,19 @@
 package wire
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-daq/sluice/internal/shmspace"
 
 	"github.com/sluice-daq/sluice/plugins/internal/pluginpb"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
@@ -211,4 +218,34 @@ func FuzzLayout(f *testing.F) {
 			rec.Release()
 		}
 	})
+}
+
+// TestRegionReservedAtCreation: a region larger than the free space of its
+// tmpfs is refused at creation, naming the sizes, and leaves no file; it
+// is never created sparse, to SIGBUS its writer at the first page the tmpfs
+// cannot give (the builder's arena did, on Docker's 64 MiB /dev/shm).
+func TestRegionReservedAtCreation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer unix.Unmount(dir, 0)
+	_, err := NewArena(dir, 4<<20)
+	if !errors.Is(err, shmspace.ErrNoSpace) || !strings.Contains(err.Error(), "4MiB needed; "+dir+" has 2MiB free of 2MiB") {
+		t.Fatalf("arena of 4MiB on a 2MiB tmpfs: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	r, err := CreateRegion(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if free, _, _ := shmspace.Free(dir); free != 1<<20 {
+		t.Fatalf("a 1MiB region leaves %d bytes of 2MiB free, want its pages reserved", free)
+	}
 }
