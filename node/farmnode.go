@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -143,7 +145,7 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 		pipe = f
 	}
 	f.agent, err = agent.New(agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
-		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, LeaseTTL: fc.LeaseTTL,
+		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), LeaseTTL: fc.LeaseTTL,
 		Wait: fc.Wait, Pipeline: pipe, Log: n.log})
 	if err != nil {
 		f.close()
@@ -152,6 +154,33 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	f.log.Info("farm node", "roles", roles.String(), "transport", tr.Name(), "addr", tr.Addr(),
 		"protocol", fc.Protocol, "release", fc.Release, "sources", fc.Sources)
 	return f, nil
+}
+
+// httpAdvertised is the node's HTTP endpoint as other hosts reach it
+// (registered for Prometheus's service discovery): the listening address,
+// its host replaced when it is unspecified (0.0.0.0, [::]) by
+// farm.advertise's host, else this machine's host name; "" without an
+// HTTP endpoint.
+func (n *Node) httpAdvertised() string {
+	n.mu.Lock()
+	srv := n.httpSrv
+	n.mu.Unlock()
+	if srv == nil {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(srv.Addr())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = ""
+		if h, _, err := net.SplitHostPort(n.cfg.Farm.Advertise); err == nil && h != "" {
+			host = h
+		} else if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func (f *farmNode) close() {

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
@@ -62,7 +65,7 @@ and the desired run state live under /sluice/<farm>/. These commands read and
 write it; every node watches the run state and follows it.`,
 	}
 	ff.add(cmd)
-	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff))
+	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff), newFarmSDCmd(&ff))
 	return cmd
 }
 
@@ -103,6 +106,57 @@ instead (see --etcd).`,
 	cmd.Flags().StringVar(&cfg.Name, "name", "sluice", "member name")
 	cmd.Flags().UintVar(&cfg.TickMs, "tick-ms", 100, "heartbeat interval in ms (tests shorten it)")
 	cmd.Flags().UintVar(&cfg.ElectionMs, "election-ms", 1000, "election timeout in ms; the minimum lease TTL is 1.5 times it")
+	return cmd
+}
+
+// newFarmSDCmd: Prometheus's HTTP service discovery of the farm's nodes.
+func newFarmSDCmd(ff *farmFlags) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "sd [--listen HOST:PORT]",
+		Short: "Serve Prometheus HTTP service discovery of the farm's nodes, read from etcd, until SIGINT/SIGTERM",
+		Long: `Serves GET /sd in the format of Prometheus's http_sd_configs: a JSON list with
+one target group per member of the farm that registered an HTTP endpoint (the
+node's http.address, which serves /metrics), labelled farm, node and roles,
+with __meta_sluice_incarnation, __meta_sluice_address (peer transport),
+__meta_sluice_sources and __meta_sluice_em ("true" for the event manager) for
+relabelling. The members are read from etcd on every request, so the scrape
+configuration needs no list of hosts (see configs/prometheus-farm.yml). It
+prints "farm sd: serving http://HOST:PORT/sd" once listening; 503 while etcd
+does not answer.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			dctx, cancel := context.WithTimeout(ctx, ff.timeout)
+			c, err := ff.dial(dctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("farm sd: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			mux := http.NewServeMux()
+			mux.Handle("/sd", control.SDHandler(c, ff.timeout, log))
+			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			fmt.Fprintf(cmd.OutOrStdout(), "farm sd: serving http://%s/sd (farm %s)\n", ln.Addr(), c.Farm())
+			select {
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				return srv.Shutdown(sctx)
+			case err := <-errc:
+				return fmt.Errorf("farm sd: %w", err)
+			}
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9466", "address to serve /sd at (port 0: a free port, printed)")
 	return cmd
 }
 

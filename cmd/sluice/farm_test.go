@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,5 +183,64 @@ func TestFarmEtcd(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("farm etcd did not stop with its context")
+	}
+}
+
+// TestFarmSD: `sluice farm sd` serves the farm's members with an HTTP
+// endpoint as Prometheus http_sd target groups, read from etcd.
+func TestFarmSD(t *testing.T) {
+	s, err := control.StartServer(control.ServerConfig{DataDir: t.TempDir(), Listen: "http://127.0.0.1:0", Peer: "http://127.0.0.1:0", TickMs: 20, ElectionMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := control.Dial(context.Background(), control.Config{Endpoints: []string{s.Endpoint()}, Farm: "sd-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Join(context.Background(), control.Member{Node: "n1", Roles: "ru,bu,em", Sources: "0-3", Address: "127.0.0.1:7001", HTTP: "127.0.0.1:9470"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	root := newRootCmd()
+	root.SetOut(pw)
+	root.SetErr(pw)
+	root.SetArgs([]string{"farm", "sd", "--listen", "127.0.0.1:0", "--etcd", s.Endpoint(), "--farm", "sd-test"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no output: %v (%v)", err, <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "farm sd: serving ")
+	url, _, _ = strings.Cut(url, " ")
+	if !ok {
+		t.Fatalf("first line %q", line)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var groups []control.TargetGroup
+	if err := json.Unmarshal(body, &groups); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%v %q: %s", err, resp.Header.Get("Content-Type"), body)
+	}
+	if len(groups) != 1 || len(groups[0].Targets) != 1 || groups[0].Targets[0] != "127.0.0.1:9470" ||
+		groups[0].Labels["node"] != "n1" || groups[0].Labels["farm"] != "sd-test" || groups[0].Labels["roles"] != "ru,bu,em" {
+		t.Fatalf("groups %+v", groups)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("farm sd did not stop with its context")
 	}
 }

@@ -62,6 +62,10 @@ type Config struct {
 	Run       farm.RunConfig
 	Control   *control.Client
 	Transport peer.Transport
+	// HTTP is the node's HTTP endpoint (host:port serving /metrics and
+	// /status), registered with the membership for Prometheus's service
+	// discovery (`sluice farm sd`); "" when the node serves none.
+	HTTP string
 	// LeaseTTL is the membership lease (default 2s; etcd may grant more).
 	LeaseTTL time.Duration
 	// Slots and SlotBytes: the BU's capacity (defaults 64 × assignment
@@ -238,7 +242,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	ms, err := c.Join(ctx, control.Member{Node: a.cfg.Node, Roles: a.cfg.Roles.String(),
-		Sources: schemas.FormatSourceList(a.cfg.Sources), Address: a.cfg.Transport.Addr()}, a.cfg.LeaseTTL)
+		Sources: schemas.FormatSourceList(a.cfg.Sources), Address: a.cfg.Transport.Addr(), HTTP: a.cfg.HTTP}, a.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
