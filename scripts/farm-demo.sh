@@ -6,9 +6,16 @@
 # pull. For each protocol: record the run (sluice farm start), let the nodes'
 # readouts end, wait until every announced event is built, stop the run (sluice
 # farm stop: the nodes drain and exit), and print the farm ledger and each
-# node's ledger. Both must balance (the script fails otherwise).
+# node's ledger. Both must balance (the script fails otherwise). The nodes
+# run the demo's trigger chain (gec with deferral, a prescaled line), as
+# `make run` does; afterwards `sluice replay` triggers what each node
+# deferred, on every node's store, and must balance too.
 #
-# LOOP (default 20: 200 events) overrides the emulators' passes over the sample.
+# LOOP (default 20: 200 events) overrides the emulators' passes over the
+# sample; ETCD_PORT (default 2379, and the next port for etcd's peers) and
+# WORK (default data/farm) let several farms run on one machine; the nodes'
+# HTTP endpoints and shm rings are private to each run (port 0, ring names
+# with this script's process id).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -19,7 +26,7 @@ export SLUICE_FARM=demo SLUICE_ETCD=127.0.0.1:$ETCD_PORT
 for p in "$BIN/sluice" "$BIN/plugins/gec" "$BIN/plugins/passthrough"; do
   [ -x "$p" ] || { echo "farm-demo: $p is missing; run 'make build plugins' (or 'make farm')" >&2; exit 1; }
 done
-work=data/farm
+work=${WORK:-data/farm}
 rm -rf "$work"
 mkdir -p "$work"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
@@ -39,9 +46,15 @@ for _ in $(seq 100); do grep -q "etcd: serving" "$work/etcd.log" && break; sleep
 grep -q "etcd: serving" "$work/etcd.log" || { cat "$work/etcd.log"; echo "farm-demo: etcd did not start" >&2; exit 1; }
 echo "farm-demo: $(cat "$work/etcd.log")"
 
-# The nodes' configs, with this run's loop count.
+# The nodes' configs, with this run's loop count, etcd, token, stores,
+# private rings and free HTTP ports.
 for n in "${nodes[@]}"; do
-  sed "s/^      loop: .*/      loop: $LOOP/" "configs/farm-$n.yaml" >"$work/farm-$n.yaml"
+  sed -e "s/^      loop: .*/      loop: $LOOP/" \
+    -e "s#shm://sluice-farm-$n#shm://sluice-$$-farm-$n#" \
+    -e "s#^  address: 127.0.0.1:[0-9]*#  address: 127.0.0.1:0#" \
+    -e "s#etcd: \[127.0.0.1:2379\]#etcd: [127.0.0.1:$ETCD_PORT]#" \
+    -e "s#token_file: data/farm/token#token_file: $work/token#" \
+    "configs/farm-$n.yaml" >"$work/farm-$n.yaml"
 done
 
 status=0
@@ -86,5 +99,33 @@ sys.exit(0 if ok else 1)' "$want" "$run"; then
     echo "-- node farm-$n ($proto)"
     sed -n '/^ *run [0-9]* on /,$p' "$work/$proto-farm-$n.log"
   done
+  # What each node deferred, triggered by the replay chain on its own store.
+  for n in "${nodes[@]}"; do
+    echo
+    echo "-- sluice replay on farm-$n ($proto)"
+    "$BIN/sluice" replay --config "$work/farm-$n.yaml" --store "$work/$proto/farm-$n" \
+      --summary-json "$work/$proto/farm-$n.replay.json" 2>"$work/$proto-farm-$n.replay.log" ||
+      { echo "farm-demo: replay on farm-$n ($proto) failed (exit $?):" >&2; tail -20 "$work/$proto-farm-$n.replay.log" >&2; status=1; }
+  done
+  # The farm's events: built once across the nodes, what the chain deferred
+  # all replayed.
+  python3 - "$work/$proto" "$want" "${nodes[@]}" <<'PY' || status=1
+import json, sys
+d, want, nodes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+runs = [json.load(open(f"{d}/farm-{n}.run.json")) for n in nodes]
+reps = [json.load(open(f"{d}/farm-{n}.replay.json")) for n in nodes]
+built = sum(r["events_built"] for r in runs)
+acc = sum(r["events_accepted"] for r in runs)
+rej = sum(r["events_rejected"] for r in runs)
+dfr = sum(r["events_stored_deferred"] for r in runs)
+rep = sum(r["events_replayed"] for r in reps)
+racc = sum(r["events_accepted"] for r in reps)
+print(f"farm-demo: {built} events built across the nodes: {acc} accepted, {rej} rejected, {dfr} deferred; "
+      f"replay decided {rep} of the deferred ({racc} accepted)")
+ok = built == want and acc + rej + dfr == built and rep == dfr and all(r["balanced"] for r in runs + reps)
+if not ok:
+    print(f"farm-demo: the nodes' ledgers do not add up to the farm's {want} events", file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
 done
 exit $status

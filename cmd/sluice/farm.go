@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -211,6 +212,8 @@ flags. Without --config the run's recorded configuration is used.`,
 					return &exitError{code: exitConfig, err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %d configuration: version %d\n", run, v)
+			} else if set := changedFarmFlags(cmd); len(set) > 0 {
+				return &exitError{code: exitConfig, err: fmt.Errorf("farm start: --%s need --config: without it the run's recorded configuration is used as it is", strings.Join(set, ", --"))}
 			} else if _, _, err := c.RunConfig(ctx, run); err != nil {
 				return fmt.Errorf("farm start: %w (give --config to record one)", err)
 			}
@@ -221,14 +224,18 @@ flags. Without --config the run's recorded configuration is used.`,
 			return nil
 		},
 	}
+	def := farm.DefaultConfig()
+	from := func(key, def string) string {
+		return fmt.Sprintf(" (default: farm.%s of --config, itself %s when the file does not set it)", key, def)
+	}
 	cmd.Flags().Uint32Var(&run, "run", 0, "run number")
-	cmd.Flags().StringVar(&o.config, "config", "", "node configuration file the run's sources and trigger chain come from")
-	cmd.Flags().StringVar(&o.protocol, "protocol", "push", "push (BUs give credits, the EM announces to RUs) or pull (BUs ask, then request from RUs)")
-	cmd.Flags().StringVar(&o.unit, "unit", "events", "what assignments count: events (ids named by the RU of the trigger source) or packets (readout packet sequence)")
-	cmd.Flags().IntVar(&o.assignmentSize, "assignment-size", 1, "elements (events or packets) per assignment")
-	cmd.Flags().StringVar(&o.release, "release", "decided", "when RUs free an assignment's bytes: received, decided or durable")
-	cmd.Flags().IntVar(&o.maxOutstanding, "max-outstanding", 4, "pull: unreleased assignments per BU at most")
-	cmd.Flags().IntVar(&o.releaseGroup, "release-group", 8, "releases a BU sends per message")
+	cmd.Flags().StringVar(&o.config, "config", "", "node configuration file the run's sources, trigger chain and farm settings come from")
+	cmd.Flags().StringVar(&o.protocol, "protocol", "", "push (BUs give credits, the EM announces to RUs) or pull (BUs ask, then request from RUs)"+from("protocol", def.Protocol))
+	cmd.Flags().StringVar(&o.unit, "unit", "", "what assignments count: events (ids named by the RU of the trigger source) or packets (the readout's packet sequence: one multi-fragment packet per source)"+from("unit", def.Unit))
+	cmd.Flags().IntVar(&o.assignmentSize, "assignment-size", 0, "elements (events or packets) per assignment"+from("assignment_size", strconv.Itoa(def.AssignmentSize)))
+	cmd.Flags().StringVar(&o.release, "release", "", "when RUs free an assignment's bytes: received, decided or durable"+from("release", def.Release))
+	cmd.Flags().IntVar(&o.maxOutstanding, "max-outstanding", 0, "pull: unreleased assignments per BU at most"+from("max_outstanding", strconv.Itoa(def.MaxOutstanding)))
+	cmd.Flags().IntVar(&o.releaseGroup, "release-group", 0, "releases a BU sends per message"+from("release_group", strconv.Itoa(def.ReleaseGroup)))
 	return cmd
 }
 
@@ -254,6 +261,20 @@ func runConfigOf(nc *config.Config, run uint32, o runOpts, set func(flag string)
 		}
 	}
 	return node.FarmRunConfig(nc)
+}
+
+// farmSettingFlags are the flags of `farm start` that override the
+// configuration file's farm section.
+var farmSettingFlags = []string{"protocol", "unit", "assignment-size", "release", "max-outstanding", "release-group"}
+
+func changedFarmFlags(cmd *cobra.Command) []string {
+	var out []string
+	for _, f := range farmSettingFlags {
+		if cmd.Flags().Changed(f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func whoami() string {

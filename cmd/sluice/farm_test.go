@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -68,6 +69,11 @@ func TestFarmStartStopStatus(t *testing.T) {
 	}
 	if _, err := farmRun("start", "--run", "3"); err == nil || !strings.Contains(err.Error(), "no run configuration") {
 		t.Fatalf("start without a configuration: %v", err)
+	}
+	// A farm setting without a configuration file would be ignored: refused.
+	if _, err := farmRun("start", "--run", "3", "--protocol", "pull", "--release", "durable"); exitCode(err) != exitConfig ||
+		!strings.Contains(err.Error(), "--protocol, --release need --config") {
+		t.Fatalf("farm settings without --config: %v (exit %d)", err, exitCode(err))
 	}
 	cfg := farmNodeConfig(t, "plugin bytes")
 	out, err := farmRun("start", "--run", "3", "--config", cfg, "--assignment-size", "10")
@@ -145,6 +151,31 @@ func farmRunConfig(t *testing.T, path string, run uint32) (farm.RunConfig, error
 		return farm.RunConfig{}, err
 	}
 	return runConfigOf(nc, run, runOpts{assignmentSize: 10}, func(flag string) bool { return flag == "assignment-size" })
+}
+
+// TestFarmStartHelp: the farm settings' flags say that their defaults are
+// the configuration file's farm section, with the section's own defaults.
+func TestFarmStartHelp(t *testing.T) {
+	out, err := run(t, "farm", "start", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := farm.DefaultConfig()
+	for _, want := range []string{
+		"(default: farm.protocol of --config, itself " + def.Protocol + " when",
+		"(default: farm.unit of --config, itself " + def.Unit + " when",
+		fmt.Sprintf("(default: farm.assignment_size of --config, itself %d when", def.AssignmentSize),
+		"(default: farm.release of --config, itself " + def.Release + " when",
+		fmt.Sprintf("(default: farm.max_outstanding of --config, itself %d when", def.MaxOutstanding),
+		fmt.Sprintf("(default: farm.release_group of --config, itself %d when", def.ReleaseGroup),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "(default 1)") || strings.Contains(out, `(default "push")`) {
+		t.Errorf("help shows a flag default that is not what start records:\n%s", out)
+	}
 }
 
 // TestFarmEtcd: `sluice farm etcd` serves until its context ends and says
