@@ -48,6 +48,8 @@ type farmNode struct {
 	byEvent map[uint64]*farmAssign // event id → its live assignment
 	live    map[uint64]*farmAssign
 	stats   FarmLedger
+	// runState is the farm's desired state of this run (see FarmStatus).
+	runState string
 }
 
 // FarmLedger is the farm part of a node's ledger: what its BU pipeline did
@@ -465,6 +467,7 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 					states = nil
 					continue
 				}
+				f.seenRunState(st)
 				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped {
 					stopped = true
 				}

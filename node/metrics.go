@@ -16,6 +16,7 @@ func newRegistry(status func() Status) *prometheus.Registry {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newStatusCollector(status),
+		newFarmCollector(status),
 	)
 	return reg
 }

@@ -438,7 +438,7 @@ func (n *Node) snapshot() Ledger {
 // Status is the node's current status (GET /status).
 func (n *Node) Status() Status {
 	n.mu.Lock()
-	final, parts, in, replay, started := n.final, n.parts, n.inputs, n.replay, n.started
+	final, parts, in, replay, started, fn := n.final, n.parts, n.inputs, n.replay, n.started, n.farm
 	n.mu.Unlock()
 	var l Ledger
 	if final != nil {
@@ -488,6 +488,9 @@ func (n *Node) Status() Status {
 	}
 	if replay != nil {
 		s.Replay = replay.status()
+	}
+	if fn != nil {
+		s.Farm = fn.status()
 	}
 	if parts != nil {
 		s.Store.DeferredBacklog = parts.DeferredAtStart + l.EventsStoredDeferred - (s.Replay.Events - s.Replay.Kept)

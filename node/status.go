@@ -22,7 +22,9 @@ type Status struct {
 	Store         StoreStatus    `json:"store"`
 	Replay        ReplayStatus   `json:"replay"`
 	LogSuppressed uint64         `json:"log_records_suppressed"`
-	Ledger        Ledger         `json:"ledger"`
+	// Farm is the node's part in a farm (nil: it runs alone).
+	Farm   *FarmStatus `json:"farm,omitempty"`
+	Ledger Ledger      `json:"ledger"`
 	// PathsHidden: the file paths (store, plugins, file inputs) are left
 	// out, as on an HTTP endpoint off loopback without http.show_paths.
 	PathsHidden bool `json:"paths_hidden,omitempty"`

@@ -125,7 +125,70 @@ type farmStatus struct {
 		Run   uint32 `json:"run"`
 		State string `json:"state"`
 	} `json:"run"`
-	Ledger *farm.LedgerSummary `json:"ledger"`
+	Ledger  *farm.LedgerSummary `json:"ledger"`
+	Members []struct {
+		Node string `json:"node"`
+		HTTP string `json:"http"`
+	} `json:"members"`
+	EM *struct {
+		Node string `json:"node"`
+	} `json:"em"`
+}
+
+// checkFarmHTTP reads every member's /status and /metrics at the address
+// it registered (what Prometheus's service discovery gives): each shows
+// its farm part — roles, the EM, its two peers connected, the run
+// running — and the farm metrics.
+func checkFarmHTTP(t *testing.T, st farmStatus, farmID string) {
+	t.Helper()
+	if len(st.Members) != len(farmNodes) || st.EM == nil {
+		t.Fatalf("farm status: members %+v, em %+v", st.Members, st.EM)
+	}
+	for _, m := range st.Members {
+		if m.HTTP == "" {
+			t.Fatalf("%s registered no HTTP endpoint", m.Node)
+		}
+		b, err := httpGet("http://" + m.HTTP + "/status")
+		if err != nil {
+			t.Fatalf("%s /status: %v", m.Node, err)
+		}
+		var s struct {
+			Node string `json:"node"`
+			Farm *struct {
+				Farm     string `json:"farm"`
+				Roles    string `json:"roles"`
+				EM       string `json:"em"`
+				IsEM     bool   `json:"is_em"`
+				RunState string `json:"run_state"`
+				Peers    []struct {
+					Node      string `json:"node"`
+					Connected bool   `json:"connected"`
+				} `json:"peers"`
+				RU *struct{} `json:"ru"`
+				BU *struct{} `json:"bu"`
+			} `json:"farm"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("%s /status: %v", m.Node, err)
+		}
+		f := s.Farm
+		if s.Node != m.Node || f == nil || f.Farm != farmID || f.Roles != "ru,bu,em" || f.EM != st.EM.Node ||
+			f.IsEM != (m.Node == st.EM.Node) || f.RunState != "running" || len(f.Peers) != len(farmNodes)-1 || f.RU == nil || f.BU == nil {
+			t.Fatalf("%s /status farm part: %s", m.Node, b)
+		}
+		for _, p := range f.Peers {
+			if !p.Connected {
+				t.Fatalf("%s /status: peer %s not connected: %s", m.Node, p.Node, b)
+			}
+		}
+		mb, err := httpGet("http://" + m.HTTP + "/metrics")
+		if err != nil {
+			t.Fatalf("%s /metrics: %v", m.Node, err)
+		}
+		if want := `sluice_farm_member_info{farm="` + farmID + `"`; !strings.Contains(string(mb), want) {
+			t.Fatalf("%s /metrics lacks %s", m.Node, want)
+		}
+	}
 }
 
 // TestFarmRealMDF is `make farm` as a test: etcd and three sluice run
@@ -187,6 +250,7 @@ func TestFarmRealMDF(t *testing.T) {
 					t.Fatalf("farm status --json: %v\n%s", err, out)
 				}
 				if l := st.Ledger; st.Run != nil && st.Run.Run == run && l != nil && l.Announced == want && l.Built == want && l.Open == 0 {
+					checkFarmHTTP(t, st, farmID)
 					break
 				}
 				for n, p := range procs {

@@ -184,17 +184,39 @@ type Agent struct {
 
 // Status is a snapshot for /status and tests.
 type Status struct {
-	Node        string              `json:"node"`
-	Incarnation uint64              `json:"incarnation"`
-	Roles       string              `json:"roles"`
-	EM          *farm.EMStats       `json:"em,omitempty"`
-	RU          *farm.RUStats       `json:"ru,omitempty"`
-	BU          *farm.BUStats       `json:"bu,omitempty"`
-	Peers       []string            `json:"peers"`
-	Leader      string              `json:"leader"`
-	Epoch       uint64              `json:"epoch"`
-	Ledger      *farm.LedgerSummary `json:"ledger,omitempty"`
-	Dropped     map[string]uint64   `json:"dropped,omitempty"` // messages dropped, by why
+	Node        string        `json:"node"`
+	Incarnation uint64        `json:"incarnation"`
+	Roles       string        `json:"roles"`
+	EM          *farm.EMStats `json:"em,omitempty"`
+	RU          *farm.RUStats `json:"ru,omitempty"`
+	BU          *farm.BUStats `json:"bu,omitempty"`
+	Peers       []string      `json:"peers"`
+	// Members are the other members this node knows, with their link.
+	Members []PeerStatus `json:"members"`
+	// SendPool is the RU's send buffers (bytes in use, their peak, the
+	// bound: Config.SendPool).
+	SendPool PoolStatus          `json:"send_pool"`
+	Leader   string              `json:"leader"`
+	Epoch    uint64              `json:"epoch"`
+	Ledger   *farm.LedgerSummary `json:"ledger,omitempty"`
+	Dropped  map[string]uint64   `json:"dropped,omitempty"` // messages dropped, by why
+}
+
+// PeerStatus is one other member as this node sees it.
+type PeerStatus struct {
+	Node        string `json:"node"`
+	Incarnation uint64 `json:"incarnation"`
+	Roles       string `json:"roles"`
+	Address     string `json:"address"` // peer transport
+	HTTP        string `json:"http,omitempty"`
+	Connected   bool   `json:"connected"` // the peer link is up
+}
+
+// PoolStatus is a bounded pool of bytes.
+type PoolStatus struct {
+	UsedBytes  int64 `json:"used_bytes"`
+	PeakBytes  int64 `json:"peak_bytes"`
+	LimitBytes int64 `json:"limit_bytes"`
 }
 
 // New checks cfg and returns an agent; Run starts it.
@@ -679,6 +701,25 @@ func (a *Agent) snapshot() {
 		s.Peers = append(s.Peers, n)
 	}
 	sort.Strings(s.Peers)
+	s.Members = s.Members[:0]
+	for n, m := range a.members {
+		if n == a.cfg.Node {
+			continue
+		}
+		ps := PeerStatus{Node: n, Incarnation: m.Incarnation, Roles: m.Roles, Address: m.Address, HTTP: m.HTTP}
+		if p := a.peers[n]; p != nil && p.conn != nil && p.inc == m.Incarnation {
+			select {
+			case <-p.done:
+			default:
+				ps.Connected = true
+			}
+		}
+		s.Members = append(s.Members, ps)
+	}
+	sort.Slice(s.Members, func(i, j int) bool { return s.Members[i].Node < s.Members[j].Node })
+	if a.pool != nil {
+		s.SendPool = a.pool.status()
+	}
 }
 
 // publish puts the EM's ledger in etcd for `sluice farm status`.

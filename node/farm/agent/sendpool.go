@@ -22,6 +22,7 @@ type sendPool struct {
 	cv    *sync.Cond
 	free  map[int][]*slot
 	inUse int
+	peak  int
 	all   []*slot
 	done  bool
 }
@@ -66,6 +67,7 @@ func (p *sendPool) get(ctx context.Context, n int) (*slot, error) {
 		return nil, fmt.Errorf("agent: send pool closed")
 	}
 	p.inUse += size
+	p.peak = max(p.peak, p.inUse)
 	if l := p.free[size]; len(l) > 0 {
 		s := l[len(l)-1]
 		p.free[size] = l[:len(l)-1]
@@ -87,6 +89,13 @@ func (p *sendPool) put(s *slot) {
 	p.free[s.size] = append(p.free[s.size], s)
 	p.mu.Unlock()
 	p.cv.Broadcast()
+}
+
+// status is the bytes in use, their peak and the limit.
+func (p *sendPool) status() PoolStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStatus{UsedBytes: int64(p.inUse), PeakBytes: int64(p.peak), LimitBytes: int64(p.limit)}
 }
 
 // close frees the regions (sends must have completed: the transport's
