@@ -214,7 +214,7 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 	// Inputs with problems of their own are fixed first: their sizes may
 	// be what is wrong.
 	if p.InputsUsed > p.Inputs && !anyUnder(*ps, "inputs") {
-		ps.Add("node.memory_split.inputs", s.Inputs, "want room for what the inputs create (%s: %s): a larger share, or smaller ring_size or credit_window",
+		ps.Add("node.memory_split.inputs", s.Inputs, "want room for what the inputs create (%s: %s): a larger share, or a smaller ring_size, credit_window, reorder_window or max_datagram",
 			size(p.InputsUsed), c.inputsMemoryList())
 	}
 }

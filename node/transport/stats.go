@@ -53,7 +53,10 @@ type Stats struct {
 	Lost uint64
 	// SinkWaitNs is the time spent inside Sink.AddPacket (backpressure).
 	SinkWaitNs uint64
-	// HeldBytes are bytes handed to the sink and not yet released.
+	// HeldBytes are bytes handed to the sink and not yet released: the
+	// ring's records; the whole receive buffers of UDP and file inputs
+	// (their size rounded up to a power of two, what the memory holds);
+	// TCP's packet bytes, as its credit counts them.
 	HeldBytes int64
 	// WriterThrottleNs: shm, the ring writer's total wait for space.
 	WriterThrottleNs uint64

@@ -13,6 +13,9 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
+// readBuffer is the size of a file input's read buffer.
+const readBuffer = 64 << 10
+
 // Input reads a native MFP stream file (file://PATH): multi-fragment
 // packets back to back, as `sluice readout --to file://PATH` writes them.
 type Input struct {
@@ -45,7 +48,7 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 		return fmt.Errorf("readout file://%s: %w", in.path, err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(f, readBuffer)
 	var off int64
 	for ctx.Err() == nil {
 		head, err := br.Peek(schemas.MFPHeaderSize)
@@ -73,7 +76,7 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 			return nil
 		}
 		off += int64(n)
-		b.Hold(size, nil)
+		b.Hold(len(b.B), nil) // the whole buffer stays held until released
 		if err := in.c.Deliver(ctx, sink, b.B[:size:size], b.Release); err != nil {
 			return err
 		}

@@ -57,6 +57,14 @@ type Options struct{}
 // Check has nothing to check.
 func (*Options) Check(transport.URI) conf.Problems { return nil }
 
+// MemoryBytes is what a file input holds itself: its read buffer
+// (readBuffer). The packets it hands to the builder are the builder's
+// share (HeldBytes counts their whole buffers).
+func (*Options) MemoryBytes() int64 { return readBuffer }
+
+// SharedMemory: the read buffer is on the Go heap.
+func (*Options) SharedMemory() bool { return false }
+
 // Ends: a file input ends at the end of the file.
 func (*Options) Ends() bool { return true }
 

@@ -173,9 +173,10 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 	}
 	msgs := make([]ipv4.Message, recvBatch)
 	bufs := make([]*rxbuf.Buf, recvBatch)
+	space := udpHeadroom + int(in.cfg.MaxDatagram)
 	for i := range msgs {
-		bufs[i] = in.pool.Get(udpHeadroom + MaxDatagram)
-		msgs[i].Buffers = [][]byte{bufs[i].B[udpHeadroom:]}
+		bufs[i] = in.pool.Get(space)
+		msgs[i].Buffers = [][]byte{bufs[i].B[udpHeadroom:space]}
 	}
 	defer func() {
 		for _, b := range bufs {
@@ -217,8 +218,8 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 			}
 			done, err := r.datagram(bufs[i], msgs[i].N, from, now)
 			// The buffer now belongs to the window or the sink: take a fresh one.
-			bufs[i] = in.pool.Get(udpHeadroom + MaxDatagram)
-			msgs[i].Buffers[0] = bufs[i].B[udpHeadroom:]
+			bufs[i] = in.pool.Get(space)
+			msgs[i].Buffers[0] = bufs[i].B[udpHeadroom:space]
 			if err != nil || done {
 				return err
 			}
@@ -244,7 +245,9 @@ func (r *udpReceiver) deliver(b *rxbuf.Buf, n int) error {
 		b.Put()
 		return nil
 	}
-	b.Hold(n, nil)
+	// The whole buffer is held, not only the datagram's n bytes: that is
+	// the memory the builder keeps until it releases the packet.
+	b.Hold(len(b.B), nil)
 	return in.c.Hand(r.ctx, r.sink, p, b.Release)
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/node/transport/internal/rxbuf"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Transport registers udp://HOST:PORT[?format=mfp|vtp] (see package all).
@@ -75,6 +77,13 @@ type Options struct {
 	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
 	// granted is in Stats.SocketBufferBytes).
 	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_RCVBUF requested"`
+	// MaxDatagram is the largest datagram received whole (default and at
+	// most 65507, the largest over IPv4): each datagram is read into a
+	// buffer of this size plus 32 bytes, rounded up to a power of two, so
+	// a smaller bound (e.g. 9000 for jumbo frames) shrinks what the input
+	// holds. A longer datagram is cut to it, and its packet then counts as
+	// truncated.
+	MaxDatagram conf.ByteSize `yaml:"max_datagram" doc:"largest datagram received whole, bytes (its buffers are this size)"`
 	// ExpectStreams: when > 0, Run returns nil once this many senders sent
 	// their end marker (0: it runs until it is stopped).
 	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
@@ -85,7 +94,7 @@ type Options struct {
 
 // DefaultOptions are the settings of an input configured with none.
 func DefaultOptions() Options {
-	return Options{ReorderWindow: DefaultReorderWindow, LatencyBudget: DefaultLatencyBudget, SocketBuffer: DefaultSocketBuffer}
+	return Options{ReorderWindow: DefaultReorderWindow, LatencyBudget: DefaultLatencyBudget, SocketBuffer: DefaultSocketBuffer, MaxDatagram: MaxDatagram}
 }
 
 func (o Options) withDefaults() Options {
@@ -99,11 +108,32 @@ func (o Options) withDefaults() Options {
 	if o.SocketBuffer <= 0 {
 		o.SocketBuffer = d.SocketBuffer
 	}
+	if o.MaxDatagram <= 0 {
+		o.MaxDatagram = d.MaxDatagram
+	}
 	return o
 }
 
+// bufferBytes is the size of each receive buffer.
+func (o Options) bufferBytes() int { return rxbuf.ClassSize(udpHeadroom + int(o.MaxDatagram)) }
+
+// MemoryBytes is what the input holds itself at most: its receive buffers
+// (one per datagram of a recvmmsg batch) and the datagrams its reorder
+// windows hold back, ReorderWindow per expected stream (at least one),
+// each in a buffer of MaxDatagram + 32 bytes rounded up to a power of two.
+// Datagrams handed to the builder are the builder's share (HeldBytes
+// counts their whole buffers); the kernel's socket buffer is kernel memory.
+func (o *Options) MemoryBytes() int64 {
+	d := o.withDefaults()
+	return int64(recvBatch+d.ReorderWindow*max(1, d.ExpectStreams)) * int64(d.bufferBytes())
+}
+
+// SharedMemory: receive buffers are on the Go heap.
+func (*Options) SharedMemory() bool { return false }
+
 // Check wants a reorder window of 1 to 65536 datagrams, a positive latency
-// budget, a socket buffer of at most 1 GiB and a number of streams >= 0.
+// budget, a socket buffer of at most 1 GiB, a largest datagram of 40 to
+// 65507 bytes and a number of streams >= 0.
 func (o *Options) Check(transport.URI) conf.Problems {
 	var ps conf.Problems
 	if o.ReorderWindow < 1 || o.ReorderWindow > 1<<16 {
@@ -114,6 +144,9 @@ func (o *Options) Check(transport.URI) conf.Problems {
 	}
 	if o.SocketBuffer > 1<<30 {
 		ps.Add("socket_buffer", o.SocketBuffer, "want at most 1GiB")
+	}
+	if o.MaxDatagram != 0 && (o.MaxDatagram < seqSize+schemas.MFPHeaderSize || o.MaxDatagram > MaxDatagram) {
+		ps.Add("max_datagram", o.MaxDatagram, "want %d..%d bytes", seqSize+schemas.MFPHeaderSize, MaxDatagram)
 	}
 	if o.ExpectStreams < 0 {
 		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")

@@ -39,12 +39,21 @@ type Buf struct {
 	Release func() // Put, as a func value made once
 }
 
+// class is the size class of a buffer of at least n bytes.
+func class(n int) int {
+	if n > 1<<minClassShift {
+		return bits.Len(uint(n-1)) - minClassShift
+	}
+	return 0
+}
+
+// ClassSize is the size of the buffer Get(n) returns: n rounded up to a
+// power of two, at least 4 KiB.
+func ClassSize(n int) int { return 1 << (class(n) + minClassShift) }
+
 // Get returns a buffer of at least n bytes (n <= 4 GiB).
 func (p *Pool) Get(n int) *Buf {
-	c := 0
-	if n > 1<<minClassShift {
-		c = bits.Len(uint(n-1)) - minClassShift
-	}
+	c := class(n)
 	p.mu.Lock()
 	if l := len(p.free[c]); l > 0 {
 		b := p.free[c][l-1]
