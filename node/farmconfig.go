@@ -26,7 +26,7 @@ func FarmRunConfig(nc *config.Config) (farm.RunConfig, error) {
 	rc := farm.RunConfig{Schema: farm.RunConfigSchema, Run: nc.Run, Protocol: f.Protocol, Unit: f.Unit,
 		AssignmentSize: f.AssignmentSize, Release: f.Release, ReleaseGroup: f.ReleaseGroup}
 	if f.Protocol == "pull" {
-		rc.MaxOutstanding = f.MaxOutstanding
+		rc.MaxOutstanding, rc.MaxRequests = f.MaxOutstanding, f.MaxRequests
 	}
 	for _, g := range nc.Sources {
 		ids, err := schemas.ParseSourceList(g.Sources)

@@ -169,6 +169,7 @@ type runOpts struct {
 	assignmentSize int
 	release        string
 	maxOutstanding int
+	maxRequests    int
 	releaseGroup   int
 }
 
@@ -235,6 +236,7 @@ flags. Without --config the run's recorded configuration is used.`,
 	cmd.Flags().IntVar(&o.assignmentSize, "assignment-size", 0, "elements (events or packets) per assignment"+from("assignment_size", strconv.Itoa(def.AssignmentSize)))
 	cmd.Flags().StringVar(&o.release, "release", "", "when RUs free an assignment's bytes: received, decided or durable"+from("release", def.Release))
 	cmd.Flags().IntVar(&o.maxOutstanding, "max-outstanding", 0, "pull: unreleased assignments per BU at most"+from("max_outstanding", strconv.Itoa(def.MaxOutstanding)))
+	cmd.Flags().IntVar(&o.maxRequests, "max-requests", 0, "pull: requests a BU has outstanding at the RUs at once, over all its assignments, 0 for no bound"+from("max_requests", strconv.Itoa(def.MaxRequests)))
 	cmd.Flags().IntVar(&o.releaseGroup, "release-group", 0, "releases a BU sends per message"+from("release_group", strconv.Itoa(def.ReleaseGroup)))
 	return cmd
 }
@@ -254,6 +256,7 @@ func runConfigOf(nc *config.Config, run uint32, o runOpts, set func(flag string)
 		{"assignment-size", func() { f.AssignmentSize = o.assignmentSize }},
 		{"release", func() { f.Release = o.release }},
 		{"max-outstanding", func() { f.MaxOutstanding = o.maxOutstanding }},
+		{"max-requests", func() { f.MaxRequests = o.maxRequests }},
 		{"release-group", func() { f.ReleaseGroup = o.releaseGroup }},
 	} {
 		if set(x.flag) {

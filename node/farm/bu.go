@@ -28,6 +28,14 @@ type BUConfig struct {
 	// Sources are every source of the run (its source map): an assignment
 	// is complete when each has sent its data or is known not to.
 	Sources []uint32
+	// MaxRequests (pull) bounds the requests this BU has outstanding at
+	// the RUs at once, over all its assignments: a request is outstanding
+	// from when it is sent until that RU's final data message for it
+	// comes, the RU dies or the assignment completes. This is pull's
+	// traffic shaping: at most MaxRequests RUs send to this BU at a time,
+	// so a switch port's queue sees MaxRequests bursts, not one per RU.
+	// 0: no bound (each assignment is requested from every RU at once).
+	MaxRequests int
 	// Retain is how long the BU remembers assignments it settled, to tell
 	// a new EM about them (the old one may have died before relaying the
 	// release to every RU; default 10s: longer than a takeover takes).
@@ -138,6 +146,16 @@ type BU struct {
 	drain  bool
 	stats  BUStats
 	out    []BUOutput
+	// Pull's request window (MaxRequests): requests waiting to be sent,
+	// oldest assignment first, and those sent whose RU has not answered.
+	reqWait []reqKey
+	reqOut  map[reqKey]bool
+}
+
+// reqKey is one request: an assignment asked of one RU.
+type reqKey struct {
+	id uint64
+	ru string
 }
 
 // NewBU returns the tracker of BU incarnation inc.
@@ -149,6 +167,8 @@ func NewBU(cfg BUConfig, inc uint64, clock Clock) (*BU, error) {
 		return nil, fmt.Errorf("bu: protocol %v", cfg.Protocol)
 	case cfg.Release < OutcomeReceived || cfg.Release > OutcomeDurable:
 		return nil, fmt.Errorf("bu: release policy %v", cfg.Release)
+	case cfg.MaxRequests < 0:
+		return nil, fmt.Errorf("bu: max requests %d: want >= 0", cfg.MaxRequests)
 	case cfg.ReleaseGroup < 1 || cfg.Slots < 1 || cfg.SlotBytes < 1:
 		return nil, fmt.Errorf("bu: release group %d, slots %d, slot bytes %d: want positive", cfg.ReleaseGroup, cfg.Slots, cfg.SlotBytes)
 	}
@@ -156,7 +176,7 @@ func NewBU(cfg BUConfig, inc uint64, clock Clock) (*BU, error) {
 		return nil, fmt.Errorf("bu: no source")
 	}
 	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string][]uint32{}, dead: map[uint32]bool{}, as: map[uint64]*buAssign{},
-		early: map[uint64][]earlyData{}}, nil
+		early: map[uint64][]earlyData{}, reqOut: map[reqKey]bool{}}, nil
 }
 
 // Outputs returns what the BU wants done since the last call (reused by
@@ -223,11 +243,12 @@ func (b *BU) RUJoin(ru string, sources []uint32) {
 		}
 		for _, s := range sources {
 			if a.wait[s] {
-				b.out = append(b.out, BUOutput{Kind: BURequest, RU: ru, Request: Request(a.a)})
+				b.request(a.a.ID, ru)
 				break
 			}
 		}
 	}
+	b.pump()
 }
 
 // RUDead stops waiting for ru's sources at once, for its assignments and
@@ -253,6 +274,46 @@ func (b *BU) RUDead(ru string) {
 		}
 		b.check(a)
 	}
+	b.answered(func(k reqKey) bool { return k.ru == ru })
+}
+
+// request queues assignment id's request to ru; pump sends it when the
+// window has room.
+func (b *BU) request(id uint64, ru string) {
+	b.reqWait = append(b.reqWait, reqKey{id, ru})
+}
+
+// pump sends waiting requests while the window (MaxRequests) has room.
+// Invariant: len(reqOut) <= MaxRequests when it is set; a waiting
+// request whose assignment completed or whose RU died meanwhile is
+// dropped unsent.
+func (b *BU) pump() {
+	n := 0
+	for ; n < len(b.reqWait); n++ {
+		if b.cfg.MaxRequests > 0 && len(b.reqOut) >= b.cfg.MaxRequests {
+			break
+		}
+		k := b.reqWait[n]
+		a := b.as[k.id]
+		_, live := b.rus[k.ru]
+		if a == nil || a.complete || a.finals[k.ru] || !live {
+			continue
+		}
+		b.reqOut[k] = true
+		b.out = append(b.out, BUOutput{Kind: BURequest, RU: k.ru, Request: Request(a.a)})
+	}
+	b.reqWait = b.reqWait[:copy(b.reqWait, b.reqWait[n:])]
+}
+
+// answered ends the outstanding requests done says are answered, then
+// sends what now fits.
+func (b *BU) answered(done func(reqKey) bool) {
+	for k := range b.reqOut {
+		if done(k) {
+			delete(b.reqOut, k)
+		}
+	}
+	b.pump()
 }
 
 func (b *BU) sorted() []*buAssign {
@@ -297,8 +358,9 @@ func (b *BU) Assign(a Assign) {
 		}
 		sort.Strings(rus)
 		for _, ru := range rus {
-			b.out = append(b.out, BUOutput{Kind: BURequest, RU: ru, Request: Request(a)})
+			b.request(a.ID, ru)
 		}
+		b.pump()
 	}
 	for _, d := range b.early[a.ID] {
 		b.data(ba, d.from, d.h, d.sources)
@@ -349,6 +411,10 @@ func (b *BU) data(a *buAssign, from string, h DataHeader, sources []uint32) {
 			b.stats.Duplicates++
 		}
 		a.finals[from] = true
+		if b.reqOut[reqKey{a.a.ID, from}] {
+			delete(b.reqOut, reqKey{a.a.ID, from})
+			b.pump()
+		}
 		for _, s := range b.rus[from] {
 			if a.wait[s] {
 				delete(a.wait, s)
@@ -381,6 +447,9 @@ func (b *BU) complete(a *buAssign) {
 		b.stats.Incomplete++
 	}
 	b.out = append(b.out, BUOutput{Kind: BUComplete, Assignment: a.a, Missing: miss})
+	if len(b.reqOut) > 0 {
+		b.answered(func(k reqKey) bool { return k.id == a.a.ID })
+	}
 	b.Outcome(a.a.ID, OutcomeReceived, 0)
 }
 

@@ -189,3 +189,70 @@ func TestBUPull(t *testing.T) {
 		t.Fatalf("outputs %+v", out)
 	}
 }
+
+// requests lists the (assignment, RU) of the request outputs.
+func requests(out []BUOutput) (r []reqKey) {
+	for _, o := range out {
+		if o.Kind == BURequest {
+			r = append(r, reqKey{o.Request.ID, o.RU})
+		}
+	}
+	return
+}
+
+// TestBURequestWindow: pull with MaxRequests 2 and three RUs keeps at most
+// two requests outstanding over all assignments, oldest assignment first;
+// an RU's final data, its death or the assignment's completion (by the
+// wait) each make room for the next; a request whose assignment completed
+// meanwhile is never sent. MaxRequests 0 asks every RU at once.
+func TestBURequestWindow(t *testing.T) {
+	clk := newClock()
+	mk := func(maxReq int) *BU {
+		b, err := NewBU(BUConfig{Node: "bu", Protocol: Pull, Release: OutcomeDecided, ReleaseGroup: 1, ReleaseLinger: time.Millisecond,
+			Slots: 100, SlotBytes: 1 << 20, Wait: 50 * time.Millisecond, Sources: []uint32{1, 2, 3}, MaxRequests: maxReq}, 9, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ru := range []string{"ru1", "ru2", "ru3"} {
+			b.RUJoin(ru, []uint32{uint32(i + 1)})
+		}
+		b.Lead(1)
+		b.Outputs()
+		return b
+	}
+	want := func(b *BU, step string, w ...reqKey) {
+		t.Helper()
+		if got := requests(b.Outputs()); !reflect.DeepEqual(got, w) {
+			t.Fatalf("%s: requests %v, want %v", step, got, w)
+		}
+		if b.cfg.MaxRequests > 0 && len(b.reqOut) > b.cfg.MaxRequests {
+			t.Fatalf("%s: %d outstanding", step, len(b.reqOut))
+		}
+	}
+	b := mk(2)
+	b.Assign(Assign{Epoch: 1, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 1)})
+	want(b, "first assignment", reqKey{1, "ru1"}, reqKey{1, "ru2"})
+	b.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(1, 1)})
+	want(b, "second assignment, window full")
+	b.Data("ru1", DataHeader{Assignment: 1, Incarnation: 9, PayloadBytes: 10}, []uint32{1}) // not final
+	want(b, "partial data")
+	b.Data("ru1", final(1), nil)
+	want(b, "ru1 answered", reqKey{1, "ru3"})
+	b.RUDead("ru2")
+	want(b, "ru2 died", reqKey{2, "ru1"})
+	b.Data("ru3", final(1), []uint32{3})
+	// Assignment 1 is complete (ru2 dead); ru3 answered: room for two,
+	// but assignment 2's ru2 request is gone with ru2.
+	want(b, "assignment 1 complete", reqKey{2, "ru3"})
+	// Assignment 2 completes by the wait: its requests are no longer
+	// outstanding, and a third one is asked of both live RUs.
+	clk.advance(60 * time.Millisecond)
+	b.Tick()
+	b.Assign(Assign{Epoch: 1, ID: 3, Incarnation: 9, BU: "bu", Unit: events(2, 1)})
+	want(b, "after the wait", reqKey{3, "ru1"}, reqKey{3, "ru3"})
+
+	u := mk(0)
+	u.Assign(Assign{Epoch: 1, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 1)})
+	u.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(1, 1)})
+	want(u, "no window", reqKey{1, "ru1"}, reqKey{1, "ru2"}, reqKey{1, "ru3"}, reqKey{2, "ru1"}, reqKey{2, "ru2"}, reqKey{2, "ru3"})
+}

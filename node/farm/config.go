@@ -35,13 +35,15 @@ type Config struct {
 	Listen    string `yaml:"listen"`
 	Advertise string `yaml:"advertise"`
 	// Protocol (push|pull), Unit (events|packets), AssignmentSize, Release
-	// (received|decided|durable), MaxOutstanding (pull) and ReleaseGroup
+	// (received|decided|durable), MaxOutstanding and MaxRequests (pull)
+	// and ReleaseGroup
 	// are this node's view of the run (see RunConfig).
 	Protocol       string `yaml:"protocol"`
 	Unit           string `yaml:"unit"`
 	AssignmentSize int    `yaml:"assignment_size"`
 	Release        string `yaml:"release"`
 	MaxOutstanding int    `yaml:"max_outstanding"`
+	MaxRequests    int    `yaml:"max_requests"`
 	ReleaseGroup   int    `yaml:"release_group"`
 	// Sources are the sources this node's readout inputs deliver (a source
 	// list, "0-511,600"): its RU's share of the run's sources. Required
@@ -149,6 +151,9 @@ func (c Config) Validate() conf.Problems {
 	}
 	if c.MaxOutstanding < 1 {
 		ps.Add("max_outstanding", c.MaxOutstanding, "want >= 1")
+	}
+	if c.MaxRequests < 0 {
+		ps.Add("max_requests", c.MaxRequests, "want >= 0 (0: no bound)")
 	}
 	if c.ReleaseGroup < 1 {
 		ps.Add("release_group", c.ReleaseGroup, "want >= 1")

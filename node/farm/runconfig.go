@@ -27,6 +27,10 @@ type RunConfig struct {
 	Release        string `json:"release"` // received, decided or durable
 	// MaxOutstanding (pull): a BU's unreleased assignments at most.
 	MaxOutstanding int `json:"max_outstanding,omitempty"`
+	// MaxRequests (pull): requests a BU has outstanding at the RUs at
+	// once, over all its assignments (traffic shaping); 0: every RU of an
+	// assignment at once.
+	MaxRequests int `json:"max_requests,omitempty"`
 	// ReleaseGroup is how many releases a BU sends in one message.
 	ReleaseGroup int           `json:"release_group"`
 	Sources      []SourceGroup `json:"sources"`
@@ -71,6 +75,9 @@ func (c RunConfig) Validate() error {
 	}
 	if c.AssignmentSize < 1 || c.AssignmentSize > 1<<24 {
 		return bad("assignment_size", "%d: want 1..%d", c.AssignmentSize, 1<<24)
+	}
+	if c.MaxRequests < 0 {
+		return bad("max_requests", "%d: want >= 0", c.MaxRequests)
 	}
 	if c.Protocol == "pull" && c.MaxOutstanding < 1 {
 		return bad("max_outstanding", "%d: pull needs at least 1", c.MaxOutstanding)
@@ -128,6 +135,7 @@ func Diff(farm, mine RunConfig) []string {
 	cmp("assignment_size", farm.AssignmentSize, mine.AssignmentSize)
 	cmp("release", farm.Release, mine.Release)
 	cmp("max_outstanding", farm.MaxOutstanding, mine.MaxOutstanding)
+	cmp("max_requests", farm.MaxRequests, mine.MaxRequests)
 	cmp("release_group", farm.ReleaseGroup, mine.ReleaseGroup)
 
 	groupNames := func(gs []SourceGroup) string {

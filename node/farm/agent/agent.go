@@ -372,7 +372,7 @@ func (a *Agent) startRoles() error {
 	if a.cfg.Roles&farm.RoleBU != 0 {
 		bu, err := farm.NewBU(farm.BUConfig{Node: a.cfg.Node, Protocol: a.proto, Release: a.policy,
 			ReleaseGroup: a.cfg.Run.ReleaseGroup, ReleaseLinger: 2 * a.cfg.Tick, Slots: a.cfg.Slots,
-			SlotBytes: a.cfg.SlotBytes, Wait: a.cfg.Wait, Sources: a.sources}, a.inc, a.clock)
+			SlotBytes: a.cfg.SlotBytes, Wait: a.cfg.Wait, Sources: a.sources, MaxRequests: a.cfg.Run.MaxRequests}, a.inc, a.clock)
 		if err != nil {
 			return err
 		}
