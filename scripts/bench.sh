@@ -59,3 +59,12 @@ END {
 }' "$out"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -x bin/sluice ] && bin/sluice bench --help >/dev/null 2>&1; then bin/sluice bench; fi
+# Push vs pull through a shaped link (sluice farm bench): root only, it
+# sets up a network namespace and tc; a table, the predicted and measured
+# crossovers, and a PNG plot (FARM_PLOT, default farm-bench.png).
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then
+  echo "farm: push vs pull through a shaped link (sluice farm bench)"
+  bin/sluice farm bench --plot "${FARM_PLOT:-farm-bench.png}"
+else
+  echo "farm: push vs pull skipped: sluice farm bench needs root, ip and tc (iproute2)"
+fi

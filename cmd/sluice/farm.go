@@ -66,7 +66,8 @@ and the desired run state live under /sluice/<farm>/. These commands read and
 write it; every node watches the run state and follows it.`,
 	}
 	ff.add(cmd)
-	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff), newFarmSDCmd(&ff))
+	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff), newFarmSDCmd(&ff),
+		newFarmBenchCmd(), newFarmBenchUnitCmd(&ff))
 	return cmd
 }
 
