@@ -30,8 +30,18 @@ func parseSizes(flag, s string) ([]int, error) {
 	return out, nil
 }
 
+// formatSizes is parseSizes' inverse.
+func formatSizes(sizes []int) string {
+	var s []string
+	for _, b := range sizes {
+		s = append(s, humanize.IBytes(uint64(b)))
+	}
+	return strings.Join(s, ",")
+}
+
 func newFarmBenchCmd() *cobra.Command {
 	var c farmbench.Config
+	def := farmbench.DefaultConfig()
 	var sizes, queues, plot string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -93,15 +103,15 @@ size. Needs root (ip netns, tc); exits 3 otherwise.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&c.RUs, "rus", 4, "readout units (processes), one source each")
-	f.StringVar(&sizes, "sizes", "256,512,1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB", "fragment sizes")
-	f.StringVar(&queues, "queues", "16KiB,64KiB", "the link's queue limits (tbf limit)")
-	f.StringVar(&c.Rate, "rate", "500mbit", "the link's rate (tc syntax)")
-	f.IntVar(&c.Burst, "burst", 4096, "tbf bucket, bytes")
-	f.IntVar(&c.Credits, "credits", 1, "events in flight per BU: push credits, pull outstanding assignments")
+	f.IntVar(&c.RUs, "rus", def.RUs, "readout units (processes), one source each")
+	f.StringVar(&sizes, "sizes", formatSizes(def.Sizes), "fragment sizes")
+	f.StringVar(&queues, "queues", formatSizes(def.Queues), "the link's queue limits (tbf limit)")
+	f.StringVar(&c.Rate, "rate", def.Rate, "the link's rate (tc syntax)")
+	f.IntVar(&c.Burst, "burst", def.Burst, "tbf bucket, bytes")
+	f.IntVar(&c.Credits, "credits", def.Credits, "events in flight per BU: push credits, pull outstanding assignments")
 	f.IntVar(&c.Window, "window", 0, "fragments each RU keeps unreleased at most (0: 2 × credits + 1)")
-	f.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "per point, before measuring")
-	f.DurationVar(&c.Measure, "measure", 2*time.Second, "per point, the measurement")
+	f.DurationVar(&c.Warmup, "warmup", def.Warmup, "per point, before measuring")
+	f.DurationVar(&c.Measure, "measure", def.Measure, "per point, the measurement")
 	f.StringVar(&plot, "plot", "", "write a PNG plot of events/s and latency against fragment size")
 	f.BoolVar(&asJSON, "json", false, "print the points as JSON")
 	return cmd
@@ -139,7 +149,7 @@ func printFarmBench(cmd *cobra.Command, r *farmbench.Result) {
 	}
 	tw.Flush()
 	for _, q := range c.Queues {
-		m := fmt.Sprintf("none (pull never %.1f× push up to the queue limit)", farmbench.Margin)
+		m := "none"
 		if s := r.Measured[q]; s > 0 {
 			m = humanize.IBytes(uint64(s))
 		}

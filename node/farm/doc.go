@@ -75,7 +75,11 @@
 //	|  40 |  str | bu           | the BU's node id                             |
 //
 // Assign (kind 5), EM → BU and (push) every RU; Request (kind 6), BU → RU
-// (pull), the same fields, asking the RU for the assignment's data:
+// (pull), the same fields, asking the RU for the assignment's data. A
+// pull BU keeps at most the run's max_requests requests outstanding over
+// all its assignments (traffic shaping: that many RUs send to it at a
+// time; one stays outstanding until the RU's final data message, its
+// death or the assignment's completion; 0: every RU at once):
 //
 //	|  12 |    8 | epoch        | the EM's that made the assignment            |
 //	|  20 |    8 | id           | assignment id, never 0, never reused         |

@@ -24,8 +24,8 @@ import (
 type Config struct {
 	Exe     string        // the sluice binary (its farm etcd and farm bench-unit commands)
 	RUs     int           // default 4
-	Sizes   []int         // fragment bytes; default 256 B … 64 KiB
-	Queues  []int         // the link's queue limits, bytes; default 16 KiB and 64 KiB
+	Sizes   []int         // fragment bytes; default 256 B … 64 KiB (12 and 24 KiB too, near the default queues' crossovers)
+	Queues  []int         // the link's queue limits, bytes; default 32 KiB and 64 KiB
 	Rate    string        // the link's rate (tc syntax); default 500mbit
 	Burst   int           // tbf bucket bytes; default 4096
 	Credits int           // events in flight per BU (push credits, pull outstanding assignments); default 1
@@ -36,15 +36,23 @@ type Config struct {
 	Log     io.Writer     // progress lines (nil: none)
 }
 
+// DefaultConfig is the bench's defaults (Exe, Tag and Log unset).
+func DefaultConfig() Config {
+	var c Config
+	c.defaults()
+	c.Tag, c.Log = "", nil
+	return c
+}
+
 func (c *Config) defaults() {
 	if c.RUs == 0 {
 		c.RUs = 4
 	}
 	if len(c.Sizes) == 0 {
-		c.Sizes = []int{256, 512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+		c.Sizes = []int{256, 512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 12 << 10, 16 << 10, 24 << 10, 32 << 10, 64 << 10}
 	}
 	if len(c.Queues) == 0 {
-		c.Queues = []int{16 << 10, 64 << 10}
+		c.Queues = []int{32 << 10, 64 << 10}
 	}
 	if c.Rate == "" {
 		c.Rate = "500mbit"
