@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-daq/sluice/node/peer"
 	"github.com/sluice-daq/sluice/node/peer/internal/handshake"
 	"github.com/sluice-daq/sluice/node/peer/internal/link"
+	"github.com/sluice-daq/sluice/node/peer/internal/region"
 	"github.com/sluice-daq/sluice/node/peer/internal/wire"
 )
 
@@ -56,7 +57,7 @@ var _ peer.Conn = (*Conn)(nil)
 type send struct {
 	frame   []byte // frame header and data header
 	payload []byte
-	r       *region
+	r       *region.Region
 	done    func(error)
 }
 
@@ -65,29 +66,13 @@ type send struct {
 func (t *Transport) startConn(p handshake.Peer, ctl, data *net.TCPConn) (*Conn, bool) {
 	c := &Conn{t: t, ctl: ctl, data: data, wwake: make(chan struct{}, 1), dwake: make(chan struct{}, 1), dataDone: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.Conn = link.New(link.Params{
-		Node: p.Node, Addr: p.Addr, PeerMaxData: p.MaxData, PeerWindow: p.ControlWindow,
-		Window: t.cfg.ControlWindow, SendQueue: t.cfg.SendQueue,
-		Heartbeat: t.cfg.Heartbeat, PeerTimeout: t.cfg.PeerTimeout, Counters: &t.ctr,
-		OnEnd: func() {
-			t.mu.Lock()
-			delete(t.conns, c)
-			t.mu.Unlock()
-			t.ctr.Open.Add(-1)
-		},
-	}, c)
-	t.mu.Lock()
-	if t.isClosed {
-		t.mu.Unlock()
+	c.Conn = link.New(p.Link(&t.cfg, &t.ctr, func() { t.reg.Remove(c) }), c)
+	if !t.reg.Add(c, func() { t.wg.Add(4) }) {
 		ctl.Close()
 		data.Close()
 		c.cancel()
 		return nil, false
 	}
-	t.conns[c] = struct{}{}
-	t.ctr.Open.Add(1)
-	t.wg.Add(4)
-	t.mu.Unlock()
 	go c.controlWriter()
 	go c.controlReader()
 	go c.dataWriter()
@@ -158,7 +143,7 @@ func (c *Conn) Shutdown(bye bool, err error) {
 }
 
 func (c *Conn) complete(s *send, err error) {
-	s.r.inflight.Add(-1)
+	s.r.Done()
 	c.SendDone(len(s.payload), err)
 	s.done(err)
 }
@@ -251,13 +236,11 @@ func (c *Conn) controlReader() {
 			return
 		}
 		c.Touch()
-		switch h.Kind {
-		case wire.KindControl:
-			err = c.DeliverControl(h.Type, body)
-		case wire.KindCredit:
-			err = c.AddCredit(wire.Credit(body))
-		case wire.KindHeartbeat:
-		case wire.KindBye:
+		if done, err := c.DeliverFrame(h, body); err != nil {
+			c.lost("control connection", err)
+			return
+		} else if !done { // the peer's bye
+
 			// Everything the peer sent before its bye is in the data
 			// connection ahead of its EOF: deliver it, then end. While
 			// our own pool holds the data reader up, that is no sign of
@@ -278,12 +261,6 @@ func (c *Conn) controlReader() {
 			}
 			tk.Stop()
 			c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.Node()), "")
-			return
-		default:
-			err = fmt.Errorf("%w: frame kind %d on an established control connection", peer.ErrProtocol, h.Kind)
-		}
-		if err != nil {
-			c.lost("control connection", err)
 			return
 		}
 	}
@@ -438,28 +415,18 @@ func (c *Conn) dataWriter() {
 
 // SendData queues one data message; see peer.Conn.
 func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done func(error)) error {
-	if len(header) > peer.MaxHeader {
-		return fmt.Errorf("%w: data header of %d bytes to %s, limit %d", peer.ErrTooLarge, len(header), c.Node(), peer.MaxHeader)
-	}
-	if s.N > c.PeerMaxData() {
-		return fmt.Errorf("%w: payload of %d bytes to %s, which takes at most %d", peer.ErrTooLarge, s.N, c.Node(), c.PeerMaxData())
-	}
-	r, err := c.t.acquire(s)
+	r, err := c.t.regions.StartSend(ctx, c.Conn, header, s)
 	if err != nil {
-		return err
-	}
-	if err := c.AcquireSend(ctx); err != nil {
-		r.inflight.Add(-1)
 		return err
 	}
 	frame := make([]byte, wire.HeaderSize+len(header))
 	wire.PutHeader(frame, wire.Header{Kind: wire.KindData, Type: uint16(len(header)), Length: uint32(s.N)})
 	copy(frame[wire.HeaderSize:], header)
-	sd := &send{frame: frame, payload: r.mem[s.Off : s.Off+s.N], r: r, done: done}
+	sd := &send{frame: frame, payload: r.Bytes()[s.Off : s.Off+s.N], r: r, done: done}
 	c.dmu.Lock()
 	if c.dstop {
 		c.dmu.Unlock()
-		r.inflight.Add(-1)
+		r.Done()
 		c.CancelSend()
 		return c.Err()
 	}

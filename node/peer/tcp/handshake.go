@@ -82,22 +82,8 @@ func (t *Transport) serveHandshake(c *net.TCPConn) {
 		delete(t.joins, cookie)
 		t.mu.Unlock()
 	}
-	reserved := false
-	unreserve := func() {
-		if reserved {
-			t.queued.Add(-1)
-			reserved = false
-		}
-	}
-	reserve := func() bool {
-		if t.queued.Add(1) > int64(t.cfg.AcceptQueue) {
-			t.queued.Add(-1)
-			return false
-		}
-		reserved = true
-		return true
-	}
-	p, err := handshake.Accept(fio, body, &t.cfg, &t.ctr, cookie, reserve, unreserve)
+	place := t.reg.Reservation()
+	p, err := handshake.Accept(fio, body, &t.cfg, &t.ctr, cookie, place.Reserve, place.Unreserve)
 	if err != nil {
 		forget()
 		t.untrack(c)
@@ -119,7 +105,7 @@ func (t *Transport) serveHandshake(c *net.TCPConn) {
 			data.Close()
 		default:
 		}
-		unreserve()
+		place.Unreserve()
 		t.ctr.CountRefused(peer.RefusedMalformed)
 		c.Close()
 		return
@@ -128,11 +114,10 @@ func (t *Transport) serveHandshake(c *net.TCPConn) {
 	data.SetDeadline(time.Time{})
 	conn, ok := t.startConn(p, c, data)
 	if !ok {
-		unreserve()
+		place.Unreserve()
 		return
 	}
-	t.ctr.Accepted.Add(1)
-	t.acceptQ <- conn // never blocks: the place was reserved
+	place.Push(conn)
 }
 
 // Connect dials addr and runs the hello exchange.

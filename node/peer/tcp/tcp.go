@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/sluice-daq/sluice/node/peer"
 	"github.com/sluice-daq/sluice/node/peer/internal/link"
 	"github.com/sluice-daq/sluice/node/peer/internal/pool"
+	"github.com/sluice-daq/sluice/node/peer/internal/region"
 	"github.com/sluice-daq/sluice/node/peer/internal/wire"
 )
 
@@ -53,18 +53,16 @@ type Transport struct {
 	pool *pool.Pool
 	ctr  link.Counters
 
-	acceptQ  chan *Conn
-	queued   atomic.Int64 // Conns welcomed and not yet taken by Accept
-	closed   chan struct{}
+	reg      *link.Registry[*Conn]
+	regions  *region.Set
+	closed   <-chan struct{} // reg's
 	closeErr error
 	once     sync.Once
 	wg       sync.WaitGroup // every goroutine of the transport and its Conns
 
 	mu       sync.Mutex
-	conns    map[*Conn]struct{}
 	joins    map[[wire.CookieSize]byte]chan *net.TCPConn
 	sockets  map[*net.TCPConn]struct{} // connections in a handshake
-	regions  map[*region]struct{}
 	isClosed bool
 }
 
@@ -88,11 +86,14 @@ func New(cfg peer.Config) (*Transport, error) {
 	}
 	t := &Transport{
 		cfg: cfg, ln: l.(*net.TCPListener), addr: l.Addr().String(), pool: p,
-		lim:     wire.Limits{MaxControl: peer.MaxControl, MaxHeader: peer.MaxHeader, MaxData: cfg.MaxData},
-		acceptQ: make(chan *Conn, cfg.AcceptQueue), closed: make(chan struct{}),
-		conns: map[*Conn]struct{}{}, joins: map[[wire.CookieSize]byte]chan *net.TCPConn{},
-		sockets: map[*net.TCPConn]struct{}{}, regions: map[*region]struct{}{},
+		lim:   wire.Limits{MaxControl: peer.MaxControl, MaxHeader: peer.MaxHeader, MaxData: cfg.MaxData},
+		joins: map[[wire.CookieSize]byte]chan *net.TCPConn{}, sockets: map[*net.TCPConn]struct{}{},
 	}
+	t.reg = link.NewRegistry[*Conn](cfg.AcceptQueue, &t.ctr)
+	t.closed = t.reg.Closed()
+	// TCP needs no registration with the kernel; the bookkeeping is the
+	// same as UCX's so that callers behave alike.
+	t.regions = region.NewSet("peer tcp", t.Addr, &t.ctr, region.Hooks{})
 	if t.cfg.Advertise == "" {
 		t.cfg.Advertise = t.addr
 	}
@@ -201,12 +202,7 @@ func (t *Transport) tickLoop() {
 		case <-t.closed:
 			return
 		case now := <-tk.C:
-			t.mu.Lock()
-			cs = cs[:0]
-			for c := range t.conns {
-				cs = append(cs, c)
-			}
-			t.mu.Unlock()
+			cs = t.reg.Conns(cs[:0])
 			for _, c := range cs {
 				c.Tick(now)
 			}
@@ -216,16 +212,18 @@ func (t *Transport) tickLoop() {
 
 // Accept returns the next peer that connected and passed the hello.
 func (t *Transport) Accept(ctx context.Context) (peer.Conn, error) {
-	select {
-	case c := <-t.acceptQ:
-		t.queued.Add(-1)
-		return c, nil
-	case <-t.closed:
-		return nil, fmt.Errorf("%w: transport %s", peer.ErrClosed, t.addr)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	c, err := t.reg.Accept(ctx, t.addr)
+	if err != nil {
+		return nil, err
 	}
+	return c, nil
 }
+
+// Register makes mem a Region.
+func (t *Transport) Register(mem []byte) (peer.Region, error) { return t.regions.Register(mem) }
+
+// AllocRegion maps n bytes of anonymous memory as a Region.
+func (t *Transport) AllocRegion(n int) (peer.Region, error) { return t.regions.Alloc(n) }
 
 // Close closes every Conn, stops listening, waits for the transport's
 // goroutines and frees the pool (once the receiver released every buffer).
@@ -233,31 +231,18 @@ func (t *Transport) Close() error {
 	t.once.Do(func() {
 		t.mu.Lock()
 		t.isClosed = true
-		close(t.closed)
-		conns := make([]*Conn, 0, len(t.conns))
-		for c := range t.conns {
-			conns = append(conns, c)
-		}
 		for s := range t.sockets {
 			s.Close()
 		}
-		regions := make([]*region, 0, len(t.regions))
-		for r := range t.regions {
-			regions = append(regions, r)
-		}
 		t.mu.Unlock()
+		conns := t.reg.Close()
 		t.ln.Close()
 		for _, c := range conns {
 			c.Close()
 		}
 		t.wg.Wait()
 		t.pool.Close()
-		if len(regions) > 0 {
-			for _, r := range regions {
-				r.forceClose()
-			}
-			t.closeErr = fmt.Errorf("%w: %d regions of transport %s", peer.ErrRegionOpen, len(regions), t.addr)
-		}
+		t.closeErr = t.regions.Close()
 	})
 	return t.closeErr
 }

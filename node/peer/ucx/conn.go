@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-daq/sluice/node/peer/internal/handshake"
 	"github.com/sluice-daq/sluice/node/peer/internal/link"
 	"github.com/sluice-daq/sluice/node/peer/internal/pool"
+	"github.com/sluice-daq/sluice/node/peer/internal/region"
 	"github.com/sluice-daq/sluice/node/peer/internal/wire"
 )
 
@@ -86,13 +87,13 @@ type rx struct {
 // sendReq is one data send in flight.
 type sendReq struct {
 	c    *Conn
-	r    *region
+	r    *region.Region
 	n    int
 	done func(error)
 }
 
 func (s *sendReq) complete(err error) {
-	s.r.inflight.Add(-1)
+	s.r.Done()
 	s.c.SendDone(s.n, err)
 	s.done(err)
 }
@@ -211,56 +212,26 @@ func (t *Transport) acceptHandshake(c *Conn) {
 		t.ops.push(func() { t.closeEP(c, false) })
 		return
 	}
-	reserved := false
-	reserve := func() bool {
-		if t.queued.Add(1) > int64(t.cfg.AcceptQueue) {
-			t.queued.Add(-1)
-			return false
-		}
-		reserved = true
-		return true
-	}
-	unreserve := func() {
-		if reserved {
-			t.queued.Add(-1)
-			reserved = false
-		}
-	}
-	p, err := handshake.Accept(fio, body, &t.cfg, &t.ctr, handshake.NewCookie(), reserve, unreserve)
+	place := t.reg.Reservation()
+	p, err := handshake.Accept(fio, body, &t.cfg, &t.ctr, handshake.NewCookie(), place.Reserve, place.Unreserve)
 	if err != nil {
 		t.ops.push(func() { t.closeEP(c, false) })
 		return
 	}
 	if err := t.establish(c, p); err != nil {
-		unreserve()
+		place.Unreserve()
 		return
 	}
-	t.ctr.Accepted.Add(1)
-	t.acceptQ <- c // never blocks: the place was reserved
+	place.Push(c)
 }
 
 // establish gives c its link and replays what came early.
 func (t *Transport) establish(c *Conn, p handshake.Peer) error {
-	c.Conn = link.New(link.Params{
-		Node: p.Node, Addr: p.Addr, PeerMaxData: p.MaxData, PeerWindow: p.ControlWindow,
-		Window: t.cfg.ControlWindow, SendQueue: t.cfg.SendQueue,
-		Heartbeat: t.cfg.Heartbeat, PeerTimeout: t.cfg.PeerTimeout, Counters: &t.ctr,
-		OnEnd: func() {
-			t.mu.Lock()
-			delete(t.conns, c)
-			t.mu.Unlock()
-			t.ctr.Open.Add(-1)
-		},
-	}, c)
-	t.mu.Lock()
-	if t.isClosed {
-		t.mu.Unlock()
+	c.Conn = link.New(p.Link(&t.cfg, &t.ctr, func() { t.reg.Remove(c) }), c)
+	if !t.reg.Add(c, nil) {
 		t.ops.push(func() { t.closeEP(c, true) })
 		return fmt.Errorf("%w: transport %s", peer.ErrClosed, t.addr)
 	}
-	t.conns[c] = struct{}{}
-	t.ctr.Open.Add(1)
-	t.mu.Unlock()
 	err := t.do(func() error {
 		if c.epDead || c.state != stateHandshake {
 			return fmt.Errorf("%w: %s: endpoint failed during the hello", peer.ErrPeerLost, p.Node)
@@ -356,18 +327,8 @@ func (t *Transport) sendFrame(c *Conn, f []byte) {
 
 // SendData queues one data message; see peer.Conn.
 func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done func(error)) error {
-	if len(header) > peer.MaxHeader {
-		return fmt.Errorf("%w: data header of %d bytes to %s, limit %d", peer.ErrTooLarge, len(header), c.Node(), peer.MaxHeader)
-	}
-	if s.N > c.PeerMaxData() {
-		return fmt.Errorf("%w: payload of %d bytes to %s, which takes at most %d", peer.ErrTooLarge, s.N, c.Node(), c.PeerMaxData())
-	}
-	r, err := c.t.acquire(s)
+	r, err := c.t.regions.StartSend(ctx, c.Conn, header, s)
 	if err != nil {
-		return err
-	}
-	if err := c.AcquireSend(ctx); err != nil {
-		r.inflight.Add(-1)
 		return err
 	}
 	hlen := wire.HeaderSize + len(header)
@@ -375,7 +336,7 @@ func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done f
 	hb := unsafe.Slice((*byte)(hdr), hlen)
 	wire.PutHeader(hb, wire.Header{Kind: wire.KindData, Type: uint16(len(header)), Length: uint32(s.N)})
 	copy(hb[wire.HeaderSize:], header)
-	payload := unsafe.Pointer(unsafe.SliceData(r.mem[s.Off:]))
+	payload := unsafe.Pointer(unsafe.SliceData(r.Bytes()[s.Off:]))
 	sr := &sendReq{c: c, r: r, n: s.N, done: done}
 	t := c.t
 	ok := t.ops.push(func() {
@@ -385,7 +346,7 @@ func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done f
 			return
 		}
 		id := t.newReq(sr)
-		st := C.sl_send_data(c.ep, hdr, C.size_t(hlen), payload, C.size_t(s.N), r.memh, C.uintptr_t(t.handle), C.uint64_t(id))
+		st := C.sl_send_data(c.ep, hdr, C.size_t(hlen), payload, C.size_t(s.N), C.ucp_mem_h(r.Handle), C.uintptr_t(t.handle), C.uint64_t(id))
 		switch st {
 		case C.UCS_INPROGRESS:
 		case C.UCS_OK:
@@ -398,7 +359,7 @@ func (c *Conn) SendData(ctx context.Context, header []byte, s peer.Slice, done f
 	})
 	if !ok {
 		C.free(hdr)
-		r.inflight.Add(-1)
+		r.Done()
 		c.CancelSend()
 		return fmt.Errorf("%w: transport %s", peer.ErrClosed, t.addr)
 	}
@@ -517,19 +478,11 @@ func (t *Transport) forceCloseAll() {
 // dispatch handles one control-path frame of an established Conn (worker);
 // false if the Conn ended.
 func (t *Transport) dispatch(c *Conn, h wire.Header, body []byte) bool {
-	var err error
-	switch h.Kind {
-	case wire.KindControl:
-		err = c.DeliverControl(h.Type, body)
-	case wire.KindCredit:
-		err = c.AddCredit(wire.Credit(body))
-	case wire.KindHeartbeat:
-	case wire.KindBye:
+	done, err := c.DeliverFrame(h, body)
+	if !done { // the peer's bye
 		c.byeRecv = true
 		t.maybeFinishBye(c)
 		return c.state == stateEstablished
-	default:
-		err = fmt.Errorf("%w: frame kind %d on an established connection", peer.ErrProtocol, h.Kind)
 	}
 	if err != nil {
 		reason := peer.LostReset

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-daq/sluice/node/peer"
 	"github.com/sluice-daq/sluice/node/peer/internal/link"
 	"github.com/sluice-daq/sluice/node/peer/internal/pool"
+	"github.com/sluice-daq/sluice/node/peer/internal/region"
 	"github.com/sluice-daq/sluice/node/peer/internal/wire"
 )
 
@@ -75,18 +76,13 @@ type Transport struct {
 	waits  atomic.Uint64
 
 	ops     opQueue
-	acceptQ chan *Conn
-	queued  atomic.Int64
-	closed  chan struct{}
-	done    chan struct{} // the worker goroutine has exited
+	reg     *link.Registry[*Conn]
+	regions *region.Set
+	closed  <-chan struct{} // reg's
+	done    chan struct{}   // the worker goroutine has exited
 	once    sync.Once
 	cerr    error
 	wg      sync.WaitGroup // handshake goroutines
-
-	mu       sync.Mutex
-	conns    map[*Conn]struct{}
-	regions  map[*region]struct{}
-	isClosed bool
 
 	// Worker state: touched only on the worker goroutine.
 	w         C.sl_worker_t
@@ -187,10 +183,11 @@ func New(cfg peer.Config) (*Transport, error) {
 	}
 	t := &Transport{
 		cfg: cfg, lim: wire.Limits{MaxControl: peer.MaxControl, MaxHeader: peer.MaxHeader, MaxData: cfg.MaxData},
-		acceptQ: make(chan *Conn, cfg.AcceptQueue), closed: make(chan struct{}), done: make(chan struct{}),
-		conns: map[*Conn]struct{}{}, regions: map[*region]struct{}{},
-		eps: map[C.ucp_ep_h]*Conn{}, reqs: map[uint64]any{},
+		done: make(chan struct{}), eps: map[C.ucp_ep_h]*Conn{}, reqs: map[uint64]any{},
 	}
+	t.reg = link.NewRegistry[*Conn](cfg.AcceptQueue, &t.ctr)
+	t.closed = t.reg.Closed()
+	t.regions = region.NewSet("peer ucx", t.Addr, &t.ctr, t.regionHooks())
 	t.pool, err = pool.New(cfg.PoolBytes, cfg.MaxData, t.onSlotFree, nil)
 	if err != nil {
 		return nil, err
@@ -441,15 +438,7 @@ func (t *Transport) destroy() {
 		C.ucp_am_data_release(t.w.worker, rx.desc)
 	}
 	t.pending = nil
-	t.mu.Lock()
-	regions := make([]*region, 0, len(t.regions))
-	for r := range t.regions {
-		regions = append(regions, r)
-	}
-	t.mu.Unlock()
-	for _, r := range regions {
-		r.unmap()
-	}
+	t.regions.Each(t.unmap) // their memory is unmapped by Close
 	if t.poolMemh != nil {
 		C.ucp_mem_unmap(t.w.ctx, t.poolMemh)
 		t.poolMemh = nil
@@ -476,29 +465,18 @@ func (t *Transport) destroy() {
 
 // Accept returns the next peer that connected and passed the hello.
 func (t *Transport) Accept(ctx context.Context) (peer.Conn, error) {
-	select {
-	case c := <-t.acceptQ:
-		t.queued.Add(-1)
-		return c, nil
-	case <-t.closed:
-		return nil, fmt.Errorf("%w: transport %s", peer.ErrClosed, t.addr)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	c, err := t.reg.Accept(ctx, t.addr)
+	if err != nil {
+		return nil, err
 	}
+	return c, nil
 }
 
 // Close closes every Conn, waits (at most about a second) for their
 // endpoints, and frees UCX.
 func (t *Transport) Close() error {
 	t.once.Do(func() {
-		t.mu.Lock()
-		t.isClosed = true
-		close(t.closed)
-		conns := make([]*Conn, 0, len(t.conns))
-		for c := range t.conns {
-			conns = append(conns, c)
-		}
-		t.mu.Unlock()
+		conns := t.reg.Close()
 		for _, c := range conns {
 			c.Close()
 		}
@@ -521,14 +499,7 @@ func (t *Transport) Close() error {
 		t.handle.Delete()
 		unix.Close(t.evfd)
 		t.pool.Close()
-		t.mu.Lock()
-		n := len(t.regions)
-		t.regions = map[*region]struct{}{}
-		t.mu.Unlock()
-		if n > 0 {
-			t.ctr.Regions.Add(-int64(n))
-			t.cerr = fmt.Errorf("%w: %d regions of transport %s", peer.ErrRegionOpen, n, t.addr)
-		}
+		t.cerr = t.regions.Close()
 	})
 	return t.cerr
 }

@@ -31,6 +31,16 @@ type Peer struct {
 	Cookie        [wire.CookieSize]byte // from welcome (connector) or made (acceptor)
 }
 
+// Link are the parameters of the link of a Conn to p under cfg; onEnd runs
+// once the Conn ended (the transport forgets it).
+func (p Peer) Link(cfg *peer.Config, ctr *link.Counters, onEnd func()) link.Params {
+	return link.Params{
+		Node: p.Node, Addr: p.Addr, PeerMaxData: p.MaxData, PeerWindow: p.ControlWindow,
+		Window: cfg.ControlWindow, SendQueue: cfg.SendQueue,
+		Heartbeat: cfg.Heartbeat, PeerTimeout: cfg.PeerTimeout, Counters: ctr, OnEnd: onEnd,
+	}
+}
+
 func myHello(cfg *peer.Config) wire.Hello {
 	h := wire.Hello{Version: wire.Version, MaxData: uint32(cfg.MaxData), ControlWindow: uint32(cfg.ControlWindow),
 		Farm: cfg.Farm, Node: cfg.Node, Addr: cfg.Advertise}

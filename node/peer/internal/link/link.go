@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/node/peer"
+	"github.com/sluice-daq/sluice/node/peer/internal/wire"
 )
 
 // Wire is how a Conn's control-path frames leave. Its methods queue and
@@ -354,4 +355,22 @@ func (c *Conn) Close() error {
 		}
 	}
 	return nil
+}
+
+// DeliverFrame takes a control-path frame of an established Conn: control,
+// credit and heartbeat frames are handled here (done true, with the error
+// that loses the Conn if any); any other kind (bye) is the transport's
+// (done false). The caller has Touched the Conn.
+func (c *Conn) DeliverFrame(h wire.Header, body []byte) (done bool, err error) {
+	switch h.Kind {
+	case wire.KindControl:
+		return true, c.DeliverControl(h.Type, body)
+	case wire.KindCredit:
+		return true, c.AddCredit(wire.Credit(body))
+	case wire.KindHeartbeat:
+		return true, nil
+	case wire.KindBye:
+		return false, nil
+	}
+	return true, fmt.Errorf("%w: frame kind %d on an established connection", peer.ErrProtocol, h.Kind)
 }
