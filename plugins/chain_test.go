@@ -274,3 +274,44 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// Every labelled series of a stage exists at 0 from the start: a
+// dashboard shows 0 restarts, not "no data", before the first one.
+func TestChainMetricsStartAtZero(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c, err := NewChain(context.Background(), Config{
+		Stages:     []StageConfig{{Name: "hlt", Plugin: pluginPath("passthrough")}},
+		Options:    Options{Allocator: checkedMem(t)},
+		Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() != "stage" && lp.GetName() != "plugin" {
+					key += "/" + lp.GetValue()
+				}
+			}
+			seen[key] = true
+		}
+	}
+	for _, want := range []string{
+		"sluice_trigger_restarts_total/crash", "sluice_trigger_restarts_total/deadline",
+		"sluice_trigger_call_failures_total/error", "sluice_trigger_batches_total/trigger_error",
+		"sluice_trigger_events_total/defer", "sluice_trigger_line_events_total/all",
+		"sluice_trigger_prescaled_events_total/all", "sluice_trigger_transport_batches_total/inline",
+	} {
+		if !seen[want] {
+			t.Errorf("no series %s before the first batch (have %v)", want, seen)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/plugins/sdk"
 )
 
 // metrics are the trigger host's Prometheus collectors; every series has the
@@ -93,4 +95,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.up = reg1(m.up).(*prometheus.GaugeVec)
 	m.backlog = reg1(m.backlog).(*prometheus.GaugeVec)
 	return m, err
+}
+
+// zero creates every labelled series of a stage at 0 as soon as its plugin
+// has described itself, so that a dashboard shows 0 restarts (not "no
+// data") until the first one, and rate() sees the first increment.
+func (m *metrics) zero(stage string, d sdk.Description) {
+	for _, o := range []string{outcomeDecided, outcomeFailed, outcomeDeferBacklog, outcomeDeferAll} {
+		m.batches.WithLabelValues(stage, d.Name, o)
+	}
+	for _, dec := range []string{"accept", "reject", "defer"} {
+		m.events.WithLabelValues(stage, d.Name, dec)
+	}
+	for _, r := range []string{reasonCrash, reasonDeadline, reasonError, reasonCancelled} {
+		m.failures.WithLabelValues(stage, d.Name, r)
+		m.restarts.WithLabelValues(stage, d.Name, r)
+	}
+	for _, l := range d.Lines {
+		m.lineEvents.WithLabelValues(stage, d.Name, l)
+		m.prescaled.WithLabelValues(stage, d.Name, l)
+	}
+	for _, t := range []string{transportLayout, transportRegion, transportInline} {
+		m.transport.WithLabelValues(stage, d.Name, t)
+	}
+	m.callTime.WithLabelValues(stage, d.Name)
+	m.up.WithLabelValues(stage, d.Name)
+	m.backlog.WithLabelValues(stage, d.Name)
 }

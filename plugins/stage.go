@@ -69,6 +69,7 @@ func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*
 				in.close()
 				return nil, err
 			}
+			s.m.zero(cfg.Name, s.desc)
 		}
 		sl := &slot{}
 		sl.set(in)

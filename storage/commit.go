@@ -200,7 +200,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 	if err != nil {
 		return ca, fmt.Errorf("store commit: %w", err)
 	}
-	s.m.written(Accepted, ca.Accepted, acceptedBytes, time.Since(start))
+	s.m.written(time.Since(start))
 	s.m.removed.WithLabelValues("accepted").Add(float64(ca.Accepted))
 	s.m.removed.WithLabelValues("rejected").Add(float64(ca.Rejected))
 	return ca, nil

@@ -7,12 +7,13 @@ import (
 )
 
 // metrics are the store's Prometheus series; with no Registerer they are
-// created but not registered, so the code paths do not branch on it.
+// created but not registered, so the code paths do not branch on it. The
+// events and bytes written are the node's sluice_events_stored_total and
+// sluice_stored_bytes_total (counted from the store's acknowledgements, as
+// the ledger is), not counted a second time here.
 type metrics struct {
 	reg        prometheus.Registerer
 	cs         []prometheus.Collector
-	events     *prometheus.CounterVec
-	bytes      *prometheus.CounterVec
 	removed    *prometheus.CounterVec
 	replaced   *prometheus.CounterVec
 	latency    prometheus.Histogram
@@ -26,14 +27,6 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_store_events_total",
-			Help: "Events written to the store, by stream (replayed accepts count in accepted).",
-		}, []string{"stream"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_store_bytes_total",
-			Help: "Encoded event bytes written to the store, by stream.",
-		}, []string{"stream"}),
 		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_removed_events_total",
 			Help: "Deferred events removed by replay commits, by outcome (accepted, rejected).",
@@ -68,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed interval fsyncs (the writes stay not durable until a later one succeeds).",
 		}),
 	}
-	m.cs = []prometheus.Collector{m.events, m.bytes, m.removed, m.replaced, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors}
+	m.cs = []prometheus.Collector{m.removed, m.replaced, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors}
 	if reg == nil {
 		return m, nil
 	}
@@ -94,8 +87,6 @@ func (m *metrics) unregister() {
 	}
 }
 
-func (m *metrics) written(s Stream, events int, bytes int64, d time.Duration) {
-	m.events.WithLabelValues(s.String()).Add(float64(events))
-	m.bytes.WithLabelValues(s.String()).Add(float64(bytes))
+func (m *metrics) written(d time.Duration) {
 	m.latency.Observe(d.Seconds())
 }

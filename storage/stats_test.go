@@ -64,9 +64,6 @@ func TestMetrics(t *testing.T) {
 		name, stream string
 		min, max     float64
 	}{
-		{"sluice_store_events_total", "deferred", 3, 3},
-		{"sluice_store_events_total", "accepted", 2, 2},
-		{"sluice_store_bytes_total", "accepted", 2 * 1444, 2 * 1444}, // 1333 payload + 56 header + 11 stage/reason + 44 sizes
 		{"sluice_store_gc_runs_total", "", 1, 1},
 		{"sluice_store_headroom_bytes", "", 1, 1e300},
 		{"sluice_store_write_latency_seconds", "", 2, 2}, // sample count

@@ -302,7 +302,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 	if err != nil {
 		return ack, fmt.Errorf("store put: %w", err)
 	}
-	s.m.written(stream, ack.Events, ack.Bytes, time.Since(start))
+	s.m.written(time.Since(start))
 	return ack, nil
 }
 
