@@ -98,6 +98,10 @@ type Ledger struct {
 	// starting the plugins, before the inputs opened.
 	StartupSeconds float64 `json:"startup_seconds"`
 	Balanced       bool    `json:"balanced"`
+	// NotStarted, when set, says why the run failed before its inputs
+	// opened (nothing was received): such a ledger is not balanced, it
+	// is no run at all.
+	NotStarted string `json:"not_started,omitempty"`
 	// Imbalance says which identity failed, with the numbers.
 	Imbalance []string `json:"imbalance,omitempty"`
 }
@@ -202,6 +206,10 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 				row("    "+k, m[k])
 			}
 		}
+	}
+	if l.NotStarted != "" {
+		_, err := fmt.Fprintf(w, "run %d on %s did not start: %s\n", l.Run, l.Node, l.NotStarted)
+		return err
 	}
 	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)
 	row("  of which start-up (s)", fmt.Sprintf("%.1f", l.StartupSeconds))
@@ -311,6 +319,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 
 // String is the one-line form used in logs.
 func (l *Ledger) String() string {
+	if l.NotStarted != "" {
+		return fmt.Sprintf("run %d did not start: %s", l.Run, l.NotStarted)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %d: fragments %d (in events %d, discarded %d), events %d (accepted %d, rejected %d, deferred %d), stored %d, balanced %v",
 		l.Run, l.FragmentsReceived, l.FragmentsInEvents, sum(l.FragmentsDiscarded), l.EventsBuilt,

@@ -333,15 +333,18 @@ wait:
 }
 
 // failedStart ends a run that failed before its inputs opened: what was
-// opened is closed, and the ledger is empty (nothing was received, so
-// nothing was lost).
+// opened is closed, and the ledger says the run did not start (nothing was
+// received; an all-zero "balanced" account would read as a run).
 func (n *Node) failedStart(parts *Parts, err error) (Ledger, error) {
 	if parts != nil {
 		closeParts(parts)
 	}
 	_ = n.rc.advance(StateStopped)
-	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run}
-	l.Check(true)
+	l := Ledger{Node: n.cfg.Node.ID, Run: n.cfg.Run, NotStarted: err.Error()}
+	n.mu.Lock()
+	n.final = &l
+	n.mu.Unlock()
+	n.log.Error("run did not start", "err", err)
 	return l, err
 }
 

@@ -544,8 +544,17 @@ func TestFailedStartClosesWhatOpened(t *testing.T) {
 	cfg.Builder.MaxOpenEvents = -1 // the builder refuses it after the parts opened
 	chain := &fakeChain{}
 	l, n, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}}}, Chain: chain}, nil)
-	if err == nil || !chain.closed || n.Status().State != StateStopped || !l.Balanced || l.FragmentsReceived != 0 {
+	if err == nil || !chain.closed || n.Status().State != StateStopped || l.Balanced || l.NotStarted == "" || l.FragmentsReceived != 0 {
 		t.Fatalf("err %v, chain closed %v, state %v, ledger %+v", err, chain.closed, n.Status().State, l)
+	}
+	// The ledger says the run did not start, and why; not an all-zero
+	// account that reads "balanced yes".
+	var b strings.Builder
+	if err := l.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "run 5 on test did not start: ") || strings.Contains(out, "balanced") {
+		t.Fatalf("table of a run that did not start:\n%s", out)
 	}
 }
 

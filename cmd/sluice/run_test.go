@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,5 +161,33 @@ func TestParseSelection(t *testing.T) {
 		if _, err := parseSelection(bad[0], bad[1]); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// A run that fails before its inputs open (here: its HTTP address is
+// taken) says it did not start, with why, instead of an all-zero ledger
+// reading "balanced yes"; the summary says so too.
+func TestRunThatDidNotStart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	file, _ := writeConfig(t, "")
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	out, err := run(t, "run", "--config", file, "--http", l.Addr().String(), "--summary-json", summary)
+	if err == nil {
+		t.Fatalf("run with its HTTP address taken succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "run 12 on ") || !strings.Contains(out, " did not start: http: ") || strings.Contains(out, "balanced") {
+		t.Fatalf("output:\n%s", out)
+	}
+	var s map[string]any
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s["balanced"] != false || !strings.HasPrefix(fmt.Sprint(s["not_started"]), "http: ") {
+		t.Fatalf("summary %s", b)
 	}
 }
