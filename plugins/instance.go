@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -125,10 +126,22 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	return in, nil
 }
 
+// configure passes the parameters, then reads the description again: a
+// plugin may name the source groups it reads from its parameters (l0calo's
+// ecal_group), and the host must send those.
 func (in *instance) configure(ctx context.Context, params map[string]string) error {
 	if _, err := in.rpc.Configure(ctx, &pluginpb.ConfigureRequest{Params: params}); err != nil {
 		return fmt.Errorf("trigger plugin %s: configure: %w", in.cfg.path, err)
 	}
+	d, err := in.rpc.Describe(ctx, &pluginpb.DescribeRequest{})
+	if err != nil {
+		return fmt.Errorf("trigger plugin %s: describe after configure: %w", in.cfg.path, err)
+	}
+	if d.GetName() != in.desc.Name || !slices.Equal(d.GetLines(), in.desc.Lines) {
+		return fmt.Errorf("trigger plugin %s: configure changed its name or lines (%s %v, was %s %v); only the source groups it reads may depend on parameters",
+			in.cfg.path, d.GetName(), d.GetLines(), in.desc.Name, in.desc.Lines)
+	}
+	in.desc.Columns = d.GetColumns()
 	return nil
 }
 

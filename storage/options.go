@@ -2,6 +2,7 @@ package storage
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,15 +135,57 @@ func (o Options) Validate() conf.Problems {
 }
 
 // Preflight checks what the section names on this machine: a path that
-// exists must be a directory.
+// exists must be a directory the node can write, and a path that does not
+// must be one it can create (its nearest existing parent is a writable
+// directory; tried by creating and removing an empty directory there, so
+// that a read-only file system or /proc is caught as well as permissions).
+// It leaves nothing behind.
 func (o Options) Preflight() conf.Problems {
 	var ps conf.Problems
-	if o.Dir != "" {
-		if st, err := os.Stat(o.Dir); err == nil && !st.IsDir() {
-			ps.Add("path", o.Dir, "want a directory, found a file")
-		}
+	if o.Dir == "" || o.ReadOnly {
+		return ps
 	}
-	return ps
+	st, err := os.Stat(o.Dir)
+	switch {
+	case err == nil && !st.IsDir():
+		ps.Add("path", o.Dir, "want a directory, found a file")
+		return ps
+	case err == nil:
+		if err := tryWrite(o.Dir); err != nil {
+			ps.Add("path", o.Dir, "want a directory the node can write (%v)", err)
+		}
+		return ps
+	}
+	parent := filepath.Dir(filepath.Clean(o.Dir))
+	for {
+		st, err := os.Stat(parent)
+		if err == nil {
+			if !st.IsDir() {
+				ps.Add("path", o.Dir, "want a path that can be created: %s is a file", parent)
+			} else if err := tryWrite(parent); err != nil {
+				ps.Add("path", o.Dir, "want a path that can be created: cannot write in %s (%v)", parent, err)
+			}
+			return ps
+		}
+		next := filepath.Dir(parent)
+		if next == parent {
+			ps.Add("path", o.Dir, "want a path that can be created (%v)", err)
+			return ps
+		}
+		parent = next
+	}
+}
+
+// tryWrite creates and removes an empty directory in dir.
+func tryWrite(dir string) error {
+	d, err := os.MkdirTemp(dir, ".sluice-preflight-")
+	if err != nil {
+		if pe, ok := err.(*os.PathError); ok {
+			return pe.Err
+		}
+		return err
+	}
+	return os.Remove(d)
 }
 
 func (p SyncPolicy) valid() bool {

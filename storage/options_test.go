@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,5 +36,33 @@ func TestOpenRefusesUnknownSync(t *testing.T) {
 	_, err := Open(Options{Dir: t.TempDir(), Sync: "always"})
 	if err == nil || !strings.Contains(err.Error(), `sync policy "always"`) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Preflight refuses a store path the node could not create or write (under
+// /proc, under a file), and leaves nothing behind where it can.
+func TestPreflightStorePath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir, want string
+	}{
+		{"/proc/sluice-store", "want a path that can be created: cannot write in /proc"},
+		{"/proc/self/sluice/store", "want a path that can be created: cannot write in /proc/self"},
+		{file, "want a directory, found a file"},
+		{filepath.Join(file, "store"), "want a path that can be created: " + file + " is a file"},
+		{filepath.Join(dir, "new", "store"), ""},
+		{dir, ""},
+	} {
+		got := Options{Dir: c.dir}.Preflight().String()
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.dir, got, c.want)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("preflight left %v in %s", left, dir)
 	}
 }

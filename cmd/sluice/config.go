@@ -19,17 +19,13 @@ func newConfigCmd() *cobra.Command {
 	var preflight bool
 	validate := &cobra.Command{
 		Use:   "validate FILE...",
-		Short: "Check configuration files; lists every problem with its field path and exits non-zero on any",
+		Short: "Check configuration files (- reads standard input); lists every problem with its field path and exits 3 on any",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, file := range args {
-				c, err := config.Load(file)
-				if err == nil && preflight {
-					if err = c.Preflight(); err != nil {
-						err = fmt.Errorf("%s: %w", file, err)
-					}
-				}
+				c, err := readConfig(cmd, file)
+				err = config.Check(c, err, preflight)
 				if err != nil {
 					fmt.Fprintln(cmd.OutOrStdout(), err)
 					bad++
@@ -45,7 +41,7 @@ func newConfigCmd() *cobra.Command {
 		},
 	}
 	validate.Flags().BoolVar(&preflight, "preflight", false,
-		"also check the files the config names (plugin binaries, emulator input files, store directory)")
+		"also check what the config names on this machine: plugin binaries (each started once: its parameters, prescaled lines and source groups), emulator input files, the store directory")
 	def := &cobra.Command{
 		Use:   "default",
 		Short: "Print the default configuration with every key commented",
@@ -57,4 +53,12 @@ func newConfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(validate, def)
 	return cmd
+}
+
+// readConfig loads file, or standard input when file is "-".
+func readConfig(cmd *cobra.Command, file string) (*config.Config, error) {
+	if file == "-" {
+		return config.Read("(stdin)", cmd.InOrStdin())
+	}
+	return config.Load(file)
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,6 +64,77 @@ func TestShippedConfigsValidate(t *testing.T) {
 	for _, f := range files {
 		if out, err := run(t, "config", "validate", f); err != nil {
 			t.Errorf("%s: %v\n%s", f, err, out)
+		}
+	}
+}
+
+// buildPlugin builds an example plugin into a temporary directory.
+func buildPlugin(t *testing.T, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-o", out, "../../plugins/examples/"+name)
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// `config validate --preflight -` reads standard input and lists every
+// problem at once: those of the file itself and those only this machine
+// and the plugin know (a store path under /proc, a parameter the plugin
+// refuses, a prescale on a line it lacks, a source group it reads that the
+// config does not define), with exit status 3; `sluice run` refuses the
+// same config with the same list before opening anything.
+func TestConfigPreflightListsEveryProblem(t *testing.T) {
+	l0 := buildPlugin(t, "l0calo")
+	cfg := `
+inputs:
+  - uri: shm://sluice-preflight-` + strconv.Itoa(os.Getpid()) + `
+    emulator: {events: 10}
+sources:
+  - {name: ecal, sources: "0-3"}
+  - {name: hcal, sources: "4-5"}
+trigger:
+  stages:
+    - {name: l0, plugin: ` + l0 + `, params: {muon_pt: "1"}, prescales: {photon: 2}}
+replay: {rate: -5}
+store: {path: /proc/sluice-store}
+`
+	want := []string{
+		"5 problem(s)",
+		"replay.rate: -5",
+		`store.path: "/proc/sluice-store": want a path that can be created: cannot write in /proc`,
+		`trigger.stages[0].params: "{muon_pt: \"1\"}": want parameters plugin l0calo accepts: unknown parameter "muon_pt"`,
+		"trigger.stages[0].prescales.photon: 2: want a line plugin l0calo declares",
+		`plugin l0calo reads source group "muon", which sources does not define (groups: ecal, hcal)`,
+	}
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(cfg))
+	root.SetArgs([]string{"config", "validate", "--preflight", "-"})
+	err := root.Execute()
+	if c := exitCode(err); c != exitConfig {
+		t.Fatalf("exit status %d, want %d:\n%s", c, exitConfig, out.String())
+	}
+	for _, w := range append(want, "(stdin): ") {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("validate output lacks %q:\n%s", w, out.String())
+		}
+	}
+	file := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rout, err := run(t, "run", "--config", file)
+	if c := exitCode(err); c != exitConfig {
+		t.Fatalf("sluice run: exit status %d, want %d: %v\n%s", c, exitConfig, err, rout)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("sluice run's error lacks %q:\n%v", w, err)
 		}
 	}
 }

@@ -47,7 +47,7 @@ with --summary-json); a ledger that does not balance exits with status 2, a
 configuration with problems with status 3.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(file, func(cfg *config.Config) error {
+			cfg, err := loadConfig(cmd, file, func(cfg *config.Config) error {
 				if cmd.Flags().Changed("run") {
 					if runNumber < 0 || runNumber > 1<<32-1 {
 						return fmt.Errorf("--run %d: want a run number 0..4294967295", runNumber)
@@ -112,19 +112,18 @@ configuration with problems with status 3.`,
 	return cmd
 }
 
-// loadConfig loads and validates file, lets override apply command-line
-// settings, validates again and checks the files the config names
-// (preflight). Any problem exits with exitConfig before anything opens.
-func loadConfig(file string, override func(*config.Config) error) (*config.Config, error) {
-	cfg, err := config.Load(file)
-	if err == nil && override != nil {
-		if err = override(cfg); err == nil {
-			err = cfg.Validate()
+// loadConfig loads and validates file ("-": standard input), lets override
+// apply command-line settings, validates again and checks what the config
+// names on this machine (preflight), listing every problem of both. Any
+// problem exits with exitConfig before anything opens.
+func loadConfig(cmd *cobra.Command, file string, override func(*config.Config) error) (*config.Config, error) {
+	cfg, err := readConfig(cmd, file)
+	if cfg != nil && err == nil && override != nil {
+		if err = override(cfg); err != nil {
+			return nil, &exitError{code: exitConfig, err: err}
 		}
 	}
-	if err == nil {
-		err = cfg.Preflight()
-	}
+	err = config.Check(cfg, err, true)
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) && ce.File == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"reflect"
@@ -26,10 +27,23 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseNamed(path, data)
+}
+
+// Read is Load from r (e.g. standard input), name naming it in problems.
+func Read(name string, r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return parseNamed(name, data)
+}
+
+func parseNamed(name string, data []byte) (*Config, error) {
 	c, err := Parse(data)
 	var ce *Error
 	if errors.As(err, &ce) {
-		ce.File = path
+		ce.File = name
 	}
 	return c, err
 }

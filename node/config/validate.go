@@ -1,6 +1,8 @@
 package config
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -104,12 +106,20 @@ func (c *Config) validateReplay(ps *conf.Problems) {
 }
 
 // Preflight checks what the configuration refers to on this machine: the
-// plugin binaries are executable files, emulator input files exist, and the
-// store directory can be created. It returns an *Error listing every
-// problem. `sluice run` calls it after Validate, before opening any input.
+// plugin binaries are executable files, and each plugin, started once and
+// configured, accepts the stage's parameters, declares the lines the stage
+// prescales and reads only source groups the config defines; emulator input
+// files exist; the store directory can be created and written. It returns
+// an *Error listing every problem. `sluice run` calls it after Validate,
+// before opening any input.
 func (c *Config) Preflight() error {
 	var ps conf.Problems
 	ps = append(ps, c.Trigger.Preflight().In("trigger")...)
+	groups := make([]string, 0, len(c.Sources))
+	for _, g := range c.Sources {
+		groups = append(groups, g.Name)
+	}
+	ps = append(ps, c.Trigger.Probe(context.Background(), groups).In("trigger")...)
 	c.preflightInputs(&ps)
 	c.preflightSharedMemory(&ps)
 	ps = append(ps, c.Store.Preflight().In("store")...)
@@ -136,4 +146,40 @@ func oneOf(v string, set ...string) bool {
 		}
 	}
 	return false
+}
+
+// Check is Validate's and Preflight's problems together (loadErr: those
+// Load or Parse found, kept as they are), so that no problem hides behind
+// another: an operator fixes them all at once. c nil (a document that does
+// not parse) gives loadErr.
+func Check(c *Config, loadErr error, preflight bool) error {
+	if c == nil {
+		return loadErr
+	}
+	var ps []Problem
+	file := ""
+	add := func(err error) error {
+		var ce *Error
+		if !errors.As(err, &ce) {
+			return err
+		}
+		if file == "" {
+			file = ce.File
+		}
+		ps = append(ps, ce.Problems...)
+		return nil
+	}
+	if loadErr != nil {
+		if err := add(loadErr); err != nil {
+			return err
+		}
+	} else if err := add(c.Validate()); err != nil {
+		return err
+	}
+	if preflight {
+		if err := add(c.Preflight()); err != nil {
+			return err
+		}
+	}
+	return errOf(file, ps)
 }
