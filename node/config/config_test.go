@@ -231,10 +231,11 @@ store: {path: ` + notExe + `}
 	}
 	err = c.Preflight()
 	var ce *Error
-	if !errors.As(err, &ce) || len(ce.Problems) != 4 {
-		t.Fatalf("want 4 problems, got %v", err)
+	// The shell script is executable but no plugin: found by starting it.
+	if !errors.As(err, &ce) || len(ce.Problems) != 5 {
+		t.Fatalf("want 5 problems, got %v", err)
 	}
-	for _, w := range []string{"trigger.stages[1].plugin", "want an executable file", "trigger.stages[2].plugin", "no such file",
+	for _, w := range []string{"trigger.stages[0].plugin", "want a trigger plugin that starts", "trigger.stages[1].plugin", "want an executable file", "trigger.stages[2].plugin", "no such file",
 		"inputs[1].emulator.from", "store.path"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("missing %q in %v", w, err)
