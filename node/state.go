@@ -30,6 +30,18 @@ func (s State) String() string {
 // MarshalText writes the state's name (in /status JSON).
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a state's name (a client of /status, such as
+// `sluice farm status`). Errors: a name that is no state.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, n := range stateNames {
+		if n == string(b) {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("node state %q: want one of %v", b, stateNames)
+}
+
 // runControl holds the state and the drain request. Transitions only go
 // forward; a drain can be requested in any state and is acted on once.
 type runControl struct {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -281,6 +282,51 @@ func changedFarmFlags(cmd *cobra.Command) []string {
 	return out
 }
 
+// printNodeViews is the members' own view: state, rates over the last
+// second, the bytes each RU holds, each BU's assignments and bytes in
+// flight, the credit the EM holds for each BU, and the peer links up.
+func printNodeViews(w io.Writer, nodes []nodeView) {
+	credits := emCredits(nodes)
+	var events, bytes float64
+	fmt.Fprintln(w, "nodes (their own /status):")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tSTATE\tEVENTS/S\tMB/S\tRU HELD MiB\tBU IN FLIGHT\tCREDIT\tPEERS UP\tHTTP")
+	for _, v := range nodes {
+		if v.Error != "" {
+			fmt.Fprintf(tw, "  %s\t?\t\t\t\t\t\t\t%s (%s)\n", v.Node, v.HTTP, v.Error)
+			continue
+		}
+		held, inflight, credit, up := "-", "-", "-", "-"
+		if f := v.Farm; f != nil {
+			if f.RU != nil {
+				held = fmt.Sprintf("%.1f", float64(f.RU.HeldBytes)/(1<<20))
+			}
+			if f.BU != nil {
+				inflight = fmt.Sprintf("%d (%.1f MiB)", f.BU.InFlight, float64(f.BU.BytesUsed)/(1<<20))
+			}
+			if c, ok := credits[v.Node]; ok {
+				credit = strconv.FormatInt(c, 10)
+			}
+			n := 0
+			for _, p := range f.Peers {
+				if p.Connected {
+					n++
+				}
+			}
+			up = fmt.Sprintf("%d/%d", n, len(f.Peers))
+		}
+		var ev, mb float64
+		if v.Rates != nil {
+			ev, mb = v.Rates.EventsPerSecond, v.Rates.BytesPerSecond/1e6
+			events += ev
+			bytes += v.Rates.BytesPerSecond
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\n", v.Node, v.State, ev, mb, held, inflight, credit, up, v.HTTP)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "farm rates: %.0f events/s built, %.1f MB/s into the builders\n", events, bytes/1e6)
+}
+
 func whoami() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
@@ -327,8 +373,15 @@ func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
 	var asJSON, ledger bool
 	cmd := &cobra.Command{
 		Use:   "status [--json | --ledger]",
-		Short: "Show the farm: members with roles and incarnations, the event manager, the run state and the farm ledger",
-		Args:  cobra.NoArgs,
+		Short: "Show the farm: members, the event manager, the run state, each node's rates, credit and held bytes, and the farm ledger",
+		Long: `Reads etcd (members with roles and incarnations, the event manager, the desired
+run state and the run's configuration, the farm ledger the event manager
+publishes) and each member's HTTP /status at the endpoint it registered (its
+node state, event and byte rates over the last second, what its RU holds and
+its BU has in flight, the event credit the event manager holds for it, its
+peer links). A member whose /status does not answer within a second is shown
+with the error; the rest of the status is etcd's.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), ff.timeout)
 			defer cancel()
@@ -344,7 +397,7 @@ func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return enc.Encode(farmView{Status: st, Nodes: nodeViews(ctx, st.Members)})
 			}
 			if ledger {
 				if st.Ledger == nil {
@@ -359,7 +412,7 @@ func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
 				}
 				return nil
 			}
-			printFarmStatus(cmd.OutOrStdout(), st)
+			printFarmStatus(cmd.OutOrStdout(), st, nodeViews(ctx, st.Members))
 			return nil
 		},
 	}
@@ -368,7 +421,74 @@ func newFarmStatusCmd(ff *farmFlags) *cobra.Command {
 	return cmd
 }
 
-func printFarmStatus(w io.Writer, st control.Status) {
+// farmView is `farm status --json`: etcd's view and each member's own.
+type farmView struct {
+	control.Status
+	Nodes []nodeView `json:"nodes"`
+}
+
+// nodeView is one member's /status, read at its registered HTTP address.
+type nodeView struct {
+	Node  string           `json:"node"`
+	HTTP  string           `json:"http,omitempty"`
+	Error string           `json:"error,omitempty"` // /status could not be read
+	State string           `json:"state,omitempty"`
+	Rates *node.Rates      `json:"rates,omitempty"`
+	Farm  *node.FarmStatus `json:"farm,omitempty"`
+}
+
+// nodeViews reads every member's /status concurrently (a second each at
+// most), in the members' order.
+func nodeViews(ctx context.Context, members []control.Member) []nodeView {
+	out := make([]nodeView, len(members))
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: time.Second}
+	for i, m := range members {
+		out[i] = nodeView{Node: m.Node, HTTP: m.HTTP}
+		if m.HTTP == "" {
+			out[i].Error = "no HTTP endpoint registered"
+			continue
+		}
+		wg.Go(func() {
+			v := &out[i]
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.HTTP+"/status", nil)
+			if err != nil {
+				v.Error = err.Error()
+				return
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				v.Error = err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				v.Error = "GET /status: " + resp.Status
+				return
+			}
+			var s node.Status
+			if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+				v.Error = "GET /status: " + err.Error()
+				return
+			}
+			v.State, v.Rates, v.Farm = s.State.String(), &s.Rates, s.Farm
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// emCredits is the event credit per BU as the leading EM's /status says.
+func emCredits(nodes []nodeView) map[string]int64 {
+	for _, v := range nodes {
+		if v.Farm != nil && v.Farm.IsEM && v.Farm.EMState != nil {
+			return v.Farm.EMState.Credits
+		}
+	}
+	return nil
+}
+
+func printFarmStatus(w io.Writer, st control.Status, nodes []nodeView) {
 	fmt.Fprintf(w, "farm %s\n", st.Farm)
 	if st.Run != nil {
 		fmt.Fprintf(w, "run %d: %s since %s", st.Run.Run, st.Run.State, st.Run.Since.Format(time.RFC3339))
@@ -402,6 +522,9 @@ func printFarmStatus(w io.Writer, st control.Status) {
 			fmt.Fprintf(tw, "  %s\t%s\t%x\t%s\t%s\t%s\n", m.Node, m.Roles, m.Incarnation, m.Address, src, m.Joined.Format(time.RFC3339))
 		}
 		tw.Flush()
+	}
+	if len(nodes) > 0 {
+		printNodeViews(w, nodes)
 	}
 	if st.Ledger != nil {
 		fmt.Fprint(w, st.Ledger.String())

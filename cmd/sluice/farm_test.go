@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/farm/control"
@@ -104,7 +106,18 @@ func TestFarmStartStopStatus(t *testing.T) {
 	if err := c.CheckRun(context.Background(), other); !errors.Is(err, farm.ErrConfigMismatch) || !strings.Contains(err.Error(), "plugins[hlt1].digest") {
 		t.Fatalf("node with another plugin: %v", err)
 	}
-	ms, err := c.Join(context.Background(), control.Member{Node: "n1", Roles: (farm.RoleRU | farm.RoleBU | farm.RoleEM).String(), Sources: "0-3", Address: "127.0.0.1:7001"}, time.Second)
+	// n1's HTTP endpoint: its /status as a running folded node that leads.
+	nodeStatus := node.Status{Node: "n1", State: node.StateRunning, Rates: node.Rates{EventsPerSecond: 1234, BytesPerSecond: 56.7e6},
+		Farm: &node.FarmStatus{Farm: "cli-test", Roles: "ru,bu,em", EM: "n1", IsEM: true,
+			RU:      &farm.RUStats{HeldBytes: 3 << 20},
+			BU:      &farm.BUStats{InFlight: 2, BytesUsed: 1 << 20},
+			EMState: &farm.EMStats{Credits: map[string]int64{"n1": 40}}}}
+	nodeHTTP := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(nodeStatus)
+	}))
+	defer nodeHTTP.Close()
+	ms, err := c.Join(context.Background(), control.Member{Node: "n1", Roles: (farm.RoleRU | farm.RoleBU | farm.RoleEM).String(), Sources: "0-3", Address: "127.0.0.1:7001",
+		HTTP: strings.TrimPrefix(nodeHTTP.URL, "http://")}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +130,10 @@ func TestFarmStartStopStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"farm cli-test", "run 3: running", "protocol push, 10 events per assignment, release decided",
-		"event manager: n1", "members: 1", "ru,bu,em"} {
+		"event manager: n1", "members: 1", "ru,bu,em",
+		"nodes (their own /status):\n  NODE  STATE    EVENTS/S  MB/S  RU HELD MiB  BU IN FLIGHT  CREDIT  PEERS UP  HTTP",
+		"n1    running  1234      56.7  3.0          2 (1.0 MiB)   40      0/0       127.0.0.1:",
+		"farm rates: 1234 events/s built, 56.7 MB/s into the builders"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -126,9 +142,13 @@ func TestFarmStartStopStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st control.Status
+	var st farmView
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if len(st.Nodes) != 1 || st.Nodes[0].Error != "" || st.Nodes[0].State != "running" || st.Nodes[0].Rates.EventsPerSecond != 1234 ||
+		st.Nodes[0].Farm == nil || st.Nodes[0].Farm.EMState.Credits["n1"] != 40 {
+		t.Fatalf("status --json nodes %+v", st.Nodes)
 	}
 	sum := sha256.Sum256([]byte("plugin bytes"))
 	if len(st.Members) != 1 || st.Members[0].Incarnation != ms.Incarnation() || st.EM == nil || st.EM.Incarnation != ms.Incarnation() ||
