@@ -71,8 +71,12 @@ type FarmLedger struct {
 	// BU too): not given to this builder.
 	OutsideAssignment uint64 `json:"fragments_outside_assignment"`
 	// Unassigned: decided events whose id is in no live assignment here.
-	Unassigned uint64       `json:"events_unassigned"`
-	Agent      agent.Status `json:"agent"`
+	Unassigned uint64 `json:"events_unassigned"`
+	// SplitEvents (unit: packets): event ids of an assignment that some
+	// source's packets for it lacked — the sources' packing is not
+	// aligned, so those events are built incomplete (counted there too).
+	SplitEvents uint64       `json:"events_split_across_packets,omitempty"`
+	Agent       agent.Status `json:"agent"`
 }
 
 // farmJob is one assignment to build.
@@ -105,9 +109,6 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	roles, err := fc.ParsedRoles()
 	if err != nil {
 		return nil, err
-	}
-	if fc.Unit != "events" {
-		return nil, fmt.Errorf("farm.unit %s: sluice run builds assignments of event ids only (unit: events)", fc.Unit)
 	}
 	tok, err := fc.Token()
 	if err != nil {
@@ -213,8 +214,14 @@ func (f *farmNode) feed(ctx context.Context) {
 	}
 }
 
-// inUnit reports whether id is in one of u's ranges (ascending).
+// inUnit reports whether event id belongs to an assignment of unit u. In
+// units of packets (the readout's packing: each source's k-th
+// multi-fragment packet) every fragment of the packets sent for it does;
+// in units of events, the ids in u's ranges (ascending).
 func inUnit(u farm.Unit, id uint64) bool {
+	if u.Kind == farm.UnitPackets {
+		return true
+	}
 	for _, r := range u.Ranges {
 		if id < r.First {
 			return false
@@ -224,6 +231,22 @@ func inUnit(u farm.Unit, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// splitEvents counts, in an assignment of packets, the event ids that
+// some source sending packets for it did not carry (of ids, the number of
+// distinct event ids in the packets): with aligned packing (every
+// source's k-th packet holds the same events, as LHCb's MEPs) it is 0.
+func splitEvents(packets []schemas.MFP, ids int) int {
+	per := map[uint32]int{}
+	for _, p := range packets {
+		per[p.SourceID] += int(p.N)
+	}
+	split := 0
+	for _, n := range per {
+		split = max(split, ids-n)
+	}
+	return split
 }
 
 func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
@@ -248,7 +271,16 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 		})
 	}
 	fa.want = len(fa.ids)
+	split := 0
+	if j.a.Unit.Kind == farm.UnitPackets {
+		split = splitEvents(j.packets, fa.want)
+		if split > 0 {
+			f.log.Warn("farm: the packets of an assignment do not carry the same events from every source: the readout's packing is not aligned across sources (unit: packets needs it), so those events are split across assignments and built incomplete",
+				"assignment", j.a.ID, "events", fa.want, "split", split)
+		}
+	}
 	f.mu.Lock()
+	f.stats.SplitEvents += uint64(split)
 	f.stats.Assignments++
 	f.stats.Events += uint64(fa.want)
 	f.stats.Fragments += uint64(frags)

@@ -246,6 +246,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		if f.Unassigned != 0 {
 			row("  events decided outside any assignment", f.Unassigned)
 		}
+		if f.SplitEvents != 0 {
+			row("  events split across packets (packing not aligned)", f.SplitEvents)
+		}
 		if ru := f.Agent.RU; ru != nil {
 			row("farm readout unit: packets freed", ru.Freed)
 			row("  still held", ru.Held)

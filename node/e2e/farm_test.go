@@ -328,3 +328,90 @@ func TestFarmRealMDF(t *testing.T) {
 		})
 	}
 }
+
+// TestFarmPackets: unit: packets — the event manager assigns the
+// readout's own packing (each source's k-th multi-fragment packet, as
+// LHCb assigns MEPs), one packet per assignment, instead of event ids.
+// Three nodes on the real LHCb sample (10 events per packet), push, every
+// event accepted: the farm ledger counts packets, every announced packet
+// built once; the nodes build every event once, complete, none split
+// across packets, and their ledgers balance.
+func TestFarmPackets(t *testing.T) {
+	const loop = 3 // 30 events: 3 packets per source
+	etcd := startEtcd(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	farmID := fmt.Sprintf("e2e-packets-%d", os.Getpid())
+	farmArgs := []string{"--etcd", etcd, "--farm", farmID}
+	run := uint32(6718861)
+	files := map[string]string{}
+	for _, n := range farmNodes {
+		f, _ := farmConfig(t, n, farmID, etcd, token, fmt.Sprint(loop), true)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(strings.Replace(string(b), "unit: events", "unit: packets", 1), "assignment_size: 10", "assignment_size: 1", 1)
+		if !strings.Contains(text, "unit: packets") || !strings.Contains(text, "assignment_size: 1 ") {
+			t.Fatalf("configs/%s.yaml: no unit: events or assignment_size: 10 to replace", n)
+		}
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[n] = f
+	}
+	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", files["farm-a"]}, farmArgs...)...)
+	procs, sums := map[string]*proc{}, map[string]string{}
+	for _, n := range farmNodes {
+		sums[n] = filepath.Join(t.TempDir(), n+".run.json")
+		procs[n] = start(t, "run", "--config", files[n], "--run", fmt.Sprint(run), "--summary-json", sums[n])
+	}
+	const packets, events = loop, loop * 10
+	var st farmStatus
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		out := runOK(t, append([]string{"farm", "status", "--json"}, farmArgs...)...)
+		st = farmStatus{}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("farm status --json: %v\n%s", err, out)
+		}
+		if l := st.Ledger; st.Run != nil && st.Run.Run == run && l != nil && l.Announced == packets && l.Built == packets && l.Open == 0 {
+			break
+		}
+		for n, p := range procs {
+			select {
+			case <-p.done:
+				t.Fatalf("%s ended before the farm stopped:\n%s\n%s", n, p.stdout.String(), p.log())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			for n, p := range procs {
+				t.Logf("%s:\n%s", n, p.log())
+			}
+			t.Fatalf("the farm did not build %d packets within 40 s: %+v", packets, st.Ledger)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	runOK(t, append([]string{"farm", "stop"}, farmArgs...)...)
+	var built uint64
+	for _, n := range farmNodes {
+		if code := procs[n].wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", n, code, procs[n].stdout.String(), procs[n].log())
+		}
+		l := readLedger(t, sums[n])
+		if !l.Balanced || l.Farm == nil || l.EventsIncomplete != 0 || l.Farm.SplitEvents != 0 || l.Farm.OutsideAssignment != 0 ||
+			l.FragmentsReceived != l.EventsBuilt*1239 || l.EventsBuilt != l.Farm.Events {
+			t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
+		}
+		if l.EventsBuilt != 10*st.Ledger.PerBU[n] {
+			t.Fatalf("%s built %d events, the farm ledger says %d packets of 10", n, l.EventsBuilt, st.Ledger.PerBU[n])
+		}
+		built += l.EventsBuilt
+	}
+	if l := st.Ledger; !l.Balanced || l.LostTotal() != 0 || built != events {
+		t.Fatalf("farm ledger %s; nodes built %d events, want %d", l.String(), built, events)
+	}
+}
