@@ -30,7 +30,8 @@ func (t *tracker) status(now time.Time) InputStatus {
 	if st.Packets != t.packets {
 		t.packets, t.activity = st.Packets, now
 	}
-	s := InputStatus{Packets: st.Packets, Bytes: st.Bytes, IdleSeconds: now.Sub(t.activity).Seconds(), Done: t.done}
+	s := InputStatus{Packets: st.Packets, Bytes: st.Bytes, IdleSeconds: now.Sub(t.activity).Seconds(), Done: t.done,
+		Open: st.Open, Refused: st.Refused, AcceptErrors: st.AcceptErrors}
 	if l, ok := t.in.(transport.Listener); ok {
 		s.Address = l.ListenAddr()
 	}

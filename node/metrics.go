@@ -60,6 +60,9 @@ var metricDefs = []metricDef{
 	{"sluice_input_wire_bytes_total", "Bytes received per input as they arrived: whole multi-fragment packets (or native fragments) with their headers, before decoding; the fragment payloads among them are sluice_fragment_payload_bytes_total.", []string{"input"}},
 	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
 	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
+	{"sluice_input_connections_open", "Connections open per network input.", []string{"input"}},
+	{"sluice_input_connections_refused_total", "Connections a network input closed at once because its max_connections were open.", []string{"input"}},
+	{"sluice_input_accept_errors_total", "Failed accepts a network input backed off from and survived, by reason (emfile: out of file descriptors).", []string{"input", "reason"}},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
 	{"sluice_deferred_backlog_events", "Events waiting in the store's deferred stream for replay.", nil},
 	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
@@ -141,6 +144,13 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_input_wire_bytes_total", in.Bytes, in.URI)
 		counter("sluice_input_packets_total", in.Packets, in.URI)
 		gauge("sluice_input_idle_seconds", in.IdleSeconds, in.URI)
+		if in.Address != "" {
+			gauge("sluice_input_connections_open", float64(in.Open), in.URI)
+			counter("sluice_input_connections_refused_total", in.Refused, in.URI)
+		}
+		for r, v := range in.AcceptErrors {
+			counter("sluice_input_accept_errors_total", v, in.URI, r)
+		}
 	}
 	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
 	gauge("sluice_deferred_backlog_events", float64(s.Store.DeferredBacklog))

@@ -95,6 +95,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		if err != nil {
 			return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
 		}
+		if lg, ok := in.(transport.Logged); ok {
+			lg.SetLogger(log)
+		}
 		p.Inputs = append(p.Inputs, in)
 		if l, ok := in.(transport.Listener); ok {
 			log.Info("input listening", "input", ic.URI, "addr", l.ListenAddr())

@@ -58,6 +58,12 @@ type InputStatus struct {
 	Bytes       uint64  `json:"bytes"`
 	IdleSeconds float64 `json:"idle_seconds"` // since the last packet
 	Done        bool    `json:"done"`         // a finite input that reached its end
+	// Network inputs: connections open now, connections refused over
+	// max_connections, and accept(2) failures survived by reason
+	// ("emfile": out of file descriptors; see transport.Stats).
+	Open         int64             `json:"connections_open,omitempty"`
+	Refused      uint64            `json:"connections_refused,omitempty"`
+	AcceptErrors map[string]uint64 `json:"accept_errors,omitempty"`
 }
 
 // PluginStatus is one trigger stage's plugin processes.

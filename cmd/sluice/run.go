@@ -73,6 +73,7 @@ configuration with problems with status 3.`,
 			}
 			log, limiter := node.NewLogger(cmd.ErrOrStderr(), cfg.Log)
 			applyMemoryLimit(cfg)
+			raiseFileLimit(log)
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {

@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"errors"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +71,13 @@ type Stats struct {
 	// (TCP end-of-stream frames, UDP end markers); Open: connections open.
 	Connections, Streams uint64
 	Open                 int64
+	// AcceptErrors: TCP, accept(2) failures the input backed off from and
+	// survived, by reason ("emfile": out of file descriptors, "enfile",
+	// "enobufs", "enomem", "econnaborted", "other"); absent when none.
+	AcceptErrors map[string]uint64
+	// Refused: TCP, connections closed at once because max_connections
+	// were open.
+	Refused uint64
 }
 
 // DiscardTotal sums Discarded.
@@ -88,6 +97,10 @@ type Counters struct {
 	connections, streams                      atomic.Uint64
 	held, open                                atomic.Int64
 	discarded                                 [numReasons]atomic.Uint64
+	refused                                   atomic.Uint64
+
+	mu           sync.Mutex
+	acceptErrors map[string]uint64 // rare: a map under a lock
 }
 
 // Snapshot returns the counters as Stats.
@@ -103,8 +116,26 @@ func (c *Counters) Snapshot() Stats {
 			s.Discarded[Reason(i)] = v
 		}
 	}
+	s.Refused = c.refused.Load()
+	c.mu.Lock()
+	if len(c.acceptErrors) > 0 {
+		s.AcceptErrors = maps.Clone(c.acceptErrors)
+	}
+	c.mu.Unlock()
 	return s
 }
+
+// AcceptError counts one failed accept(2) by reason; Refuse one connection
+// refused over the input's limit.
+func (c *Counters) AcceptError(reason string) {
+	c.mu.Lock()
+	if c.acceptErrors == nil {
+		c.acceptErrors = map[string]uint64{}
+	}
+	c.acceptErrors[reason]++
+	c.mu.Unlock()
+}
+func (c *Counters) Refuse() { c.refused.Add(1) }
 
 // Discard counts one received packet not handed on, for reason r.
 func (c *Counters) Discard(r Reason) { c.discarded[r].Add(1) }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -37,6 +38,13 @@ type Input interface {
 type Listener interface {
 	// ListenAddr is the bound address, host:port.
 	ListenAddr() string
+}
+
+// Logged is an Input that reports what it survives (a failed accept, a
+// refused connection) in the node's log: the node gives it its logger,
+// which limits repeated records, before Run.
+type Logged interface {
+	SetLogger(*slog.Logger)
 }
 
 // Sender is the sending end of a transport: what a readout board does, and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,8 @@ type Input struct {
 	pool        rxbuf.Pool
 	outstanding atomic.Int64 // credit granted to open connections and not yet used
 	rcvbuf      atomic.Int64
+	open        atomic.Int64 // connections accepted and not yet closed (MaxConnections)
+	log         *slog.Logger
 }
 
 // Listen listens on addr (HOST:PORT; port 0 picks one, see Addr) with the
@@ -105,18 +108,31 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 	defer wg.Wait()
 	defer in.ln.Close()
 	var ended atomic.Int64
+	var delay time.Duration // back-off after a failed accept (accept.go)
 	for {
 		conn, err := in.ln.AcceptTCP()
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			return fmt.Errorf("readout tcp://%s: accept: %w", in.ln.Addr(), err)
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("readout tcp://%s: accept: %w", in.ln.Addr(), err)
+			}
+			// Out of descriptors or buffers: the open streams go on.
+			delay = in.acceptFailed(ctx, err, delay)
+			continue
+		}
+		delay = 0
+		if m := in.cfg.MaxConnections; m > 0 && in.open.Load() >= int64(m) {
+			in.refuse(conn)
+			continue
 		}
 		in.c.Connected()
+		in.open.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer in.open.Add(-1)
 			cleanEnd, err := in.serve(ctx, conn, sink)
 			if err != nil {
 				cancel(err)

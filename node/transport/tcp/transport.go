@@ -47,6 +47,10 @@ type Options struct {
 	// ExpectStreams: when > 0, Run returns nil once this many senders
 	// ended their stream cleanly (0: it runs until it is stopped).
 	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
+	// MaxConnections: when > 0, a connection accepted while this many are
+	// open is closed at once and counted (Stats.Refused): a bound on the
+	// descriptors and receive buffers one input can take.
+	MaxConnections int `yaml:"max_connections" doc:"connections open at once; more are refused and counted (0 = no limit)"`
 }
 
 // DefaultOptions are the settings of an input configured with none.
@@ -88,6 +92,9 @@ func (o *Options) Check(transport.URI) conf.Problems {
 	}
 	if o.ExpectStreams < 0 {
 		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")
+	}
+	if o.MaxConnections < 0 || o.MaxConnections > 1<<20 {
+		ps.Add("max_connections", o.MaxConnections, "want 0 (no limit) .. 1048576")
 	}
 	return ps
 }
