@@ -317,7 +317,7 @@ func printBench(w io.Writer, r benchResult) {
 		r.MemcpyGBPerSec, r.EventBytes/r.Sources, r.Ratio)
 	fmt.Fprintf(w, "CPU                 %8.2f s  %.3f ns per payload byte, %.2f cores busy on average (this process: node and emulator)\n",
 		r.CPUSeconds, r.CPUNsPerByte, r.CoresBusy)
-	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +150 MiB)\n",
+	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +64 MiB)\n",
 		mib(r.PeakRSSBytes), mib(r.BudgetBytes), mib(r.PeakRSSBytes)-mib(r.BudgetBytes))
 	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM without the store's memory-mapped log files): budget %+.0f MiB\n",
 		mib(r.PeakHeldBytes), mib(r.PeakHeldBytes)-mib(r.BudgetBytes))
