@@ -291,8 +291,9 @@ func (r *Reader) advance() {
 		return
 	}
 	m.u64(offAck).Store(ack)
-	// As in Writer.Write: the futex word changes only to wake a sleeper.
-	if m.u32(offWriterWait).Load() != 0 && ack >= m.u64(offWriterWake).Load() {
+	// As in Writer.Write: the futex word changes only to wake a sleeper,
+	// once per sleep.
+	if m.u32(offWriterWait).Load() != 0 && ack >= m.u64(offWriterWake).Load() && m.u32(offWriterWait).CompareAndSwap(1, 0) {
 		m.u32(offAckSeq).Add(1)
 		futexWake(m.u32(offAckSeq))
 	}

@@ -149,7 +149,10 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 	// The futex word changes only when a sleeping reader is to be woken: a
 	// reader that set its flag after this load re-checks the write pointer
 	// before it sleeps (both sides store, then load the other's field).
-	if m.u32(offReaderWait).Load() != 0 && wr.w >= m.u64(offReaderWake).Load() {
+	// Clearing the flag wakes it once per sleep: until a woken reader
+	// runs (late on a loaded machine) later writes would each wake it
+	// again, a futex call per packet.
+	if m.u32(offReaderWait).Load() != 0 && wr.w >= m.u64(offReaderWake).Load() && m.u32(offReaderWait).CompareAndSwap(1, 0) {
 		m.u32(offWriteSeq).Add(1)
 		futexWake(m.u32(offWriteSeq))
 	}
