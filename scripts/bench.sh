@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # The peer transports' benchmarks run apart, PEER_COUNT times (below).
-pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v '/node/peer/')
+pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v -e '/node/peer/' -e '/node/peerinput$')
 "$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 $pkgs 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
 awk '
 /^Benchmark/ {
@@ -21,13 +21,16 @@ awk '
   if (fig == "") fig=sprintf("%s ns/op", $3)
   printf "%-60s %-24s %s\n", name, fig, (ratio == "" ? "" : "ratio " ratio)
 }' "$out"
-# Peer transports (node/peer/...): each benchmark PEER_COUNT times (5 by
-# default); figure and ratio as min / median / max over the runs, with the
-# machine's load average before and after (these run two processes each,
-# and against ucx_perftest when built with UCX).
+# Peer transports (node/peer/...) and event building over them
+# (node/peerinput: BenchmarkBuild, four sender processes into one builder):
+# each benchmark PEER_COUNT times (5 by default); figure and ratio as min /
+# median / max over the runs, with the machine's load average before and
+# after (these run several processes each, and against ucx_perftest when
+# built with UCX; "rndv" is the ratio to ucx_perftest sending every message
+# by rendezvous, as the UCX transport does).
 PEER_COUNT=${PEER_COUNT:-5}
 echo "peer transports: $PEER_COUNT runs each, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . -count "$PEER_COUNT" ./node/peer/... 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
+"$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . -count "$PEER_COUNT" ./node/peer/... ./node/peerinput/ 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
 awk '
 function stats(list,   a, n, i, j, t) {
   n = split(list, a, " ")
@@ -40,6 +43,7 @@ function stats(list,   a, n, i, j, t) {
   for (i=3; i<NF; i++) {
     u = $(i+1)
     if (u == "ratio") ratios[name] = ratios[name] " " $i
+    else if (u == "rndv_ratio") rndvs[name] = rndvs[name] " " $i
     else if (u == "MB/s" || u == "msgs/s" || u == "us") { if (!(name in unit) || unit[name] == u) { figs[name] = figs[name] " " $i; unit[name] = u } }
     else if (u == "cpu_ns/B" || u == "cpu_ns/msg") cpus[name] = cpus[name] " " $i
     else if (u == "baseline_MB/s" || u == "baseline_msgs/s" || u == "baseline_us") bases[name] = bases[name] " " $i
@@ -52,6 +56,7 @@ END {
     printf "%-60s %s %s", n, stats(figs[n]), unit[n]
     if (n in bases) printf "   baseline %s", stats(bases[n])
     if (n in ratios) printf "   ratio %s", stats(ratios[n])
+    if (n in rndvs) printf "   rndv %s", stats(rndvs[n])
     if (n in cpus) printf "   cpu %s ns", stats(cpus[n])
     if (n in bcpus) printf " (baseline %s)", stats(bcpus[n])
     printf "\n"

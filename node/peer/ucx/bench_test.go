@@ -3,14 +3,9 @@
 package ucx_test
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,95 +40,9 @@ func setEnv(b *testing.B, env []string) {
 	}
 }
 
-// perfResult is what one ucx_perftest run reported.
-type perfResult struct {
-	latUs, mbs, rate float64       // average latency (µs), overall bandwidth (10^6 B/s), overall message rate
-	cpu              time.Duration // both processes, user+system
-}
-
-func freePort(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// perftest runs one ucx_perftest server/client pair on loopback.
-func perftest(b *testing.B, env []string, args ...string) perfResult {
-	b.Helper()
-	bin, err := exec.LookPath("ucx_perftest")
-	if err != nil {
-		b.Skip("ucx_perftest not installed (Debian: ucx-utils)")
-	}
-	port := freePort(b)
-	args = append(args, "-p", port, "-e", "-E", "sleep", "-f")
-	srv := exec.Command(bin, args...)
-	srv.Env = append(srv.Environ(), env...)
-	var srvOut bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if srv.ProcessState == nil {
-			srv.Process.Kill()
-			srv.Wait()
-		}
-	}()
-	var out []byte
-	var cli *exec.Cmd
-	for try := 0; ; try++ {
-		cli = exec.Command(bin, append([]string{"127.0.0.1"}, args...)...)
-		cli.Env = srv.Env
-		out, err = cli.CombinedOutput()
-		if err == nil {
-			break
-		}
-		if try == 100 {
-			b.Fatalf("ucx_perftest %v: %v\n%s\nserver:\n%s", args, err, out, srvOut.Bytes())
-		}
-		time.Sleep(20 * time.Millisecond) // the server is not listening yet
-	}
-	if err := srv.Wait(); err != nil {
-		b.Fatalf("ucx_perftest server: %v\n%s", err, srvOut.Bytes())
-	}
-	r := perfResult{cpu: cpuOf(srv) + cpuOf(cli)}
-	// The result row: iterations, latency/overhead 50%ile, average,
-	// overall (µs), bandwidth average, overall (MB/s, 2^20 B), message
-	// rate average, overall.
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	found := false
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 8 {
-			continue
-		}
-		var v [8]float64
-		ok := true
-		for i := range f {
-			if v[i], err = strconv.ParseFloat(f[i], 64); err != nil {
-				ok = false
-			}
-		}
-		if ok {
-			r.latUs, r.mbs, r.rate, found = v[2], v[5]*(1<<20)/1e6, v[7], true
-		}
-	}
-	if !found {
-		b.Fatalf("no result row in ucx_perftest's output:\n%s", out)
-	}
-	return r
-}
-
-func cpuOf(c *exec.Cmd) time.Duration {
-	ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// perftest runs one ucx_perftest pair (peertest.Perftest).
+func perftest(b *testing.B, env []string, args ...string) peertest.PerfResult {
+	return peertest.Perftest(b, env, args...)
 }
 
 // BenchmarkDataVsPerftest: data messages of 64 KiB, 1 MiB and 8 MiB to the
@@ -147,8 +56,13 @@ func BenchmarkDataVsPerftest(b *testing.B) {
 				n := max(32, (256<<20)/size)
 				bn.Data(b, n/8, size) // warm up (the pool's pages, UCX's lanes)
 				// ucx_perftest's own start-up CPU, measured once and taken off.
-				idle := perftest(b, tls.env, "-t", "tag_bw", "-s", strconv.Itoa(size), "-n", "1", "-w", "0", "-z").cpu
-				var mine, theirs, cpuMine, cpuTheirs float64
+				idle := perftest(b, tls.env, "-t", "tag_bw", "-s", strconv.Itoa(size), "-n", "1", "-w", "0", "-z").CPU
+				// The second baseline sends every message by rendezvous, as
+				// this transport does (the receiver fetches the payload
+				// into a pool slot it has room for): UCX_RNDV_THRESH=0. At
+				// 64 KiB plain tag_bw sends eagerly, without the round trip.
+				rndvEnv := append(append([]string(nil), tls.env...), "UCX_RNDV_THRESH=0")
+				var mine, theirs, rndv, cpuMine, cpuTheirs float64
 				b.ResetTimer()
 				for r := 0; r < rounds; r++ {
 					c0, t0 := bn.CPU(), time.Now()
@@ -156,14 +70,18 @@ func BenchmarkDataVsPerftest(b *testing.B) {
 					d, cpu := time.Since(t0), bn.CPU()-c0
 					mine += float64(n*size) / d.Seconds() / 1e6
 					cpuMine += float64(cpu.Nanoseconds()) / float64(n*size)
-					p := perftest(b, tls.env, "-t", "tag_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(n/8), "-z")
-					theirs += p.mbs
-					cpuTheirs += float64(max(p.cpu-idle, 0).Nanoseconds()) / float64((n+n/8)*size)
+					args := []string{"-t", "tag_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-w", strconv.Itoa(n / 8), "-z"}
+					p := perftest(b, tls.env, args...)
+					theirs += p.MBs
+					cpuTheirs += float64(max(p.CPU-idle, 0).Nanoseconds()) / float64((n+n/8)*size)
+					rndv += perftest(b, rndvEnv, args...).MBs
 				}
 				b.StopTimer()
 				b.ReportMetric(mine/rounds, "MB/s")
 				b.ReportMetric(theirs/rounds, "baseline_MB/s")
 				b.ReportMetric(mine/theirs, "ratio")
+				b.ReportMetric(rndv/rounds, "rndv_baseline_MB/s")
+				b.ReportMetric(mine/rndv, "rndv_ratio")
 				b.ReportMetric(cpuMine/rounds, "cpu_ns/B")
 				b.ReportMetric(cpuTheirs/rounds, "baseline_cpu_ns/B")
 			})
@@ -181,7 +99,7 @@ func BenchmarkControlVsPerftest(b *testing.B) {
 			bn := peertest.StartBench(b, factory, 4096, false, tls.env...)
 			bn.Control(b, n/10, 8)
 			var mine, theirs, cpuMine, cpuTheirs float64
-			idle := perftest(b, tls.env, "-t", "ucp_am_bw", "-s", "8", "-n", "1", "-w", "0").cpu
+			idle := perftest(b, tls.env, "-t", "ucp_am_bw", "-s", "8", "-n", "1", "-w", "0").CPU
 			b.ResetTimer()
 			for r := 0; r < rounds; r++ {
 				c0, t0 := bn.CPU(), time.Now()
@@ -190,8 +108,8 @@ func BenchmarkControlVsPerftest(b *testing.B) {
 				mine += n / d.Seconds()
 				cpuMine += float64(cpu.Nanoseconds()) / n
 				p := perftest(b, tls.env, "-t", "ucp_am_bw", "-s", "8", "-n", strconv.Itoa(n), "-w", strconv.Itoa(n/10))
-				theirs += p.rate
-				cpuTheirs += float64(max(p.cpu-idle, 0).Nanoseconds()) / (n + n/10)
+				theirs += p.Rate
+				cpuTheirs += float64(max(p.CPU-idle, 0).Nanoseconds()) / (n + n/10)
 			}
 			b.StopTimer()
 			b.ReportMetric(mine/rounds, "msgs/s")
@@ -219,7 +137,7 @@ func BenchmarkLatencyVsPerftest(b *testing.B) {
 				t0 := time.Now()
 				bn.PingPong(b, n)
 				mine += float64(time.Since(t0).Microseconds()) / n / 2
-				theirs += perftest(b, tls.env, "-t", "ucp_am_lat", "-s", "8", "-n", strconv.Itoa(n), "-w", strconv.Itoa(n/10)).latUs
+				theirs += perftest(b, tls.env, "-t", "ucp_am_lat", "-s", "8", "-n", strconv.Itoa(n), "-w", strconv.Itoa(n/10)).LatUs
 			}
 			b.StopTimer()
 			b.ReportMetric(mine/rounds, "us")
