@@ -38,7 +38,16 @@ func PerftestPairs(b *testing.B, n int, env []string, args ...string) []PerfResu
 	errs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { out[i], errs[i] = perftestPair(bin, freePort(b), env, args) })
+		wg.Go(func() {
+			// A port found free may be taken before the server binds it
+			// (other pairs, other processes): then try another.
+			for try := 0; try < 5; try++ {
+				var retry bool
+				if out[i], errs[i], retry = perftestPair(bin, freePort(b), env, args); !retry {
+					return
+				}
+			}
+		})
 	}
 	wg.Wait()
 	for _, e := range errs {
@@ -59,8 +68,8 @@ func freePort(b *testing.B) string {
 }
 
 // perftestPair runs one pair; the string is what went wrong, "" if
-// nothing.
-func perftestPair(bin, port string, env, args []string) (PerfResult, string) {
+// nothing; retry: the server could not bind its port.
+func perftestPair(bin, port string, env, args []string) (_ PerfResult, _ string, retry bool) {
 	args = append(append([]string(nil), args...), "-p", port, "-e", "-E", "sleep", "-f")
 	srv := exec.Command(bin, args...)
 	srv.Env = append(srv.Environ(), env...)
@@ -68,12 +77,16 @@ func perftestPair(bin, port string, env, args []string) (PerfResult, string) {
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := srv.Start(); err != nil {
-		return PerfResult{}, err.Error()
+		return PerfResult{}, err.Error(), false
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	var srvErr error
+	srvDone := false
 	defer func() {
-		if srv.ProcessState == nil {
+		if !srvDone {
 			srv.Process.Kill()
-			srv.Wait()
+			<-exited
 		}
 	}()
 	var out []byte
@@ -86,13 +99,22 @@ func perftestPair(bin, port string, env, args []string) (PerfResult, string) {
 		if err == nil {
 			break
 		}
-		if try == 100 {
-			return PerfResult{}, "ucx_perftest " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out) + "\nserver:\n" + srvOut.String()
+		select {
+		case srvErr = <-exited:
+			srvDone = true
+		default:
+		}
+		if try == 100 || srvDone {
+			return PerfResult{}, "ucx_perftest " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out) + "\nserver:\n" + srvOut.String(),
+				srvDone && strings.Contains(srvOut.String(), "bind() failed")
 		}
 		time.Sleep(20 * time.Millisecond) // the server is not listening yet
 	}
-	if err := srv.Wait(); err != nil {
-		return PerfResult{}, "ucx_perftest server: " + err.Error() + "\n" + srvOut.String()
+	if !srvDone {
+		srvErr, srvDone = <-exited, true
+	}
+	if srvErr != nil {
+		return PerfResult{}, "ucx_perftest server: " + srvErr.Error() + "\n" + srvOut.String(), false
 	}
 	r := PerfResult{CPU: cpuOf(srv) + cpuOf(cli)}
 	// The result row: iterations, latency/overhead 50%ile, average,
@@ -117,9 +139,9 @@ func perftestPair(bin, port string, env, args []string) (PerfResult, string) {
 		}
 	}
 	if !found {
-		return PerfResult{}, "no result row in ucx_perftest's output:\n" + string(out)
+		return PerfResult{}, "no result row in ucx_perftest's output:\n" + string(out), false
 	}
-	return r, ""
+	return r, "", false
 }
 
 func cpuOf(c *exec.Cmd) time.Duration {
