@@ -98,9 +98,13 @@ type farmAssign struct {
 	at       time.Time
 }
 
-// minPeerPool is the least receive pool a farm node's transport gets
-// (room for a few assignments' data from every RU).
-const minPeerPool = 32 << 20
+// rxPoolRUOnly is the receive pool of an RU-only node's transport: it
+// receives control messages only, no data.
+const rxPoolRUOnly = 1 << 20
+
+// minSendPool is the send pool of a BU-only node's agent (it sends no
+// data): one slot.
+const minSendPool = 64 << 10
 
 // startFarm opens the farm part of the node: etcd, the peer transport and
 // the agent (not yet running: see run).
@@ -127,12 +131,15 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	if err != nil {
 		return nil, fmt.Errorf("farm: etcd %v: %w", fc.Etcd, err)
 	}
-	// The peer transport's receive pool is an input's memory: what the
-	// inputs' share of the budget leaves after the rings. One data message
-	// (an RU's part of one assignment) may take a quarter of it.
+	// The peer transport's receive pool and the agent's send pool are the
+	// budget's farm part (node.memory_split.farm, split by roles). One data
+	// message (an RU's part of one assignment) may take a quarter of the
+	// receive pool; the BU credits at most the pool's bytes.
 	plan := n.cfg.Memory()
-	pool := int64(plan.Inputs) - int64(plan.InputsUsed)
-	pool = max(pool, minPeerPool)
+	pool := int64(plan.FarmReceive)
+	if pool == 0 {
+		pool = rxPoolRUOnly
+	}
 	tr, err := peer.Open(fc.Transport, peer.Config{Node: n.cfg.Node.ID, Farm: fc.ID, Token: tok,
 		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: pool, MaxData: int(min(pool/4, peer.DefaultMaxData))})
 	if err != nil {
@@ -149,7 +156,8 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	}
 	f.agent, err = agent.New(agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
 		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), LeaseTTL: fc.LeaseTTL,
-		Wait: fc.Wait, Pipeline: pipe, Log: n.log})
+		Wait: fc.Wait, SendPool: int(max(plan.FarmSend, minSendPool)), SlotBytes: max(int64(plan.FarmReceive), 1),
+		Pipeline: pipe, Log: n.log})
 	if err != nil {
 		f.close()
 		return nil, err

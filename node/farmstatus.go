@@ -88,3 +88,22 @@ func (f *farmNode) seenRunState(st farmctl.RunState) {
 	f.runState = st.State
 	f.mu.Unlock()
 }
+
+// sampleMemory raises the farm's sampled memory peaks (sampleMemory's
+// period): the BU's bytes in flight, at least its receive pool's held
+// slots, and the RU's held bytes.
+func (f *farmNode) sampleMemory(pk *memoryPeaks) {
+	st := f.agent.Status()
+	recv := uint64(max(f.tr.Stats().PoolHeld, 0))
+	if st.BU != nil {
+		recv = max(recv, uint64(max(st.BU.BytesUsed, 0)))
+	}
+	var held uint64
+	if st.RU != nil {
+		held = uint64(max(st.RU.HeldBytes, 0))
+	}
+	pk.mu.Lock()
+	pk.farmReceive = max(pk.farmReceive, recv)
+	pk.farmHeld = max(pk.farmHeld, held)
+	pk.mu.Unlock()
+}

@@ -49,6 +49,10 @@ type memoryPeaks struct {
 	mu      sync.Mutex
 	builder uint64
 	heap    uint64
+	// farmReceive: the BU's bytes of assignments in flight (its receive
+	// pool's slots and the copies of its own RU's data); farmHeld: the
+	// bytes the RU holds for unreleased assignments.
+	farmReceive, farmHeld uint64
 }
 
 // sampleMemory reads the sampled parts until stop is closed.
@@ -59,8 +63,11 @@ func (n *Node) sampleMemory(stop <-chan struct{}, done chan<- struct{}) {
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	for {
 		n.mu.Lock()
-		in := n.inputs
+		in, fn := n.inputs, n.farm
 		n.mu.Unlock()
+		if fn != nil {
+			fn.sampleMemory(&n.peaks)
+		}
 		var held uint64
 		if in != nil {
 			for _, tr := range in.trackers {
@@ -99,7 +106,7 @@ func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
 			store = uint64(m.Memory().MappedPeakBytes)
 		}
 	}
-	return &MemoryStatus{
+	m := &MemoryStatus{
 		BudgetBytes: p.Budget, GoMemLimitBytes: p.GoMemLimit,
 		Parts: []MemoryPart{
 			{Name: "builder", BoundBytes: p.Builder, PeakBytes: builderPeak},
@@ -110,6 +117,24 @@ func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
 		},
 		PeakResidentBytes: procStatusBytes("VmHWM"),
 	}
+	if p.Farm > 0 {
+		n.mu.Lock()
+		fn := n.farm
+		n.mu.Unlock()
+		var send uint64
+		if fn != nil {
+			send = uint64(fn.agent.Status().SendPool.PeakBytes)
+		}
+		n.peaks.mu.Lock()
+		recv, held := n.peaks.farmReceive, n.peaks.farmHeld
+		n.peaks.mu.Unlock()
+		m.Parts = append(m.Parts,
+			MemoryPart{Name: "farm send", BoundBytes: p.FarmSend, PeakBytes: send},
+			MemoryPart{Name: "farm receive", BoundBytes: p.FarmReceive, PeakBytes: recv},
+			// Within the inputs' part: the RU holds packets in its rings.
+			MemoryPart{Name: "farm held (in inputs)", BoundBytes: p.InputsUsed, PeakBytes: held})
+	}
+	return m
 }
 
 // procStatusBytes reads a "kB" figure of /proc/self/status (0 when it

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -37,10 +38,27 @@ type MemorySplit struct {
 	// resident pages of its mapped files and the cursors' buffer pool
 	// (storage.Options.MemoryBytes).
 	Store Share `yaml:"store"`
+	// Farm (a farm node only: farm.id set) is the peer transport's memory:
+	// the RU's send pool (registered buffers its data messages to the BUs
+	// go out of) and the BU's receive pool (what the RUs' data for its
+	// assignments arrives in, kept until its builder copied it), both
+	// mmap'd. A folded node (roles: both) gives each half, a one-role node
+	// its pool all of it. What an RU holds for unreleased assignments lies
+	// in its inputs' rings and windows (the inputs part). Unset in a farm:
+	// DefaultFarmShare.
+	Farm Share `yaml:"farm"`
 	// Heap is the Go heap beyond the parts above (plugin calls, decoded
 	// batches, badger's bookkeeping, the runtime); 0: the rest.
 	Heap Share `yaml:"heap"`
 }
+
+// DefaultFarmShare is a farm node's farm part when node.memory_split
+// names none (with the default split's other parts the Go heap keeps 15 %).
+var DefaultFarmShare = Percent(15)
+
+// minFarmPool is the least each farm pool may be: room for a few data
+// messages (an RU's part of one assignment each).
+const minFarmPool = 8 << 20
 
 // DefaultMemorySplit is the split of a budget when the config says none.
 func DefaultMemorySplit() MemorySplit {
@@ -106,6 +124,11 @@ type MemoryPlan struct {
 	Inputs  uint64 `json:"inputs_bytes"`
 	Store   uint64 `json:"store_bytes"`
 	Heap    uint64 `json:"heap_bytes"`
+	// Farm is the farm part (0: not a farm node), FarmSend the RU's send
+	// pool and FarmReceive the BU's receive pool out of it.
+	Farm        uint64 `json:"farm_bytes,omitempty"`
+	FarmSend    uint64 `json:"farm_send_bytes,omitempty"`
+	FarmReceive uint64 `json:"farm_receive_bytes,omitempty"`
 	// InputsUsed is what the inputs are configured to create (rings,
 	// receive windows), within Inputs.
 	InputsUsed uint64 `json:"inputs_configured_bytes"`
@@ -124,7 +147,8 @@ func (c *Config) Memory() MemoryPlan {
 	b := uint64(c.Node.MemoryBudget)
 	s := c.Node.MemorySplit
 	p := MemoryPlan{Budget: b, Builder: s.Builder.Of(b), Batches: s.Batches.Of(b), Inputs: s.Inputs.Of(b), Store: s.Store.Of(b)}
-	fixed := p.Builder + p.Batches + p.Inputs + p.Store
+	c.farmMemory(&p)
+	fixed := p.Builder + p.Batches + p.Inputs + p.Store + p.Farm
 	if s.Heap.zero() {
 		if fixed < b {
 			p.Heap = b - fixed
@@ -138,7 +162,8 @@ func (c *Config) Memory() MemoryPlan {
 		p.InputsUsed += u.total
 		shared += u.shared
 	}
-	outside := shared + uint64(c.Store.WithMemory(int64(p.Store)).MappedBound())
+	// The farm's pools are mmap'd: outside the Go heap too.
+	outside := shared + uint64(c.Store.WithMemory(int64(p.Store)).MappedBound()) + p.Farm
 	if len(c.OnlineStages()) > 0 || c.Replay.InterFill > 0 {
 		outside += p.Batches
 	}
@@ -146,6 +171,31 @@ func (c *Config) Memory() MemoryPlan {
 		p.GoMemLimit = b - outside
 	}
 	return p
+}
+
+// farmMemory sets the farm part and its pools: a farm node's share
+// (DefaultFarmShare when unset), split between the RU's send pool and the
+// BU's receive pool by roles.
+func (c *Config) farmMemory(p *MemoryPlan) {
+	if !c.Farm.Enabled() {
+		return
+	}
+	sh := c.Node.MemorySplit.Farm
+	if sh.zero() {
+		sh = DefaultFarmShare
+	}
+	p.Farm = sh.Of(p.Budget)
+	roles, err := c.Farm.ParsedRoles()
+	switch {
+	case err != nil:
+	case roles&farm.RoleRU != 0 && roles&farm.RoleBU != 0:
+		p.FarmSend = p.Farm / 2
+		p.FarmReceive = p.Farm - p.FarmSend
+	case roles&farm.RoleRU != 0:
+		p.FarmSend = p.Farm
+	case roles&farm.RoleBU != 0:
+		p.FarmReceive = p.Farm
+	}
 }
 
 type inputMem struct{ total, shared uint64 }
@@ -187,6 +237,24 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 		{"inputs", s.Inputs, p.Inputs, 1 << 20},
 		{"store", s.Store, p.Store, storage.MinMemoryBytes},
 	}
+	if c.Farm.Enabled() {
+		farmMin := uint64(minFarmPool)
+		if p.FarmSend > 0 && p.FarmReceive > 0 {
+			farmMin *= 2
+		}
+		sh := s.Farm
+		if sh.zero() {
+			sh = DefaultFarmShare
+		}
+		parts = append(parts, struct {
+			key   string
+			share Share
+			bytes uint64
+			min   uint64
+		}{"farm", sh, p.Farm, farmMin})
+	} else if !s.Farm.zero() {
+		ps.Add("node.memory_split.farm", s.Farm, "want it only in a farm node (farm.id set): it is the peer transport's pools")
+	}
 	var sum uint64
 	for _, pt := range parts {
 		path := "node.memory_split." + pt.key
@@ -221,6 +289,9 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 
 func splitString(p MemoryPlan, heap bool) string {
 	s := fmt.Sprintf("builder %s + batches %s + inputs %s + store %s", size(p.Builder), size(p.Batches), size(p.Inputs), size(p.Store))
+	if p.Farm > 0 {
+		s += " + farm " + size(p.Farm)
+	}
 	if heap {
 		s += " + heap " + size(p.Heap)
 	}

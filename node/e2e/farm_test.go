@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
 )
@@ -406,6 +407,7 @@ func TestFarmPackets(t *testing.T) {
 			l.FragmentsReceived != l.EventsBuilt*1239 || l.EventsBuilt != l.Farm.Events {
 			t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
 		}
+		checkFarmMemory(t, n, l)
 		if l.EventsBuilt != 10*st.Ledger.PerBU[n] {
 			t.Fatalf("%s built %d events, the farm ledger says %d packets of 10", n, l.EventsBuilt, st.Ledger.PerBU[n])
 		}
@@ -413,5 +415,30 @@ func TestFarmPackets(t *testing.T) {
 	}
 	if l := st.Ledger; !l.Balanced || l.LostTotal() != 0 || built != events {
 		t.Fatalf("farm ledger %s; nodes built %d events, want %d", l.String(), built, events)
+	}
+}
+
+// checkFarmMemory: a folded node's ledger shows the farm's parts of the
+// memory budget — the RU's send pool and the BU's receive pool, half of
+// the farm part each, and what the RU held (in its inputs' rings) — each
+// used and within its bound.
+func checkFarmMemory(t *testing.T, n string, l node.Ledger) {
+	t.Helper()
+	if l.Memory == nil {
+		t.Fatalf("%s: no memory in the ledger", n)
+	}
+	parts := map[string]node.MemoryPart{}
+	for _, p := range l.Memory.Parts {
+		parts[p.Name] = p
+	}
+	send, recv, held := parts["farm send"], parts["farm receive"], parts["farm held (in inputs)"]
+	farmBytes := uint64(float64(l.Memory.BudgetBytes)*0.15 + 0.5)
+	if send.BoundBytes == 0 || send.BoundBytes+recv.BoundBytes != farmBytes || held.BoundBytes != parts["inputs"].PeakBytes {
+		t.Fatalf("%s: farm memory parts %+v, want send + receive = 15%% of %d", n, l.Memory.Parts, l.Memory.BudgetBytes)
+	}
+	for _, p := range []node.MemoryPart{send, recv, held} {
+		if p.PeakBytes == 0 || p.PeakBytes > p.BoundBytes {
+			t.Fatalf("%s: memory part %q peak %d, bound %d", n, p.Name, p.PeakBytes, p.BoundBytes)
+		}
 	}
 }
