@@ -2,6 +2,7 @@ package node
 
 import (
 	"maps"
+	"slices"
 	"sync"
 )
 
@@ -23,6 +24,7 @@ type flow struct {
 	replaced    uint64
 	unacked     uint64
 	dropped     map[string]uint64
+	notStored   []uint64 // ids dropped as not_stored_at_drain
 }
 
 func newFlow() *flow {
@@ -51,4 +53,5 @@ func (f *flow) fill(l *Ledger) {
 	l.EventsReplaced = f.replaced
 	l.EventsUnacked = f.unacked
 	l.EventsDropped = maps.Clone(f.dropped)
+	l.NotStoredAtDrain = slices.Clone(f.notStored)
 }

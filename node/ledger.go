@@ -73,6 +73,10 @@ type Ledger struct {
 	EventsStoredAccepted uint64            `json:"events_stored_accepted"`
 	EventsStoredDeferred uint64            `json:"events_stored_deferred"`
 	EventsDropped        map[string]uint64 `json:"events_dropped"`
+	// NotStoredAtDrain are the ids of the events counted in EventsDropped
+	// as not_stored_at_drain: kept by the chain, still held when the drain
+	// timeout passed with the store refusing writes (disk budget).
+	NotStoredAtDrain []uint64 `json:"not_stored_at_drain,omitempty"`
 	// EventsUnacked were kept and handed to the store, which has not yet
 	// reported them durable; 0 once the run stopped.
 	EventsUnacked uint64 `json:"events_unacked"`

@@ -64,8 +64,10 @@ type Node struct {
 	// farmCtx is Run's context, for the farm's reports.
 	farm    *farmNode
 	farmCtx context.Context
-	queue   chan batch
-	replay  *interFill
+	// drainExpired is closed node.drain_timeout after the drain began.
+	drainExpired chan struct{}
+	queue        chan batch
+	replay       *interFill
 }
 
 // New prepares a node for cfg (already validated): its registry and
@@ -77,7 +79,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if opts.Open == nil {
 		opts.Open = OpenParts
 	}
-	n := &Node{cfg: cfg, opts: opts, flow: newFlow()}
+	n := &Node{cfg: cfg, opts: opts, flow: newFlow(), drainExpired: make(chan struct{})}
 	n.log = opts.Logger.With("node", cfg.Node.ID, "run", cfg.Run)
 	n.rc = newRunControl(func(s State) { n.log.Info("run state", "state", s.String()) })
 	// Metrics label inputs by URI: off loopback a file:// input's path is
@@ -213,6 +215,14 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	return l, err
 }
 
+// drainTimeout is node.drain_timeout (a minute when not set).
+func (n *Node) drainTimeout() time.Duration {
+	if d := n.cfg.Node.DrainTimeout; d > 0 {
+		return d
+	}
+	return time.Minute
+}
+
 // pipeline runs the stages from running to stopped.
 func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) Ledger {
 	workers := 1
@@ -289,6 +299,10 @@ wait:
 	}
 	n.Stop()
 	_ = n.rc.advance(StateDraining)
+	// A store refusing writes is waited for this long, then what is held
+	// is counted not stored (put).
+	expire := time.AfterFunc(n.drainTimeout(), func() { close(n.drainExpired) })
+	defer expire.Stop()
 	if replay != nil {
 		replay.stop()
 	}
@@ -300,7 +314,7 @@ wait:
 	stopInputs()
 	in.inputs.Wait()
 
-	closeCtx, cancel := context.WithTimeout(ctx, n.cfg.Builder.Timeout+30*time.Second)
+	closeCtx, cancel := context.WithTimeout(ctx, n.cfg.Builder.Timeout+30*time.Second+n.drainTimeout())
 	if err := b.Close(closeCtx); err != nil {
 		n.fail(fmt.Errorf("builder close: %w", err))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -609,6 +610,44 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 	}
 	if time.Since(start) < 150*time.Millisecond {
 		t.Fatal("the pipeline did not wait for the store to become writable")
+	}
+}
+
+// TestDrainWithStoreRefusingWrites: a drain whose store refuses every
+// write (disk budget, never lifted) ends after node.drain_timeout: the
+// events held are counted not_stored_at_drain with their ids, the ledger
+// balances and the run fails saying so (it used to wait forever).
+func TestDrainWithStoreRefusingWrites(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+	cfg.Node.DrainTimeout = 200 * time.Millisecond
+	in := &fakeInput{sources: []uint32{0}, events: 100}
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
+		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+			st, err := OpenStore(cfg, reg)
+			if err != nil {
+				return nil, err
+			}
+			bs := &budgetStore{eventStore: st, refusals: math.MaxInt, writable: make(chan struct{})}
+			return &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Store: bs}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var l Ledger
+	go func() { l, err = n.Run(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the drain did not end with the store refusing writes")
+	}
+	if err == nil || !strings.Contains(err.Error(), "not_stored_at_drain") {
+		t.Fatalf("run error %v, want the events not stored at drain named", err)
+	}
+	ids := slices.Sorted(slices.Values(l.NotStoredAtDrain))
+	if !l.Balanced || l.EventsStored != 0 || l.EventsDropped[reasonNotStoredAtDrain] != 100 || len(ids) != 100 || ids[0] != 0 || ids[99] != 99 {
+		t.Fatalf("ledger %+v", l)
 	}
 }
 

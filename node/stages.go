@@ -195,7 +195,14 @@ func deferAll(ev *schemas.EventBatch, reason schemas.Reason, add schemas.EventSt
 const (
 	reasonStoreError = "store_error" // the store refused the write (not for the disk budget, which waits)
 	reasonNotDurable = "not_durable" // written, but the store never reported it durable
+	// reasonNotStoredAtDrain: still held when node.drain_timeout passed in a
+	// drain with the store refusing writes (disk budget); ids in the ledger.
+	reasonNotStoredAtDrain = "not_stored_at_drain"
 )
+
+// errNotStoredAtDrain: put gave up on a store refusing writes because the
+// drain timeout passed.
+var errNotStoredAtDrain = errors.New("the store refused writes until the drain timeout passed")
 
 // pendingAck is a store write not yet durable under the sync policy.
 type pendingAck struct {
@@ -253,7 +260,9 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 		var last uint64 // the batch's last write not yet durable
 		for _, w := range b.writes {
 			seq, err := n.put(ctx, &b, w, acks)
-			if err != nil {
+			if errors.Is(err, errNotStoredAtDrain) {
+				n.notStoredAtDrain(&b, w)
+			} else if err != nil {
 				n.dropKept(len(w.rows), reasonStoreError)
 				n.fail(fmt.Errorf("store %s stream: %w", w.stream, err))
 			}
@@ -302,9 +311,28 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 		n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", err)
 		select {
 		case <-n.parts.Store.Writable():
+		case <-n.drainExpired:
+			return 0, fmt.Errorf("%w: %w", errNotStoredAtDrain, err)
 		case <-ctx.Done():
 			return 0, err
 		}
+	}
+}
+
+// notStoredAtDrain counts w's events as not stored, with their ids, and
+// fails the run (once): the drain ended with the store refusing writes.
+func (n *Node) notStoredAtDrain(b *batch, w write) {
+	f := n.flow
+	f.mu.Lock()
+	first := f.dropped[reasonNotStoredAtDrain] == 0
+	f.dropped[reasonNotStoredAtDrain] += uint64(len(w.rows))
+	f.unacked -= uint64(len(w.rows))
+	for _, r := range w.rows {
+		f.notStored = append(f.notStored, b.ev.EventID(r))
+	}
+	f.mu.Unlock()
+	if first {
+		n.fail(fmt.Errorf("drain: the store refused writes (disk budget) for node.drain_timeout %v: the events the node still held are not stored (events_dropped not_stored_at_drain, their ids in the ledger's not_stored_at_drain)", n.drainTimeout()))
 	}
 }
 

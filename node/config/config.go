@@ -53,6 +53,11 @@ type Node struct {
 	// gives each part its share (see Config.Memory).
 	MemoryBudget ByteSize    `yaml:"memory_budget"`
 	MemorySplit  MemorySplit `yaml:"memory_split"`
+	// DrainTimeout bounds how long a drain waits for a store that refuses
+	// writes (its disk budget reached) to take the events the node still
+	// holds; then they are counted not_stored_at_drain, their ids in the
+	// ledger, and the run fails.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
 // SourceGroup is one group of expected sources, e.g. a sub-detector.

@@ -28,7 +28,7 @@ var defaultTemplate []byte
 // have no sensible default and must be written).
 func base() *Config {
 	return &Config{
-		Node:    Node{MemoryBudget: 512 << 20, MemorySplit: DefaultMemorySplit()},
+		Node:    Node{MemoryBudget: 512 << 20, MemorySplit: DefaultMemorySplit(), DrainTimeout: time.Minute},
 		Builder: Builder{Config: builder.Defaults(), QueueBatches: 4},
 		Store:   storage.DefaultOptions(),
 		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},

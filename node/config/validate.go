@@ -26,6 +26,9 @@ func (c *Config) validate(ps *conf.Problems) {
 	if c.Node.ID == "" {
 		ps.Add("node.id", nil, "want a node name (default: the host name, which could not be read)")
 	}
+	if c.Node.DrainTimeout <= 0 {
+		ps.Add("node.drain_timeout", c.Node.DrainTimeout, "want a positive duration such as 1m")
+	}
 	c.validateInputs(ps)
 	c.validateMemory(ps)
 	c.validateSources(ps)

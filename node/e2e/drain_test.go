@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const fullStoreConfig = `
+node: {drain_timeout: 2s}
+inputs:
+  - uri: shm://{{SHM}}
+    emulator: {duration: 5m, rate: 400, packing: 4, fragment_size: {mean: 64KiB}, ring_size: 16MiB}
+sources:
+  - {name: tracker, sources: "0-3"}
+builder: {timeout: 1s}
+store: {path: {{STORE}}, min_free_bytes: 256MiB, max_bytes: 64MiB}
+http: {address: "127.0.0.1:0"}
+log: {format: json}
+`
+
+// TestDrainWithFullStore: SIGTERM while the store refuses writes (its
+// max_bytes reached) drains within node.drain_timeout instead of hanging:
+// the events still held are counted not_stored_at_drain with their ids in
+// the summary, the ledger balances and the exit status is non-zero.
+func TestDrainWithFullStore(t *testing.T) {
+	summary := filepath.Join(t.TempDir(), "run.json")
+	cfg := writeConfig(t, fullStoreConfig, map[string]string{"SHM": shmName(t), "STORE": filepath.Join(t.TempDir(), "store")})
+	p := start(t, "run", "--config", cfg, "--summary-json", summary)
+	addr := p.httpAddr(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.log(), "store refuses writes: disk budget reached") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store never filled:\n%s", p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s, err := getStatus(t, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code == 0 || !strings.Contains(p.log(), "not_stored_at_drain") {
+		t.Fatalf("drain with a full store: exit %d, want non-zero naming not_stored_at_drain\n%s", code, p.log())
+	}
+	l := readLedger(t, summary)
+	lost := l.EventsDropped["not_stored_at_drain"]
+	if !l.Balanced || lost == 0 || uint64(len(l.NotStoredAtDrain)) != lost || l.EventsStored < s.Ledger.EventsStored ||
+		l.EventsStored+lost != l.EventsAccepted+l.EventsDeferred {
+		t.Fatalf("ledger after a drain with a full store: %+v", l)
+	}
+}
