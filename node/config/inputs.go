@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/transport"
 	_ "github.com/sluice-daq/sluice/node/transport/all"
 )
@@ -98,7 +99,10 @@ func fillInputDefaults(in *Input) {
 }
 
 func (c *Config) validateInputs(ps *conf.Problems) {
-	if len(c.Inputs) == 0 {
+	// A farm's builder-only node gets every fragment from the RUs over the
+	// peer transport: it needs no input of its own (inputs it has still
+	// feed its builder, as a single node's).
+	if roles, err := c.Farm.ParsedRoles(); len(c.Inputs) == 0 && !(c.Farm.Enabled() && err == nil && roles&farm.RoleRU == 0) {
 		ps.Add("inputs", nil, "want at least one input (%s)", transport.Forms())
 	}
 	seen := map[string]int{}
