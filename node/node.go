@@ -328,6 +328,14 @@ wait:
 	if parts.Chain != nil {
 		parts.Chain.Close()
 	}
+	// A run drained to its end is recorded as ended on the store, so that
+	// starting it again is refused as a rerun; an aborted run is not (a
+	// restart resumes it).
+	if e, ok := parts.Store.(interface{ EndRun(uint32, time.Time) error }); ok && ctx.Err() == nil {
+		if err := e.EndRun(n.cfg.Run, time.Now()); err != nil {
+			n.fail(fmt.Errorf("store: recording the end of run %d: %w", n.cfg.Run, err))
+		}
+	}
 	if err := parts.Store.Close(); err != nil {
 		n.fail(fmt.Errorf("store close: %w", err))
 	}
@@ -381,6 +389,10 @@ func reusedRunWarning(run uint32, events uint64, store string) string {
 
 // ErrUnbalanced: the end-of-run ledger does not add up.
 var ErrUnbalanced = errors.New("ledger does not balance")
+
+// ErrRerun: the run number already ended on the store and the node was not
+// told to take it again (config.Config.Rerun); nothing was started.
+var ErrRerun = errors.New("run already taken on this store")
 
 func closeParts(p *Parts) {
 	if p.Chain != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,6 +37,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		return fail(err)
 	}
 	if p.RunEventsAtStart, err = countRun(st, cfg.Run); err != nil {
+		return fail(err)
+	}
+	if err := refuseRerun(st, cfg, p.RunEventsAtStart); err != nil {
 		return fail(err)
 	}
 	replay := cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0
@@ -192,4 +196,21 @@ func countRun(st *storage.Store, run uint32) (uint64, error) {
 		}
 	}
 	return n, nil
+}
+
+// refuseRerun refuses a run number that already ended normally on the
+// store (storage.Store.EndRun) unless cfg.Rerun: a rerun would silently
+// replace the stored events with the same ids. A run that never ended here
+// (killed, crashed) is resumed, and a farm node takes the farm's run
+// (rejoining a run still going on), so neither is refused.
+func refuseRerun(st *storage.Store, cfg *config.Config, stored uint64) error {
+	if cfg.Rerun || cfg.Farm.Enabled() {
+		return nil
+	}
+	at, ended, err := st.RunEnded(cfg.Run)
+	if err != nil || !ended {
+		return err
+	}
+	return fmt.Errorf("%w: run %d ended on store %s at %s with %d events stored; taking it again would replace them: give a new run number (--run N), another store (--store DIR), or --rerun to replace them",
+		ErrRerun, cfg.Run, cfg.Store.Dir, at.UTC().Format(time.RFC3339), stored)
 }

@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 		cpuProfile                     string
 		runNumber                      int64
 		protocol                       string
+		rerun                          bool
 		etcd                           []string
 	)
 	cmd := &cobra.Command{
@@ -60,6 +61,7 @@ configuration with problems with status 3.`,
 				if store != "" {
 					cfg.Store.Dir = store
 				}
+				cfg.Rerun = rerun
 				if protocol != "" {
 					cfg.Farm.Protocol = protocol
 				}
@@ -106,6 +108,7 @@ configuration with problems with status 3.`,
 	cmd.Flags().StringVar(&summary, "summary-json", "", "write the end-of-run ledger as JSON to this file")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "HTTP address for /metrics, /status, /healthz, /readyz, POST /run/stop (overrides http.address)")
 	cmd.Flags().StringVar(&store, "store", "", "event store directory (overrides store.path)")
+	cmd.Flags().BoolVar(&rerun, "rerun", false, "take a run number that already ended on the store again, replacing its stored events (refused otherwise, exit 3; a run killed before its end is resumed without it)")
 	cmd.Flags().StringVar(&protocol, "protocol", "", "farm node: push or pull (overrides farm.protocol; must be the run's, see sluice farm start)")
 	cmd.Flags().StringSliceVar(&etcd, "etcd", nil, "farm node: etcd endpoints host:port,... (override farm.etcd)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node process to this file")
@@ -181,6 +184,9 @@ func finishLedger(cmd *cobra.Command, l *node.Ledger, summary string, runErr err
 		if err := l.WriteJSON(summary); err != nil {
 			return errors.Join(runErr, err)
 		}
+	}
+	if errors.Is(runErr, node.ErrRerun) {
+		return &exitError{code: exitConfig, err: runErr}
 	}
 	if errors.Is(runErr, node.ErrUnbalanced) {
 		return &exitError{code: exitUnbalanced, err: runErr}

@@ -74,18 +74,28 @@ func TestRunEmulatorToStoreBalanced(t *testing.T) {
 	}
 }
 
-// TestRunReusedRunNumber: a second run with the same run number on the
-// same store runs, warns once at start how many events of the run the
-// store holds, and counts the ones it replaced.
+// TestRunReusedRunNumber: a second run with the number of a run that
+// ended on the same store is refused (exit 3) before anything opens,
+// saying how to go on; with --rerun it runs, warns once at start how many
+// events of the run the store holds, and counts the ones it replaced.
 func TestRunReusedRunNumber(t *testing.T) {
 	file, store := writeConfig(t, "")
 	if out, err := run(t, "run", "--config", file, "--run", "77"); err != nil {
 		t.Fatalf("first run: %v\n%s", err, out)
 	}
+	out, err := run(t, "run", "--config", file, "--run", "77")
+	if c := exitCode(err); c != exitConfig || !strings.Contains(out, "did not start") ||
+		!strings.Contains(err.Error(), "run 77 ended on store "+store+" at ") ||
+		!strings.Contains(err.Error(), "with 500 events stored; taking it again would replace them: give a new run number (--run N), another store (--store DIR), or --rerun") {
+		t.Fatalf("rerun without --rerun: exit %d, %v\n%s", c, err, out)
+	}
+	if out, err := run(t, "run", "--config", file, "--run", "78"); err != nil {
+		t.Fatalf("the next run number: %v\n%s", err, out)
+	}
 	summary := filepath.Join(t.TempDir(), "summary.json")
-	out, err := run(t, "run", "--config", file, "--run", "77", "--summary-json", summary)
+	out, err = run(t, "run", "--config", file, "--run", "77", "--rerun", "--summary-json", summary)
 	if err != nil {
-		t.Fatalf("second run: %v\n%s", err, out)
+		t.Fatalf("rerun with --rerun: %v\n%s", err, out)
 	}
 	want := "run 77 already has 500 stored events in store " + store + "; events with the same ids will replace them"
 	if strings.Count(out, want) != 1 {

@@ -42,6 +42,11 @@ type Config struct {
 	HTTP    HTTP            `yaml:"http"`
 	Log     Log             `yaml:"log"`
 	Farm    farm.Config     `yaml:"farm"` // empty id: the node runs alone
+	// Rerun (sluice run --rerun) takes a run number that already ended on
+	// the store again, its stored events replaced by the new ones with the
+	// same event ids; without it such a start is refused (ErrRerun in
+	// package node). A run killed before it ended is resumed either way.
+	Rerun bool `yaml:"-"`
 }
 
 // Node identifies this node in logs, metrics and summaries.
