@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // newRegistry returns the node's own Prometheus registry (never the global
@@ -63,6 +65,8 @@ var metricDefs = []metricDef{
 	{"sluice_input_connections_open", "Connections open per network input.", []string{"input"}},
 	{"sluice_input_connections_refused_total", "Connections a network input closed at once because its max_connections were open.", []string{"input"}},
 	{"sluice_input_accept_errors_total", "Failed accepts a network input backed off from and survived, by reason (emfile: out of file descriptors).", []string{"input", "reason"}},
+	{"sluice_input_backpressure_seconds_total", "Seconds an input spent waiting for the event builder to take its packets (its senders throttled meanwhile: ring writer waiting for space, TCP sender out of credit).", []string{"input"}},
+	{"sluice_sources_silent", "Configured sources reported silent: in no event built since the inputs opened.", nil},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
 	{"sluice_deferred_backlog_events", "Events waiting in the store's deferred stream for replay.", nil},
 	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
@@ -151,7 +155,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		for r, v := range in.AcceptErrors {
 			counter("sluice_input_accept_errors_total", v, in.URI, r)
 		}
+		ch <- prometheus.MustNewConstMetric(c.d["sluice_input_backpressure_seconds_total"], prometheus.CounterValue, in.BackpressureSeconds, in.URI)
 	}
+	gauge("sluice_sources_silent", float64(countSources(s.Warnings.SilentSources)))
 	gauge("sluice_store_writable", boolFloat(s.Store.Writable))
 	gauge("sluice_deferred_backlog_events", float64(s.Store.DeferredBacklog))
 	gauge("sluice_replay_active", boolFloat(s.Replay.Active))
@@ -177,4 +183,16 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// countSources is the number of sources in a source list ("" is none).
+func countSources(list string) int {
+	if list == "" {
+		return 0
+	}
+	ids, err := schemas.ParseSourceList(list)
+	if err != nil {
+		return 0
+	}
+	return len(ids)
 }

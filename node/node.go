@@ -68,6 +68,7 @@ type Node struct {
 	drainExpired chan struct{}
 	queue        chan batch
 	replay       *interFill
+	watch        *watcher // set in Run before the stages start
 }
 
 // New prepares a node for cfg (already validated): its registry and
@@ -167,6 +168,9 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return n.failedStart(parts, err)
 	}
+	n.mu.Lock()
+	n.watch = newWatcher(n.cfg.Warnings, groups, n.log)
+	n.mu.Unlock()
 	bc := n.cfg.Builder.Config
 	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
 	bc.MaxBufferedBytes = int64(n.cfg.Memory().Builder)
@@ -263,6 +267,11 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	n.mu.Unlock()
 	stopSampling, sampled := make(chan struct{}), make(chan struct{})
 	go n.sampleMemory(stopSampling, sampled)
+	stopWatching, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		n.watch.run(stopWatching, n.watchSample)
+	}()
 	var replay *interFill
 	if n.cfg.Replay.InterFill > 0 && parts.ReplayStore != nil && parts.NewReplayChain != nil {
 		replay = newInterFill(n, parts)
@@ -299,6 +308,8 @@ wait:
 	}
 	n.Stop()
 	_ = n.rc.advance(StateDraining)
+	close(stopWatching)
+	<-watched
 	// A store refusing writes is waited for this long, then what is held
 	// is counted not stored (put).
 	expire := time.AfterFunc(n.drainTimeout(), func() { close(n.drainExpired) })
@@ -518,6 +529,9 @@ func (n *Node) Status() Status {
 	if replay != nil {
 		s.Replay = replay.status()
 	}
+	if w := n.watchOf(); w != nil {
+		s.Warnings = w.status()
+	}
 	if fn != nil {
 		s.Farm = fn.status()
 	}
@@ -525,4 +539,29 @@ func (n *Node) Status() Status {
 		s.Store.DeferredBacklog = parts.DeferredAtStart + l.EventsStoredDeferred - (s.Replay.Events - s.Replay.Kept)
 	}
 	return s
+}
+
+// watchOf is the run's watcher (nil before Run set it).
+func (n *Node) watchOf() *watcher {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.watch
+}
+
+// watchSample is what the watcher reads at each interval: the ledger now,
+// and each input's time spent waiting for the builder, with its name.
+func (n *Node) watchSample() (*Ledger, []uint64, []string) {
+	l := n.snapshot()
+	n.mu.Lock()
+	in := n.inputs
+	n.mu.Unlock()
+	var wait []uint64
+	var uris []string
+	if in != nil {
+		for i, t := range in.trackers {
+			wait = append(wait, t.in.Stats().SinkWaitNs)
+			uris = append(uris, n.cfg.Inputs[i].URI)
+		}
+	}
+	return &l, wait, uris
 }

@@ -143,6 +143,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			continue
 		}
 		b.ev = ev
+		n.watch.observe(ev)
 		if n.parts.Chain == nil {
 			b.verdicts = deferAll(ev, reasonNoOnlineStage, 0)
 			n.prepare(&b)

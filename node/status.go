@@ -22,6 +22,9 @@ type Status struct {
 	Store         StoreStatus    `json:"store"`
 	Replay        ReplayStatus   `json:"replay"`
 	LogSuppressed uint64         `json:"log_records_suppressed"`
+	// Warnings are the sources reported silent and the last interval's
+	// warnings (see config.Warnings).
+	Warnings WarningStatus `json:"warnings"`
 	// Farm is the node's part in a farm (nil: it runs alone).
 	Farm   *FarmStatus `json:"farm,omitempty"`
 	Ledger Ledger      `json:"ledger"`
@@ -57,7 +60,10 @@ type InputStatus struct {
 	Packets     uint64  `json:"packets"`
 	Bytes       uint64  `json:"bytes"`
 	IdleSeconds float64 `json:"idle_seconds"` // since the last packet
-	Done        bool    `json:"done"`         // a finite input that reached its end
+	// BackpressureSeconds the input spent waiting for the builder to take
+	// its packets (its senders throttled meanwhile).
+	BackpressureSeconds float64 `json:"backpressure_seconds"`
+	Done                bool    `json:"done"` // a finite input that reached its end
 	// Network inputs: connections open now, connections refused over
 	// max_connections, and accept(2) failures survived by reason
 	// ("emfile": out of file descriptors; see transport.Stats).

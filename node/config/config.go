@@ -41,7 +41,10 @@ type Config struct {
 	Replay  Replay          `yaml:"replay"`
 	HTTP    HTTP            `yaml:"http"`
 	Log     Log             `yaml:"log"`
-	Farm    farm.Config     `yaml:"farm"` // empty id: the node runs alone
+	// Warnings are the node's WARN records about quiet trouble, at most one
+	// of each kind per interval, naming the sources or inputs.
+	Warnings Warnings    `yaml:"warnings"`
+	Farm     farm.Config `yaml:"farm"` // empty id: the node runs alone
 	// Rerun (sluice run --rerun) takes a run number that already ended on
 	// the store again, its stored events replaced by the new ones with the
 	// same event ids; without it such a start is refused (ErrRerun in
@@ -101,6 +104,23 @@ type Log struct {
 	// the rest are counted and reported as "suppressed" (0: no limit).
 	RateLimit    int           `yaml:"rate_limit"`
 	RateInterval time.Duration `yaml:"rate_interval"`
+}
+
+// Warnings sets when the node warns while it runs. A fraction 0 turns its
+// warning off.
+type Warnings struct {
+	Interval time.Duration `yaml:"interval"` // at most one warning of each kind per interval
+	// SilentAfter: a source in no event built this long after the inputs
+	// opened is reported silent, once, by name (and in /status).
+	SilentAfter time.Duration `yaml:"silent_after"`
+	// IncompleteFraction of the events built in an interval.
+	IncompleteFraction float64 `yaml:"incomplete_fraction"`
+	// LateFraction of the fragments received in an interval that came
+	// after their event was built (discarded as late).
+	LateFraction float64 `yaml:"late_fraction"`
+	// BackpressureFraction of an interval an input spent waiting for the
+	// builder to take its packets.
+	BackpressureFraction float64 `yaml:"backpressure_fraction"`
 }
 
 // Groups parses the source groups (call after Validate succeeded).

@@ -34,7 +34,9 @@ func base() *Config {
 		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},
 		HTTP:    HTTP{Address: "127.0.0.1:9464"},
 		Log:     Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
-		Farm:    farm.DefaultConfig(),
+		Warnings: Warnings{Interval: 10 * time.Second, SilentAfter: 10 * time.Second,
+			IncompleteFraction: 0.01, LateFraction: 0.01, BackpressureFraction: 0.5},
+		Farm: farm.DefaultConfig(),
 	}
 }
 

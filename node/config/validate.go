@@ -38,6 +38,21 @@ func (c *Config) validate(ps *conf.Problems) {
 	c.validateReplay(ps)
 	*ps = append(*ps, c.HTTP.Validate().In("http")...)
 	*ps = append(*ps, c.Farm.Validate().In("farm")...)
+	w := c.Warnings
+	if w.Interval <= 0 {
+		ps.Add("warnings.interval", w.Interval, "want a positive duration such as 10s")
+	}
+	if w.SilentAfter <= 0 {
+		ps.Add("warnings.silent_after", w.SilentAfter, "want a positive duration such as 10s")
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"incomplete_fraction", w.IncompleteFraction}, {"late_fraction", w.LateFraction}, {"backpressure_fraction", w.BackpressureFraction}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			ps.Add("warnings."+f.key, f.v, "want a fraction 0..1 (0 = no warning)")
+		}
+	}
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
 		ps.Add("log.level", c.Log.Level, "want one of debug, info, warn, error")
 	}

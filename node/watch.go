@@ -1,0 +1,213 @@
+package node
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// watcher turns quiet trouble into WARN records, at most one of each kind
+// per interval, naming the sources or inputs responsible: sources in no
+// event since the inputs opened (once, after warnings.silent_after),
+// incomplete events and late fragments above their fractions, inputs
+// waiting for the builder above theirs. It reads every built batch (observe,
+// from the decide stage) and the node's counters at each interval.
+type watcher struct {
+	cfg config.Warnings
+	log *slog.Logger
+
+	mu sync.Mutex
+	// unseen are the configured sources in no event so far; silent those
+	// of them reported silent.
+	unseen map[uint32]bool
+	silent []uint32
+	// This interval: events observed, incomplete ones, and how many of
+	// those each source was missing from.
+	events, incomplete uint64
+	missing            map[uint32]uint64
+	last               []string // the warnings of the last interval
+	// Counters at the start of the interval.
+	prevReceived, prevLate uint64
+	prevWait               []uint64
+}
+
+func newWatcher(cfg config.Warnings, groups []schemas.SourceGroup, log *slog.Logger) *watcher {
+	w := &watcher{cfg: cfg, log: log, unseen: map[uint32]bool{}, missing: map[uint32]uint64{}}
+	for _, g := range groups {
+		for _, s := range g.Sources {
+			w.unseen[s] = true
+		}
+	}
+	return w
+}
+
+// observe counts one built batch.
+func (w *watcher) observe(ev *schemas.EventBatch) {
+	n := ev.Len()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events += uint64(n)
+	for i := range n {
+		if ev.Status(i)&schemas.StatusIncomplete == 0 {
+			if len(w.unseen) > 0 {
+				for s := range w.unseen {
+					w.seen(s)
+				}
+			}
+			continue
+		}
+		w.incomplete++
+		miss := ev.MissingSources(i)
+		for _, s := range miss {
+			w.missing[s]++
+		}
+		for s := range w.unseen {
+			if !slices.Contains(miss, s) {
+				w.seen(s)
+			}
+		}
+	}
+}
+
+// seen: source s is in an event. Called with mu held.
+func (w *watcher) seen(s uint32) {
+	delete(w.unseen, s)
+	if i := slices.Index(w.silent, s); i >= 0 {
+		w.silent = slices.Delete(w.silent, i, i+1)
+		w.log.Info("silent source sent its first fragments", "source", s)
+	}
+}
+
+// checkSilent reports the sources in no event so far, once.
+func (w *watcher) checkSilent() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.unseen) == 0 {
+		return
+	}
+	w.silent = slices.Sorted(maps.Keys(w.unseen))
+	msg := "sources silent: in no event built since the inputs opened"
+	if w.events == 0 {
+		msg = "sources silent: no event built since the inputs opened"
+	}
+	w.log.Warn(msg, "sources", schemas.FormatSourceList(w.silent), "count", len(w.silent), "after", w.cfg.SilentAfter.String())
+}
+
+// interval ends one interval: l is the node's ledger now, wait each input's
+// seconds spent waiting for the builder so far (transport.Stats.SinkWaitNs),
+// uris the inputs' names.
+func (w *watcher) interval(l *Ledger, wait []uint64, uris []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	warn := func(msg string, args ...any) {
+		w.log.Warn(msg, args...)
+		out = append(out, fmt.Sprintf("%s %s", msg, kvText(args)))
+	}
+	if f := w.cfg.IncompleteFraction; f > 0 && w.events > 0 {
+		if frac := float64(w.incomplete) / float64(w.events); frac > f {
+			warn("events incomplete above the threshold", "fraction", round3(frac), "threshold", f,
+				"events", w.events, "incomplete", w.incomplete, "missing_most", w.missingMost(5))
+		}
+	}
+	received, late := l.FragmentsReceived-w.prevReceived, l.FragmentsDiscarded["late"]-w.prevLate
+	if f := w.cfg.LateFraction; f > 0 && received > 0 {
+		if frac := float64(late) / float64(received); frac > f {
+			warn("fragments late above the threshold (they came after their event was built, at the builder timeout)",
+				"fraction", round3(frac), "threshold", f, "late", late, "received", received, "missing_most", w.missingMost(5))
+		}
+	}
+	if f := w.cfg.BackpressureFraction; f > 0 && len(wait) == len(w.prevWait) {
+		var slow []string
+		for i := range wait {
+			if frac := float64(wait[i]-w.prevWait[i]) / float64(w.cfg.Interval); frac > f {
+				slow = append(slow, fmt.Sprintf("%s (%.0f%%)", uris[i], 100*frac))
+			}
+		}
+		if len(slow) > 0 {
+			warn("inputs waiting for the builder above the threshold", "inputs", strings.Join(slow, ", "), "threshold", f)
+		}
+	}
+	w.last = out
+	w.events, w.incomplete = 0, 0
+	clear(w.missing)
+	w.prevReceived, w.prevLate, w.prevWait = l.FragmentsReceived, l.FragmentsDiscarded["late"], slices.Clone(wait)
+}
+
+// missingMost names the n sources missing from the most incomplete events
+// of the interval, with the fraction of the events. Called with mu held.
+func (w *watcher) missingMost(n int) string {
+	ids := slices.Collect(maps.Keys(w.missing))
+	slices.SortFunc(ids, func(a, b uint32) int {
+		return cmp.Or(cmp.Compare(w.missing[b], w.missing[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, 0, n)
+	for _, s := range ids[:min(n, len(ids))] {
+		parts = append(parts, fmt.Sprintf("%d (%.0f%%)", s, 100*float64(w.missing[s])/float64(w.events)))
+	}
+	if len(ids) > n {
+		parts = append(parts, fmt.Sprintf("and %d more", len(ids)-n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// status is the watcher's part of /status.
+func (w *watcher) status() WarningStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return WarningStatus{SilentSources: schemas.FormatSourceList(w.silent), Last: slices.Clone(w.last)}
+}
+
+// WarningStatus is what the node warned about (GET /status "warnings").
+type WarningStatus struct {
+	// SilentSources were reported silent (in no event since the inputs
+	// opened, after warnings.silent_after) and have still sent nothing: a
+	// source list such as "12,40-47"; "" when none.
+	SilentSources string `json:"silent_sources"`
+	// Last are the warnings of the last interval.
+	Last []string `json:"last"`
+}
+
+// run calls checkSilent once after silent_after and interval at each
+// interval, until stop closes.
+func (w *watcher) run(stop <-chan struct{}, sample func() (*Ledger, []uint64, []string)) {
+	silent := time.NewTimer(w.cfg.SilentAfter)
+	defer silent.Stop()
+	tick := time.NewTicker(w.cfg.Interval)
+	defer tick.Stop()
+	l, wait, _ := sample()
+	w.mu.Lock()
+	w.prevReceived, w.prevLate, w.prevWait = l.FragmentsReceived, l.FragmentsDiscarded["late"], wait
+	w.mu.Unlock()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-silent.C:
+			w.checkSilent()
+		case <-tick.C:
+			w.interval(sample())
+		}
+	}
+}
+
+func kvText(args []any) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(args); i += 2 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%v=%v", args[i], args[i+1])
+	}
+	return b.String()
+}
+
+func round3(f float64) float64 { return float64(int(f*1000+0.5)) / 1000 }

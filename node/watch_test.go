@@ -1,0 +1,86 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/transport"
+)
+
+// A configured source that never sends is reported silent once, by name,
+// after the grace period, shown in /status and the metrics; the interval's
+// incomplete events are warned about naming it as the source missing most.
+func TestSilentSourceWarned(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Warnings = config.Warnings{Interval: 250 * time.Millisecond, SilentAfter: 300 * time.Millisecond,
+		IncompleteFraction: 0.01, LateFraction: 0.01, BackpressureFraction: 0.5}
+	cfg.Builder.Timeout = 50 * time.Millisecond
+	// Source 11 never sends; the rest, 1200 events at ~1 per ms.
+	in := &fakeInput{sources: []uint32{0, 1, 2, 3, 10}, events: 1200, packing: 1, size: 64,
+		gate: func(ctx context.Context, sent uint64) error {
+			if sent%5 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			return ctx.Err()
+		}}
+	logs := &syncBuffer{}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	n, err := New(cfg, Options{
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
+			st, err := OpenStore(cfg, reg)
+			if err != nil {
+				return nil, err
+			}
+			return &Parts{Store: st, BatchAllocator: mem, Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &fakeChain{}}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var during Status
+	go func() {
+		for !strings.Contains(logs.String(), "sources silent") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		during = n.Status()
+	}()
+	l, err := n.Run(context.Background())
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	out := logs.String()
+	if c := strings.Count(out, "sources silent: in no event built since the inputs opened"); c != 1 ||
+		!strings.Contains(out, "level=WARN msg=\"sources silent: in no event built since the inputs opened\" node=test run=5 sources=11 count=1 after=300ms") {
+		t.Fatalf("want one silent-source warning naming 11 (got %d):\n%s", c, out)
+	}
+	if !strings.Contains(out, `msg="events incomplete above the threshold"`) || !strings.Contains(out, `missing_most="11 (100%)"`) {
+		t.Fatalf("no incomplete-events warning naming source 11:\n%s", out)
+	}
+	if during.Warnings.SilentSources != "11" {
+		t.Fatalf("/status warnings while running: %+v", during.Warnings)
+	}
+	if l.EventsIncomplete != 1200 || !l.Balanced {
+		t.Fatalf("ledger %+v", l)
+	}
+	got := gathered(t, n)
+	if got["sluice_sources_silent"] != 1 {
+		t.Fatalf("sluice_sources_silent %v", got["sluice_sources_silent"])
+	}
+	if _, ok := got["sluice_input_backpressure_seconds_total"]; !ok {
+		t.Fatal("no sluice_input_backpressure_seconds_total")
+	}
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
