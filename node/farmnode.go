@@ -75,9 +75,25 @@ type FarmLedger struct {
 	// SplitEvents (unit: packets): event ids of an assignment that some
 	// source's packets for it lacked — the sources' packing is not
 	// aligned, so those events are built incomplete (counted there too).
-	SplitEvents uint64       `json:"events_split_across_packets,omitempty"`
-	Agent       agent.Status `json:"agent"`
+	SplitEvents uint64 `json:"events_split_across_packets,omitempty"`
+	// Missing: the sources assignments were built without (their RU died
+	// or was masked, or the RU's own wait gave up on them), by source list,
+	// with the event ids: their fragments are lost.
+	Missing []FarmMissing `json:"missing,omitempty"`
+	Agent   agent.Status  `json:"agent"`
 }
+
+// FarmMissing is one set of sources assignments were built without.
+type FarmMissing struct {
+	Sources     string `json:"sources"`     // a source list
+	Assignments uint64 `json:"assignments"` // built without them
+	Events      uint64 `json:"events"`      // event ids of those assignments
+	Fragments   uint64 `json:"fragments"`   // Events × the sources: fragments lost
+	// IDs are the event ids (the first maxMissingIDs ranges).
+	IDs []farm.Range `json:"ids"`
+}
+
+const maxMissingIDs = 64
 
 // farmJob is one assignment to build.
 type farmJob struct {
@@ -155,7 +171,7 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 		pipe = f
 	}
 	f.agent, err = agent.New(agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
-		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), LeaseTTL: fc.LeaseTTL,
+		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), Token: tok, LeaseTTL: fc.LeaseTTL,
 		Wait: fc.Wait, SendPool: int(max(plan.FarmSend, minSendPool)), SlotBytes: max(int64(plan.FarmReceive), 1),
 		Pipeline: pipe, Log: n.log})
 	if err != nil {
@@ -289,6 +305,7 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	}
 	f.mu.Lock()
 	f.stats.SplitEvents += uint64(split)
+	f.countMissing(j)
 	f.stats.Assignments++
 	f.stats.Events += uint64(fa.want)
 	f.stats.Fragments += uint64(frags)
@@ -324,6 +341,36 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 		})
 	}
 	refs.Done()
+}
+
+// countMissing adds an assignment built without some sources to the
+// ledger's missing part (under f.mu).
+func (f *farmNode) countMissing(j farmJob) {
+	if len(j.missing) == 0 {
+		return
+	}
+	srcs := schemas.FormatSourceList(j.missing)
+	var m *FarmMissing
+	for i := range f.stats.Missing {
+		if f.stats.Missing[i].Sources == srcs {
+			m = &f.stats.Missing[i]
+		}
+	}
+	if m == nil {
+		f.stats.Missing = append(f.stats.Missing, FarmMissing{Sources: srcs})
+		m = &f.stats.Missing[len(f.stats.Missing)-1]
+	}
+	n := uint64(j.a.Unit.Len())
+	m.Assignments++
+	m.Events += n
+	m.Fragments += n * uint64(len(j.missing))
+	for _, r := range j.a.Unit.Ranges {
+		if k := len(m.IDs); k > 0 && m.IDs[k-1].Last()+1 == r.First && uint64(m.IDs[k-1].N)+uint64(r.N) < 1<<32 {
+			m.IDs[k-1].N += r.N
+		} else if k < maxMissingIDs {
+			m.IDs = append(m.IDs, r)
+		}
+	}
 }
 
 // decided is the decide stage telling the farm which events it decided.
@@ -511,6 +558,11 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped {
 					stopped = true
 				}
+			case <-f.agent.Drained():
+				// Asked to drain (sluice farm drain): nothing of the farm
+				// is left here and the peers were told; the node leaves.
+				finish()
+				return
 			case now := <-tick.C:
 				f.sweep(now)
 				if !stopped {

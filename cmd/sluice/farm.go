@@ -69,6 +69,7 @@ write it; every node watches the run state and follows it.`,
 	ff.add(cmd)
 	cmd.AddCommand(newFarmEtcdCmd(), newFarmStartCmd(&ff), newFarmStopCmd(&ff), newFarmStatusCmd(&ff), newFarmSDCmd(&ff),
 		newFarmBenchCmd(), newFarmBenchUnitCmd(&ff))
+	cmd.AddCommand(newFarmMaskCmd(&ff), newFarmDrainCmd(&ff))
 	return cmd
 }
 

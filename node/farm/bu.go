@@ -134,6 +134,7 @@ type BU struct {
 	epoch  uint64
 	rus    map[string][]uint32 // live RUs and their sources
 	dead   map[uint32]bool     // sources whose RU died (none took them over)
+	masked map[uint32]bool     // sources run control masked for the rest of the run
 	as     map[uint64]*buAssign
 	early  map[uint64][]earlyData
 	done   rangeSet // settled ids, to tell stale data apart (ids grow: a few ranges)
@@ -175,7 +176,7 @@ func NewBU(cfg BUConfig, inc uint64, clock Clock) (*BU, error) {
 	if len(cfg.Sources) == 0 {
 		return nil, fmt.Errorf("bu: no source")
 	}
-	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string][]uint32{}, dead: map[uint32]bool{}, as: map[uint64]*buAssign{},
+	return &BU{cfg: cfg, inc: inc, clock: clock, rus: map[string][]uint32{}, dead: map[uint32]bool{}, masked: map[uint32]bool{}, as: map[uint64]*buAssign{},
 		early: map[uint64][]earlyData{}, reqOut: map[reqKey]bool{}}, nil
 }
 
@@ -316,6 +317,28 @@ func (b *BU) answered(done func(reqKey) bool) {
 	b.pump()
 }
 
+// Mask stops waiting for sources for the rest of the run (run control
+// masked them, or the RU that read them out): assignments in flight and
+// later ones are complete without them, listed missing. An RU joining with
+// a masked source does not undo it.
+func (b *BU) Mask(sources []uint32) {
+	for _, s := range sources {
+		b.masked[s] = true
+	}
+	for _, a := range b.sorted() {
+		if a.complete {
+			continue
+		}
+		for _, s := range sources {
+			if a.wait[s] {
+				delete(a.wait, s)
+				a.missing[s] = true
+			}
+		}
+		b.check(a)
+	}
+}
+
 func (b *BU) sorted() []*buAssign {
 	out := make([]*buAssign, 0, len(b.as))
 	for _, a := range b.as {
@@ -341,7 +364,7 @@ func (b *BU) Assign(a Assign) {
 	}
 	ba := &buAssign{a: a, wait: map[uint32]bool{}, missing: map[uint32]bool{}, finals: map[string]bool{}, since: b.clock.Now()}
 	for _, s := range b.cfg.Sources {
-		if b.dead[s] {
+		if b.dead[s] || b.masked[s] {
 			ba.missing[s] = true
 		} else {
 			ba.wait[s] = true

@@ -160,6 +160,32 @@ func TestBUCompleteness(t *testing.T) {
 	}
 }
 
+// TestBUMask: masked sources are not waited for, in flight or later, and
+// an RU joining with a masked source does not bring them back.
+func TestBUMask(t *testing.T) {
+	clk := newClock()
+	b := newTestBU(t, clk, Push, OutcomeDecided)
+	b.Lead(1)
+	b.Outputs()
+	b.Assign(Assign{Epoch: 1, ID: 1, Incarnation: 9, BU: "bu", Unit: events(0, 10)})
+	b.Data("ru1", final(1), []uint32{1, 2})
+	b.Data("ru2", DataHeader{Assignment: 1, Incarnation: 9, PayloadBytes: 10}, []uint32{3}) // not final: 4 still due
+	if k := kinds(b.Outputs()); len(k) != 0 {
+		t.Fatalf("completed with source 4 due: %v", k)
+	}
+	b.Mask([]uint32{4})
+	if out := b.Outputs(); len(out) != 1 || out[0].Kind != BUComplete || !reflect.DeepEqual(out[0].Missing, []uint32{4}) {
+		t.Fatalf("after the mask %+v", out)
+	}
+	b.RUJoin("ru2", []uint32{3, 4}) // a new incarnation: 4 stays masked
+	b.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(10, 10)})
+	b.Data("ru1", final(2), []uint32{1, 2})
+	b.Data("ru2", DataHeader{Assignment: 2, Incarnation: 9, PayloadBytes: 10}, []uint32{3})
+	if out := b.Outputs(); len(out) != 1 || !reflect.DeepEqual(out[0].Missing, []uint32{4}) || b.Stats().Incomplete != 2 {
+		t.Fatalf("assignment 2 after the mask %+v %+v", out, b.Stats())
+	}
+}
+
 // TestBUPull: a pull BU requests each assignment from every RU it knows,
 // and from an RU it learns of later when it still waits for its sources.
 func TestBUPull(t *testing.T) {

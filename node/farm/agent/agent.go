@@ -66,6 +66,9 @@ type Config struct {
 	// /status), registered with the membership for Prometheus's service
 	// discovery (`sluice farm sd`); "" when the node serves none.
 	HTTP string
+	// Token is the farm's shared token, for the bye a drained node sends
+	// its peers as it leaves ("": no bye message, the lease's end says it).
+	Token string
 	// LeaseTTL is the membership lease (default 2s; etcd may grant more).
 	LeaseTTL time.Duration
 	// Slots and SlotBytes: the BU's capacity (defaults 64 × assignment
@@ -178,6 +181,17 @@ type Agent struct {
 	pool        *sendPool
 	stopped     bool
 
+	// Membership and run control (members.go): the sources of every RU
+	// seen this run, run control's mask, the standing drain requests, and
+	// this node's drain.
+	seen     map[string][]uint32
+	mask     control.RunMask
+	masked   map[uint32]bool
+	drains   map[string]uint64
+	draining bool
+	drained  chan struct{}
+	byes     map[string]uint64 // peers that said bye, by incarnation
+
 	mu     sync.Mutex
 	status Status
 }
@@ -226,7 +240,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), loop: make(chan func(), 1024),
 		members: map[string]*member{}, peers: map[string]*peerConn{}, seq: map[uint32]uint64{},
-		data: map[uint64]*received{}}
+		data: map[uint64]*received{}, seen: map[string][]uint32{}, masked: map[uint32]bool{},
+		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}}
 	for _, g := range cfg.Run.Sources {
 		ids, _ := schemas.ParseSourceList(g.Sources) // Validate checked them
 		a.sources = append(a.sources, ids...)
@@ -317,6 +332,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("farm: run state watch", "err", err)
 		}
 	}()
+	a.watchRunControl(ctx, &wg)
 	if a.cfg.Roles&farm.RoleEM != 0 {
 		wg.Add(1)
 		go func() {
@@ -391,6 +407,7 @@ func (a *Agent) tick() {
 	if a.bu != nil {
 		a.bu.Tick()
 	}
+	a.checkDrained()
 }
 
 // memberEvent: a member joined or left.
@@ -426,12 +443,21 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 	if roles&farm.RoleBU != 0 && a.em != nil {
 		a.em.Join(m.Node, m.Incarnation)
 	}
-	if roles&farm.RoleRU != 0 && a.bu != nil {
+	if roles&farm.RoleRU != 0 {
 		srcs, err := schemas.ParseSourceList(m.Sources)
 		if err != nil {
 			a.log.Warn("farm: member's source list", "peer", m.Node, "err", err)
 		}
-		a.bu.RUJoin(m.Node, srcs)
+		a.seen[m.Node] = srcs
+		if a.bu != nil {
+			a.bu.RUJoin(m.Node, srcs)
+		}
+		if slices.Contains(a.mask.Nodes, m.Node) {
+			a.applyMask() // a masked node's sources, learnt now
+		}
+	}
+	if roles&farm.RoleBU != 0 && a.em != nil && a.drains[m.Node] == m.Incarnation {
+		a.em.Drain(m.Node, m.Incarnation)
 	}
 	if m.Node != a.cfg.Node {
 		a.connect(ctx, nm)
@@ -558,7 +584,7 @@ func (a *Agent) covered() bool {
 		}
 	}
 	for _, s := range a.sources {
-		if !have[s] {
+		if !have[s] && !a.masked[s] {
 			return false
 		}
 	}
@@ -603,6 +629,9 @@ func (a *Agent) tryLead(ctx context.Context) {
 		m := a.members[n]
 		if m.roles&farm.RoleBU != 0 {
 			em.Join(m.Node, m.Incarnation)
+			if a.drains[m.Node] == m.Incarnation {
+				em.Drain(m.Node, m.Incarnation)
+			}
 		}
 		if m.roles&(farm.RoleBU|farm.RoleRU) != 0 {
 			parties = append(parties, m.Node)

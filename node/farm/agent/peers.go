@@ -329,6 +329,12 @@ func (a *Agent) control(from string, typ uint16, body []byte) error {
 			return err
 		}
 		a.onAnnounce(an)
+	case uint16(farm.KindBye):
+		b, err := farm.DecodeBye(body)
+		if err != nil {
+			return err
+		}
+		a.onBye(from, b)
 	case uint16(farm.KindInventory):
 		inv, err := farm.DecodeInventory(body)
 		if err != nil {

@@ -24,6 +24,8 @@ var (
 	ErrNoRunConfig = errors.New("control: no run configuration")
 	// ErrBadFarmID: a farm id that cannot be part of a key.
 	ErrBadFarmID = errors.New("control: bad farm id")
+	// ErrNotMember: the node named is not a member of the farm.
+	ErrNotMember = errors.New("control: not a member")
 )
 
 // Config says how to reach etcd.

@@ -16,6 +16,8 @@
 //	| run                | RunState (JSON)               | `sluice farm start/stop`            |
 //	| runs/<run>/config  | farm.RunConfig (JSON)         | `sluice farm start`, once per run   |
 //	| runs/<run>/ledger  | farm.LedgerSummary (JSON)     | the EM, from time to time           |
+//	| runs/<run>/mask    | RunMask (JSON)                | `sluice farm mask`                  |
+//	| drain/<node id>    | DrainRequest (JSON)           | `sluice farm drain`                 |
 //
 // # Incarnations and fencing
 //
