@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -305,7 +306,7 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	}
 	f.mu.Lock()
 	f.stats.SplitEvents += uint64(split)
-	f.countMissing(j)
+	f.countMissing(j, fa.ids)
 	f.stats.Assignments++
 	f.stats.Events += uint64(fa.want)
 	f.stats.Fragments += uint64(frags)
@@ -344,8 +345,9 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 }
 
 // countMissing adds an assignment built without some sources to the
-// ledger's missing part (under f.mu).
-func (f *farmNode) countMissing(j farmJob) {
+// ledger's missing part (under f.mu): ids are its event ids with
+// fragments.
+func (f *farmNode) countMissing(j farmJob, ids []uint64) {
 	if len(j.missing) == 0 {
 		return
 	}
@@ -360,15 +362,16 @@ func (f *farmNode) countMissing(j farmJob) {
 		f.stats.Missing = append(f.stats.Missing, FarmMissing{Sources: srcs})
 		m = &f.stats.Missing[len(f.stats.Missing)-1]
 	}
-	n := uint64(j.a.Unit.Len())
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
 	m.Assignments++
-	m.Events += n
-	m.Fragments += n * uint64(len(j.missing))
-	for _, r := range j.a.Unit.Ranges {
-		if k := len(m.IDs); k > 0 && m.IDs[k-1].Last()+1 == r.First && uint64(m.IDs[k-1].N)+uint64(r.N) < 1<<32 {
-			m.IDs[k-1].N += r.N
+	m.Events += uint64(len(sorted))
+	m.Fragments += uint64(len(sorted)) * uint64(len(j.missing))
+	for _, id := range sorted {
+		if k := len(m.IDs); k > 0 && m.IDs[k-1].Last()+1 == id && m.IDs[k-1].N < 1<<32-1 {
+			m.IDs[k-1].N++
 		} else if k < maxMissingIDs {
-			m.IDs = append(m.IDs, r)
+			m.IDs = append(m.IDs, farm.Range{First: id, N: 1})
 		}
 	}
 }
