@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -32,7 +33,7 @@ func newRunCmd() *cobra.Command {
 		cpuProfile                     string
 		runNumber                      int64
 		protocol                       string
-		rerun                          bool
+		rerun, noProgress              bool
 		etcd                           []string
 	)
 	cmd := &cobra.Command{
@@ -73,7 +74,16 @@ configuration with problems with status 3.`,
 			if err != nil {
 				return err
 			}
-			log, limiter := node.NewLogger(cmd.ErrOrStderr(), cfg.Log)
+			// On a terminal one progress line, the logs written above it;
+			// elsewhere the logs only, as they are.
+			var logw io.Writer = cmd.ErrOrStderr()
+			progress := newRunProgress(cmd.ErrOrStderr())
+			if progress != nil && !noProgress {
+				logw = progress
+			} else {
+				progress = nil
+			}
+			log, limiter := node.NewLogger(logw, cfg.Log)
 			applyMemoryLimit(cfg)
 			raiseFileLimit(log)
 			if cpuProfile != "" {
@@ -99,7 +109,14 @@ configuration with problems with status 3.`,
 				cancel()
 			})
 			defer stopSignals()
+			stopProgress := func() {}
+			if progress != nil {
+				stop, done := make(chan struct{}), make(chan struct{})
+				go func() { defer close(done); progress.watch(n.Status, stop) }()
+				stopProgress = func() { close(stop); <-done }
+			}
 			l, runErr := n.Run(ctx)
+			stopProgress() // the line cleared before the ledger is printed
 			return finishLedger(cmd, &l, summary, runErr)
 		},
 	}
@@ -111,6 +128,7 @@ configuration with problems with status 3.`,
 	cmd.Flags().BoolVar(&rerun, "rerun", false, "take a run number that already ended on the store again, replacing its stored events (refused otherwise, exit 3; a run killed before its end is resumed without it)")
 	cmd.Flags().StringVar(&protocol, "protocol", "", "farm node: push or pull (overrides farm.protocol; must be the run's, see sluice farm start)")
 	cmd.Flags().StringSliceVar(&etcd, "etcd", nil, "farm node: etcd endpoints host:port,... (override farm.etcd)")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no live progress line on a terminal (logs only)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node process to this file")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
