@@ -88,7 +88,9 @@ func benchBuild(b *testing.B, kind string, size int, env []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in, err := peerinput.Listen(u, peerinput.Options{Node: "bu", Pool: 256 << 20, MaxPacket: conf.ByteSize(size)})
+	// Four senders and the builder on two cores: a sender can be starved
+	// for longer than the default half second of silence.
+	in, err := peerinput.Listen(u, peerinput.Options{Node: "bu", Pool: 256 << 20, MaxPacket: conf.ByteSize(size), PeerTimeout: 10 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

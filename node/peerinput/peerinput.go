@@ -107,6 +107,11 @@ type Options struct {
 	// ExpectStreams: when > 0, Run returns once this many senders said
 	// goodbye (0: it runs until it is stopped).
 	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders said goodbye (0 = never)"`
+	// PeerTimeout: a sender silent this long (no heartbeat) is lost; 0:
+	// the transport's default, 5 heartbeats of 100ms. A machine whose
+	// processes can be starved for longer (many busy processes on few
+	// cores) wants more.
+	PeerTimeout time.Duration `yaml:"peer_timeout" doc:"a sender silent this long is lost (0 = 500ms, 5 heartbeats)"`
 }
 
 // DefaultOptions are the settings of an input configured with none.
@@ -133,7 +138,16 @@ func (o *Options) Check(transport.URI) conf.Problems {
 	if o.ExpectStreams < 0 {
 		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")
 	}
+	checkPeerTimeout(&ps, o.PeerTimeout)
 	return ps
+}
+
+// checkPeerTimeout wants 0 (the default) or more than a heartbeat
+// (peer.DefaultHeartbeat), at most an hour.
+func checkPeerTimeout(ps *conf.Problems, d time.Duration) {
+	if d != 0 && (d <= peer.DefaultHeartbeat || d > time.Hour) {
+		ps.Add("peer_timeout", d, "want 0 (500ms) or more than a heartbeat (%v), at most 1h", peer.DefaultHeartbeat)
+	}
 }
 
 // Ends: the input ends once the expected senders said goodbye, if it was
@@ -152,7 +166,7 @@ type Input struct {
 func Listen(u transport.URI, o Options) (*Input, error) {
 	tr, err := peer.Open(Kind(u), peer.Config{
 		Node: o.Node, Farm: o.Farm, Token: o.Token, Listen: u.Target,
-		PoolBytes: int64(o.Pool), MaxData: int(o.MaxPacket),
+		PoolBytes: int64(o.Pool), MaxData: int(o.MaxPacket), PeerTimeout: o.PeerTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
@@ -271,6 +285,8 @@ type SenderOptions struct {
 	// address yet (a readout unit started before its builder); 0: fail at
 	// once with the refusal.
 	ConnectWait time.Duration `yaml:"connect_wait" doc:"keep retrying this long while nothing listens yet (0 = fail at once)"`
+	// PeerTimeout is the input's, for the receiver as seen by the sender.
+	PeerTimeout time.Duration `yaml:"peer_timeout" doc:"the receiver silent this long is lost (0 = 500ms, 5 heartbeats)"`
 }
 
 // DefaultSenderOptions are the settings of a sender configured with none.
@@ -293,6 +309,7 @@ func (o *SenderOptions) Check(u transport.URI) conf.Problems {
 	if o.ConnectWait < 0 || o.ConnectWait > time.Hour {
 		ps.Add("connect_wait", o.ConnectWait, "want 0..1h, such as 10s")
 	}
+	checkPeerTimeout(&ps, o.PeerTimeout)
 	return ps
 }
 
@@ -317,7 +334,8 @@ func Dial(ctx context.Context, u transport.URI, o SenderOptions) (*Sender, error
 	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
 		listen = "127.0.0.1:0"
 	}
-	tr, err := peer.Open(Kind(u), peer.Config{Node: o.Node, Farm: o.Farm, Token: o.Token, Listen: listen, PoolBytes: 1 << 20, MaxData: 1 << 20})
+	tr, err := peer.Open(Kind(u), peer.Config{Node: o.Node, Farm: o.Farm, Token: o.Token, Listen: listen, PoolBytes: 1 << 20, MaxData: 1 << 20,
+		PeerTimeout: o.PeerTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}

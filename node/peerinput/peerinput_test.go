@@ -162,6 +162,14 @@ func TestChecks(t *testing.T) {
 	if ps := so.Check(u); len(ps) != 1 {
 		t.Fatalf("sender to port 0: %v", ps)
 	}
+	// peer_timeout: 0 (the transport's default) or more than a heartbeat.
+	for d, bad := range map[time.Duration]bool{0: false, 50 * time.Millisecond: true, 100 * time.Millisecond: true, 10 * time.Second: false, 2 * time.Hour: true} {
+		o := peerinput.DefaultOptions()
+		o.PeerTimeout = d
+		if ps := o.Check(u); (len(ps) == 1 && ps[0].Path == "peer_timeout") != bad || len(ps) > 1 {
+			t.Errorf("peer_timeout %v: problems %v", d, ps)
+		}
+	}
 	if _, err := transport.ParseURI("peer://127.0.0.1:1?transport=carrier-pigeon"); err == nil {
 		t.Fatal("unknown peer transport accepted")
 	}
