@@ -39,6 +39,8 @@ type eventBuilder interface {
 // eventStore is what the node uses of *storage.Store.
 type eventStore interface {
 	Put(stream storage.Stream, batch *schemas.EventBatch, verdicts []schemas.Verdict, rows []int) (storage.Ack, error)
+	// MaxEventBytes is the largest event Put stores (Ack.TooLarge).
+	MaxEventBytes() int64
 	WaitDurable(ctx context.Context, seq uint64) error
 	Headroom() int64
 	Writable() <-chan struct{}

@@ -199,6 +199,9 @@ const (
 	// reasonNotStoredAtDrain: still held when node.drain_timeout passed in a
 	// drain with the store refusing writes (disk budget); ids in the ledger.
 	reasonNotStoredAtDrain = "not_stored_at_drain"
+	// reasonTooLargeForStore: an event larger than the store's value limit
+	// (storage.Store.MaxEventBytes); the run goes on without it.
+	reasonTooLargeForStore = "too_large_for_store"
 )
 
 // errNotStoredAtDrain: put gave up on a store refusing writes because the
@@ -293,6 +296,9 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 	stream := w.stream
 	for {
 		ack, err := n.parts.Store.Put(stream, b.ev, b.verdicts, w.rows)
+		if err == nil && len(ack.TooLarge) > 0 {
+			n.tooLargeForStore(b, stream, ack.TooLarge)
+		}
 		if err == nil {
 			if ack.Replaced > 0 {
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",
@@ -318,6 +324,21 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 			return 0, err
 		}
 	}
+}
+
+// tooLargeForStore counts the rows of b the store left out as too large,
+// and logs their ids and sizes (one record per write).
+func (n *Node) tooLargeForStore(b *batch, stream storage.Stream, rows []int) {
+	n.dropKept(len(rows), reasonTooLargeForStore)
+	ids, sizes := make([]uint64, len(rows)), make([]int, len(rows))
+	for k, r := range rows {
+		ids[k] = b.ev.EventID(r)
+		for g := range b.ev.Groups {
+			sizes[k] += len(b.ev.GroupPayload(g, r))
+		}
+	}
+	n.log.Error("events too large for the store: not stored", "reason", reasonTooLargeForStore, "stream", stream.String(),
+		"event_ids", ids, "payload_bytes", sizes, "store_limit_bytes", n.parts.Store.MaxEventBytes())
 }
 
 // notStoredAtDrain counts w's events as not stored, with their ids, and

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,16 @@ type Ack struct {
 	Bytes    int64  // encoded value bytes written
 	Seq      uint64 // sequence number of this write, for WaitDurable
 	Durable  bool   // true if durable under the sync policy already
+	// TooLarge are the rows not written because their event is larger
+	// than MaxEventBytes; counted by the caller, the others are written.
+	TooLarge []int
 }
+
+// MaxEventBytes is the largest encoded event (value) the store takes:
+// badger refuses a value larger than its value-log file, which the memory
+// plan sizes from the store's memory share (4..256 MiB). Put leaves larger
+// events out of the write (Ack.TooLarge) instead of failing it.
+func (s *Store) MaxEventBytes() int64 { return s.plan.ValueLogFileSz }
 
 // Open opens (or creates) the store in opts.Dir. A store whose schema
 // record names another value encoding version is refused (ErrStoreVersion).
@@ -252,11 +262,29 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		return Ack{}, err
 	}
 	size := 0
+	var tooLarge []int
 	for _, i := range rows {
 		if err := validateVerdict(&verdicts[i]); err != nil {
 			return Ack{}, fmt.Errorf("store put: row %d: %w", i, err)
 		}
-		size += KeySize + encodedSize(batch, i, &verdicts[i])
+		n := encodedSize(batch, i, &verdicts[i])
+		if int64(n) > s.MaxEventBytes() {
+			tooLarge = append(tooLarge, i)
+			continue
+		}
+		size += KeySize + n
+	}
+	if tooLarge != nil {
+		// Badger would fail the whole write (and a 1 KiB hex dump with it).
+		kept := make([]int, 0, len(rows)-len(tooLarge))
+		for _, i := range rows {
+			if !slices.Contains(tooLarge, i) {
+				kept = append(kept, i)
+			}
+		}
+		if rows = kept; len(rows) == 0 {
+			return Ack{TooLarge: tooLarge, Durable: true}, nil
+		}
 	}
 	if err := s.guard.admit(uint64(size), s.m); err != nil {
 		s.m.refused.Inc()
@@ -297,7 +325,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		s.schema.Store(ss)
 	}
 	ack, err := s.written(len(rows), int64(size-KeySize*len(rows)))
-	ack.Replaced = replaced
+	ack.Replaced, ack.TooLarge = replaced, tooLarge
 	s.m.replaced.WithLabelValues(stream.String()).Add(float64(replaced))
 	if err != nil {
 		return ack, fmt.Errorf("store put: %w", err)

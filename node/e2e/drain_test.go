@@ -54,3 +54,37 @@ func TestDrainWithFullStore(t *testing.T) {
 		t.Fatalf("ledger after a drain with a full store: %+v", l)
 	}
 }
+
+const hugeEventConfig = `
+node: {id: e2e, memory_budget: 1GiB, memory_split: {store: 64MiB}}
+inputs:
+  - uri: shm://{{SHM}}
+    emulator: {events: 6, packing: 4, fragment_size: {mean: 1MiB, min: 1MiB, max: 1MiB}, ring_size: 128MiB}
+sources:
+  - {name: tracker, sources: "0-23"}
+builder: {timeout: 10s, batch_events: 2}
+store: {path: {{STORE}}, min_free_bytes: 256MiB}
+http: {address: "127.0.0.1:0"}
+log: {format: json}
+`
+
+// TestEventTooLargeForStore: events of 24 MiB, above what a store with a
+// 64 MiB memory share takes (a value-log file of 16 MiB), are
+// counted events_dropped too_large_for_store, logged with their ids,
+// and the run goes on to its end with a balanced ledger (the store's
+// error used to abort it, with a hex dump of the event).
+func TestEventTooLargeForStore(t *testing.T) {
+	summary := filepath.Join(t.TempDir(), "run.json")
+	cfg := writeConfig(t, hugeEventConfig, map[string]string{"SHM": shmName(t), "STORE": filepath.Join(t.TempDir(), "store")})
+	p := start(t, "run", "--config", cfg, "--summary-json", summary)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.log())
+	}
+	l := readLedger(t, summary)
+	if !l.Balanced || l.EventsBuilt != 6 || l.EventsDropped["too_large_for_store"] != 6 || l.EventsStored != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
+	if n := strings.Count(p.log(), `"msg":"events too large for the store: not stored","node":"e2e","run":0,"reason":"too_large_for_store","stream":"deferred","event_ids":[`); n != 3 {
+		t.Fatalf("%d writes logged with events too large, want 3 (of 2 events each)\n%s", n, p.log())
+	}
+}
