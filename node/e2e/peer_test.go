@@ -23,6 +23,7 @@ inputs:
     pool: 16MiB
     max_packet: 1MiB
     expect_streams: 1
+    peer_timeout: 5s # make test runs many processes on two cores
 sources:
   - {name: tracker, sources: "0-3"}
 builder: {timeout: 1s}
@@ -53,7 +54,7 @@ func TestPeerInput(t *testing.T) {
 			addr := node.listenAddr(t)
 			w := start(t, "readout", "--to", fmt.Sprintf("peer://%s?transport=%s", addr, kind),
 				"--config", cfgFile, "--events", fmt.Sprint(events), "--packing", "2",
-				"--set", "node=ru-e2e", "--set", "farm=e2e", "--set", "token=e2e-token", "--set", "send_ring=4MiB")
+				"--set", "node=ru-e2e", "--set", "farm=e2e", "--set", "token=e2e-token", "--set", "send_ring=4MiB", "--set", "peer_timeout=5s")
 			if code := w.wait(t, time.Minute); code != 0 {
 				t.Fatalf("sluice readout: exit %d\n%s", code, w.log())
 			}
