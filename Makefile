@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     ?= $(shell pkg-config --exists ucx 2>/dev/null && echo ucx)
 GOTAGS    = $(if $(strip $(TAGS)),-tags "$(TAGS)")
 
-.PHONY: all build plugins test vet unit invariants fuzz bench run farm golden generate clean
+.PHONY: all build plugins test vet unit invariants fuzz fuzz-long bench run farm golden generate clean
 
 all: build plugins
 
@@ -38,6 +38,11 @@ invariants:
 # A short run of every fuzz target over its seed corpus and beyond.
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
+
+# Before a release: the network-facing decoders (TCP stream, UDP/VTP, plugin
+# wire layout, peer frames, farm messages) 10 minutes each, the others 2.
+fuzz-long:
+	FUZZTIME=2m NETFUZZTIME=10m GO=$(GO) bash scripts/fuzz.sh
 
 test: vet unit invariants fuzz
 

@@ -3,16 +3,31 @@
 # first, then mutation), built with the invariants tag (internal/invariants)
 # so that a broken invariant fails at the input that broke it, plus $TAGS.
 # Fails on the first crash, printing the failing input.
+# NETFUZZTIME (default $FUZZTIME) is the time of the network-facing
+# decoders instead: the TCP stream, UDP datagrams and VTP, the plugin wire
+# layout, the peer transport's frames and the farm's messages (`make
+# fuzz-long`: 10m for those, 2m for the others). New interesting inputs stay
+# in the Go build cache's fuzz corpus; commit the ones worth keeping under
+# the package's testdata/fuzz/.
 set -euo pipefail
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-3s}
+NETFUZZTIME=${NETFUZZTIME:-$FUZZTIME}
+network() {
+  case "$1 $2" in
+    "node/transport/tcp "*|"node/transport/udp "*|"plugins/internal/wire "*|"node/peer/internal/wire "*|"node/farm "*|"schemas/vdif FuzzDecodeVTP") return 0 ;;
+  esac
+  return 1
+}
 cd "$(dirname "$0")/.."
 count=0
 while IFS= read -r file; do
   dir=$(dirname "$file")
   for fn in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
-    echo "fuzz: ./$dir $fn ($FUZZTIME)"
-    "$GO" test -tags "invariants ${TAGS:-}" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "./$dir"
+    t=$FUZZTIME
+    if network "$dir" "$fn"; then t=$NETFUZZTIME; fi
+    echo "fuzz: ./$dir $fn ($t)"
+    "$GO" test -tags "invariants ${TAGS:-}" -run '^$' -fuzz "^${fn}\$" -fuzztime "$t" "./$dir"
     count=$((count+1))
   done
 done < <(grep -rl --include='*_test.go' -E '^func Fuzz' . | sed 's|^\./||' | sort)

@@ -13,14 +13,20 @@ import (
 
 // FuzzTCPStream sends arbitrary bytes after a valid preamble into a TCP
 // input: it never panics, hands on only whole packets within the credit,
-// and counts the rest.
+// and counts the rest. The bytes are written in pieces cut at points the
+// fuzzer chooses (cuts: one byte per piece, its length), with TCP_NODELAY
+// and a pause after each, so that the input's reads end inside length
+// prefixes and frames, as nats-server's parser fuzzers split their input,
+// to reach the code that carries a partial frame into the next chunk.
 func FuzzTCPStream(f *testing.F) {
 	mfp := schemas.AppendMFP(nil, 1, 5, 0, 0, [][]byte{[]byte("payload")}, nil)
 	frame := binary.LittleEndian.AppendUint32(nil, uint32(len(mfp)))
 	frame = append(frame, mfp...)
-	f.Add(append(append([]byte(nil), frame...), 0, 0, 0, 0))
-	f.Add(frame[:len(frame)-3])
-	f.Add(append(binary.LittleEndian.AppendUint32(nil, 1<<30), 1, 2, 3))
+	twice := append(append(append([]byte(nil), frame...), frame...), 0, 0, 0, 0)
+	f.Add(append(append([]byte(nil), frame...), 0, 0, 0, 0), []byte(nil))
+	f.Add(frame[:len(frame)-3], []byte{2})
+	f.Add(append(binary.LittleEndian.AppendUint32(nil, 1<<30), 1, 2, 3), []byte{1, 1, 1})
+	f.Add(twice, []byte{1, 3, 9, 1, 20, 2})
 	in, err := Listen("127.0.0.1:0", Options{CreditWindow: 1 << 16})
 	if err != nil {
 		f.Fatal(err)
@@ -30,15 +36,26 @@ func FuzzTCPStream(f *testing.F) {
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx, sink) }()
 	f.Cleanup(func() { cancel(); <-done })
-	f.Fuzz(func(t *testing.T, stream []byte) {
+	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
 		before := in.Stats().Connections
 		c, err := net.Dial("tcp", in.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.(*net.TCPConn).SetNoDelay(true)
 		pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
 		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion)
-		c.Write(append(pre, stream...))
+		rest := append(pre, stream...)
+		for _, n := range cuts[:min(len(cuts), 16)] {
+			k := min(int(n), len(rest))
+			if k == 0 {
+				continue
+			}
+			c.Write(rest[:k])
+			rest = rest[k:]
+			time.Sleep(100 * time.Microsecond) // the input reads this piece alone
+		}
+		c.Write(rest)
 		c.(*net.TCPConn).CloseWrite()
 		var grant [8]byte
 		c.Read(grant[:])
