@@ -179,7 +179,11 @@ func (f *Factory) testStop(t *testing.T) {
 	if !errors.Is(err, peer.ErrPeerLost) || !errors.Is(err, peer.ErrHeartbeat) {
 		t.Fatalf("stopped peer: %v, want ErrPeerLost and ErrHeartbeat", err)
 	}
-	if took < cs.PeerTimeout-helperHeartbeat-cs.Heartbeat || took > cs.PeerTimeout+slack*200*time.Millisecond {
+	// Silence may start before the SIGSTOP (a loaded machine delays the
+	// helper's last beats: 0.89 s of a 1.2 s timeout was seen), so early
+	// is an error only when far from a timeout; that it was the timeout is
+	// checked by ErrHeartbeat above and the Lost count below.
+	if took < cs.PeerTimeout/2 || took > cs.PeerTimeout+slack*200*time.Millisecond {
 		t.Errorf("stopped peer lost after %v, want about PeerTimeout %v", took, cs.PeerTimeout)
 	}
 	t.Logf("stopped peer lost after %v", took)
