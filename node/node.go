@@ -339,6 +339,11 @@ wait:
 	if parts.Chain != nil {
 		parts.Chain.Close()
 	}
+	if parts.Flight != nil {
+		if err := parts.Flight.Close(); err != nil {
+			n.fail(fmt.Errorf("flight close: %w", err))
+		}
+	}
 	// A run drained to its end is recorded as ended on the store, so that
 	// starting it again is refused as a rerun; an aborted run is not (a
 	// restart resumes it).
@@ -408,6 +413,9 @@ var ErrRerun = errors.New("run already taken on this store")
 func closeParts(p *Parts) {
 	if p.Chain != nil {
 		p.Chain.Close()
+	}
+	if p.Flight != nil {
+		_ = p.Flight.Close()
 	}
 	if p.Store != nil {
 		_ = p.Store.Close()

@@ -17,6 +17,7 @@ import (
 	_ "github.com/sluice-daq/sluice/node/transport/all" // every transport, for the inputs
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/storage"
+	"github.com/sluice-daq/sluice/storage/storeflight"
 )
 
 // OpenParts opens what cfg describes, in the order that lets a failure
@@ -32,6 +33,15 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	fail := func(err error) (*Parts, error) {
 		closeParts(p)
 		return nil, err
+	}
+	if cfg.Flight.Enabled() {
+		// Served from the start: `sluice store` reads a running node's
+		// store through it (badger's lock keeps others out).
+		srv, err := storeflight.Serve(st, cfg.Flight, log)
+		if err != nil {
+			return fail(err)
+		}
+		p.Flight = srv
 	}
 	if p.DeferredAtStart, err = countDeferred(st, storage.Selection{}); err != nil {
 		return fail(err)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -68,6 +69,9 @@ type Parts struct {
 	// none), for its peak in the memory status.
 	Arena *plugins.Arena
 	Store eventStore
+	// Flight serves Store over Arrow Flight while the node runs (nil:
+	// flight.listen off); closed before the store.
+	Flight io.Closer
 	// DeferredAtStart is the number of events in the store's deferred
 	// stream when the run started (for the deferred backlog).
 	DeferredAtStart uint64

@@ -27,6 +27,9 @@ var (
 	// not close the store (killed, crashed); only a read-write open, which
 	// drops the unacknowledged tail of the logs, can recover it.
 	ErrNeedsRecovery = errors.New("store needs recovery")
+	// ErrLocked: another process (a running node, a replay) holds the
+	// store's directory lock.
+	ErrLocked = errors.New("store in use by another process")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store closed")
 )

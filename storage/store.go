@@ -131,6 +131,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w: it was not closed cleanly (writer killed?); open it read-write once to recover it (%v)",
 			opts.Dir, ErrNeedsRecovery, err)
 	}
+	// badger says it in text only.
+	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		return nil, fmt.Errorf("store %s: %w (%v)", opts.Dir, ErrLocked, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/storage"
+	"github.com/sluice-daq/sluice/storage/storeflight"
 )
 
 func init() { register(newStoreCmd) }
@@ -46,6 +48,48 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.budget, "memory-budget", config.Default().Node.MemoryBudget.String(),
 		"memory budget (as node.memory_budget): the store takes its default share, Go's heap the rest")
 	cmd.Flags().BoolVar(&f.recover, "recover", false, "if the store was not closed cleanly, recover it first (a read-write open that drops the unacknowledged tail of its logs)")
+}
+
+// storeReader is what the store commands read: the store itself, or a
+// running node's store through its Arrow Flight endpoint.
+type storeReader interface {
+	Stats() (storage.Stats, error)
+	List(stream storage.Stream, sel storage.Selection, limit int, fn func(storage.EventInfo) bool) error
+	ExportBatches(stream storage.Stream, opts storage.ExportOptions, start func(*arrow.Schema) error, each func(arrow.RecordBatch) error) (int, error)
+	Close() error
+}
+
+// reader opens the store as open does or, when a running node holds it,
+// connects to the node's Arrow Flight endpoint that the store directory
+// names (saying so on stderr): the output is the same either way.
+func (f *storeFlags) reader(cmd *cobra.Command) (storeReader, error) {
+	s, err := f.open()
+	if err == nil || !errors.Is(err, storage.ErrLocked) {
+		return s, err
+	}
+	ep, eerr := storeflight.ReadEndpoint(f.path)
+	if eerr != nil {
+		return nil, fmt.Errorf("%w; and it names no Arrow Flight endpoint to read it through (%v): is flight.listen off in the node's configuration?", err, eerr)
+	}
+	c, cerr := storeflight.Dial(cmd.Context(), ep)
+	if cerr != nil {
+		return nil, fmt.Errorf("%w; its node's Arrow Flight endpoint %s: %v", err, ep.URI, cerr)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "store %s is in use by a running node: reading it through its Arrow Flight endpoint %s\n", f.path, ep.URI)
+	return remoteStore{c, f.path}, nil
+}
+
+// remoteStore is a store read through Flight, its directory named as the
+// user named it (the node names it as its own configuration does).
+type remoteStore struct {
+	*storeflight.Client
+	dir string
+}
+
+func (r remoteStore) Stats() (storage.Stats, error) {
+	st, err := r.Client.Stats()
+	st.Dir = r.dir
+	return st, err
 }
 
 // open opens the store read-only (the node must not hold it), after a
@@ -103,7 +147,7 @@ func newStoreStatCmd() *cobra.Command {
 		Short: "Streams, events, bytes, runs, oldest and newest event, disk use, replay ledger",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := sf.open()
+			s, err := sf.reader(cmd)
 			if err != nil {
 				return err
 			}
@@ -231,7 +275,7 @@ func newStoreLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := stf.open()
+			s, err := stf.reader(cmd)
 			if err != nil {
 				return err
 			}
@@ -301,7 +345,7 @@ unless --force.`,
 			if _, err := os.Stat(out); err == nil && !force {
 				return fmt.Errorf("--out %s exists; give --force to replace it", out)
 			}
-			s, err := stf.open()
+			s, err := stf.reader(cmd)
 			if err != nil {
 				return err
 			}
@@ -313,7 +357,9 @@ unless --force.`,
 			if err != nil {
 				return err
 			}
-			n, err := s.Export(stream, e, w, storage.ExportOptions{Selection: sel, Limit: sf.limit})
+			n, err := storage.WriteExport(e, w, nil, func(start func(*arrow.Schema) error, each func(arrow.RecordBatch) error) (int, error) {
+				return s.ExportBatches(stream, storage.ExportOptions{Selection: sel, Limit: sf.limit}, start, each)
+			})
 			if cerr := w.Close(); err == nil {
 				err = cerr
 			}

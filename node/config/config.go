@@ -26,21 +26,23 @@ import (
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
+	"github.com/sluice-daq/sluice/storage/storeflight"
 )
 
 // Config is one node's configuration, one field per section; the
 // commented default file (DefaultYAML) documents every key for operators.
 type Config struct {
-	Node    Node            `yaml:"node"`
-	Run     uint32          `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
-	Inputs  []Input         `yaml:"inputs"`  // at least one
-	Sources []SourceGroup   `yaml:"sources"` // expected sources, grouped (one payload column per group)
-	Builder Builder         `yaml:"builder"`
-	Trigger plugins.Trigger `yaml:"trigger"`
-	Store   storage.Options `yaml:"store"`
-	Replay  Replay          `yaml:"replay"`
-	HTTP    HTTP            `yaml:"http"`
-	Log     Log             `yaml:"log"`
+	Node    Node               `yaml:"node"`
+	Run     uint32             `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
+	Inputs  []Input            `yaml:"inputs"`  // at least one
+	Sources []SourceGroup      `yaml:"sources"` // expected sources, grouped (one payload column per group)
+	Builder Builder            `yaml:"builder"`
+	Trigger plugins.Trigger    `yaml:"trigger"`
+	Store   storage.Options    `yaml:"store"`
+	Replay  Replay             `yaml:"replay"`
+	HTTP    HTTP               `yaml:"http"`
+	Flight  storeflight.Config `yaml:"flight"` // the store over Arrow Flight
+	Log     Log                `yaml:"log"`
 	// Warnings are the node's WARN records about quiet trouble, at most one
 	// of each kind per interval, naming the sources or inputs.
 	Warnings Warnings    `yaml:"warnings"`

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/storage"
+	"github.com/sluice-daq/sluice/storage/storeflight"
 )
 
 // DefaultYAML is the commented default configuration printed by `sluice
@@ -33,6 +34,7 @@ func base() *Config {
 		Store:   storage.DefaultOptions(),
 		Replay:  Replay{BatchEvents: storage.DefaultCursorOptions().BatchSize},
 		HTTP:    HTTP{Address: "127.0.0.1:9464"},
+		Flight:  storeflight.DefaultConfig(),
 		Log:     Log{Level: "info", Format: "auto", RateLimit: 5, RateInterval: 10 * time.Second},
 		Warnings: Warnings{Interval: 10 * time.Second, SilentAfter: 10 * time.Second,
 			IncompleteFraction: 0.01, LateFraction: 0.01, BackpressureFraction: 0.5},

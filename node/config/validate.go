@@ -37,6 +37,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
 	*ps = append(*ps, c.HTTP.Validate().In("http")...)
+	*ps = append(*ps, c.Flight.Validate().In("flight")...)
 	*ps = append(*ps, c.Farm.Validate().In("farm")...)
 	w := c.Warnings
 	if w.Interval <= 0 {
