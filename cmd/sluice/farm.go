@@ -127,7 +127,8 @@ __meta_sluice_sources and __meta_sluice_em ("true" for the event manager) for
 relabelling. The members are read from etcd on every request, so the scrape
 configuration needs no list of hosts (see configs/prometheus-farm.yml). It
 prints "farm sd: serving http://HOST:PORT/sd" once listening; 503 while etcd
-does not answer.`,
+does not answer. It answers anyone who asks with the members' addresses: listen
+on loopback (the default) or on the monitoring network only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

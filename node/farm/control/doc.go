@@ -19,6 +19,14 @@
 //	| runs/<run>/mask    | RunMask (JSON)                | `sluice farm mask`                  |
 //	| drain/<node id>    | DrainRequest (JSON)           | `sluice farm drain`                 |
 //
+// # Service discovery
+//
+// A member's record names its HTTP endpoint (Member.HTTP: /metrics and
+// /status); Targets and SDHandler turn the members into Prometheus's
+// HTTP service discovery (http_sd_configs: a JSON list of target groups),
+// which `sluice farm sd` serves, so a scrape configuration needs no list
+// of hosts.
+//
 // # Incarnations and fencing
 //
 // A node's incarnation is its session's lease id. Leases alone detect a
