@@ -12,8 +12,9 @@ import (
 // (byte 0 of every event value; see the layout in doc.go).
 const ValueVersion = 1
 
-// Stream is one of the store's two event streams; its value is the first
-// byte of every key of the stream.
+// Stream is one of the store's event streams (accepted, deferred, and the
+// tombstones of voided events: Void); its value is the first byte of every
+// key of the stream.
 type Stream uint8
 
 const (
@@ -42,20 +43,22 @@ func (s Stream) String() string {
 		return "accepted"
 	case Deferred:
 		return "deferred"
+	case Void:
+		return "void"
 	}
 	return fmt.Sprintf("stream(%d)", uint8(s))
 }
 
-func (s Stream) valid() bool { return s == Accepted || s == Deferred }
+func (s Stream) valid() bool { return s == Accepted || s == Deferred || s == Void }
 
-// ParseStream returns the stream named "accepted" or "deferred".
+// ParseStream returns the stream named "accepted", "deferred" or "void".
 func ParseStream(name string) (Stream, error) {
-	for _, s := range Streams {
+	for _, s := range append(Streams, Void) {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown stream %q (want accepted or deferred)", name)
+	return 0, fmt.Errorf("unknown stream %q (want accepted, deferred or void)", name)
 }
 
 // KeySize is the length of an event key: stream (1 byte), run (4 bytes,

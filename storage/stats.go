@@ -32,8 +32,9 @@ type Stats struct {
 	Ledger    Ledger
 }
 
-// Stats scans the keys of both streams (the LSM tree only; the value log
-// is read for the two end events of each stream).
+// Stats scans the keys of both streams, and of the void stream when it
+// holds tombstones (the LSM tree only; the value log is read for the two
+// end events of each stream).
 func (s *Store) Stats() (Stats, error) {
 	st := Stats{Dir: s.opts.Dir}
 	if ss := s.schema.Load(); ss != nil {
@@ -59,6 +60,14 @@ func (s *Store) Stats() (Stats, error) {
 			if err != nil {
 				return err
 			}
+			st.Streams = append(st.Streams, ss)
+		}
+		// Tombstones are listed when there are some.
+		ss, err := streamStats(txn, Void)
+		if err != nil {
+			return err
+		}
+		if ss.Events > 0 {
 			st.Streams = append(st.Streams, ss)
 		}
 		return nil

@@ -244,7 +244,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 	if s.closed.Load() {
 		return Ack{}, ErrClosed
 	}
-	if !stream.valid() {
+	if stream != Accepted && stream != Deferred {
 		return Ack{}, fmt.Errorf("store put: invalid stream %d", stream)
 	}
 	if len(verdicts) != batch.Len() {
