@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -24,15 +25,19 @@ import (
 // farmNode is the node's part in a farm (config farm.id set): its readout
 // inputs feed the agent's RU side (the agent is their Sink) and the
 // agent's BU side hands complete assignments to the node's own builder →
-// trigger chain → store path (farmNode is the agent's Pipeline). It
-// reports each assignment decided once all its built events are decided,
-// and durable once the store synced them (release policy durable).
+// trigger chain → store path (farmNode is the agent's Pipeline). The
+// builder runs in assigned mode: each assignment's event ids are given to
+// it (Builder.Expect) before its fragments, and it reports each one done
+// (builder.Config.OnAssignmentDone) with the events it built, however
+// late or out of order the assignment came (a reassigned range after a
+// failover is old by design). farmNode reports each assignment decided
+// once all its built events are decided, and durable once the store
+// synced them (release policy durable).
 //
-// Until the builder tracks completeness per assignment, fragments reach
-// it one by one, only those whose event id is in their assignment: the
-// rest of a packet belongs to other assignments (packets are the RU's
-// packing, not the EM's) and is counted as outside_assignment, never
-// built twice.
+// Fragments reach the builder one by one, only those whose event id is in
+// their assignment: the rest of a packet belongs to other assignments
+// (packets are the RU's packing, not the EM's) and is counted as
+// outside_assignment, never built twice.
 type farmNode struct {
 	n      *Node
 	log    *slog.Logger
@@ -62,8 +67,8 @@ type FarmLedger struct {
 	Decided     uint64 `json:"assignments_decided"`
 	Durable     uint64 `json:"assignments_durable,omitempty"`
 	// GivenUp: assignments whose events were not all decided within the
-	// wait (their fragments were discarded by the builder, e.g. late):
-	// reported decided with the events that were.
+	// wait, or that the builder refused: reported decided with the events
+	// that were.
 	GivenUp   uint64 `json:"assignments_given_up"`
 	Events    uint64 `json:"events_expected"` // event ids with at least one fragment
 	Fragments uint64 `json:"fragments_fed"`
@@ -106,8 +111,10 @@ type farmJob struct {
 
 // farmAssign tracks one assignment from build to its outcome.
 type farmAssign struct {
-	id       uint64
-	ids      []uint64 // event ids with at least one fragment
+	id  uint64
+	ids []uint64 // event ids with at least one fragment, ascending
+	// want is the events the builder built of it (-1 until it reported
+	// the assignment done): decided and durable are counted against it.
 	want     int
 	decided  int
 	durable  int
@@ -278,7 +285,7 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	if len(j.missing) > 0 {
 		f.log.Warn("farm: assignment built without some sources", "assignment", j.a.ID, "missing", j.missing)
 	}
-	fa := &farmAssign{id: j.a.ID, at: time.Now()}
+	fa := &farmAssign{id: j.a.ID, at: time.Now(), want: -1}
 	seen := map[uint64]bool{}
 	frags, outside := 0, uint64(0)
 	for _, p := range j.packets {
@@ -295,34 +302,51 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 			return true
 		})
 	}
-	fa.want = len(fa.ids)
 	split := 0
 	if j.a.Unit.Kind == farm.UnitPackets {
-		split = splitEvents(j.packets, fa.want)
+		split = splitEvents(j.packets, len(fa.ids))
 		if split > 0 {
 			f.log.Warn("farm: the packets of an assignment do not carry the same events from every source: the readout's packing is not aligned across sources (unit: packets needs it), so those events are split across assignments and built incomplete",
-				"assignment", j.a.ID, "events", fa.want, "split", split)
+				"assignment", j.a.ID, "events", len(fa.ids), "split", split)
 		}
 	}
+	slices.Sort(fa.ids)
 	f.mu.Lock()
 	f.stats.SplitEvents += uint64(split)
 	f.countMissing(j, fa.ids)
 	f.stats.Assignments++
-	f.stats.Events += uint64(fa.want)
+	f.stats.Events += uint64(len(fa.ids))
 	f.stats.Fragments += uint64(frags)
 	f.stats.OutsideAssignment += outside
-	if fa.want > 0 {
-		f.live[fa.id] = fa
-		for _, id := range fa.ids {
-			f.byEvent[id] = fa
-		}
-	}
+	// An event split across two assignments of packets (misaligned
+	// packing) may be expected here already: its fragments join it there.
+	fa.ids = slices.DeleteFunc(fa.ids, func(id uint64) bool { return f.byEvent[id] != nil })
 	f.mu.Unlock()
-	if fa.want == 0 {
+	if len(fa.ids) == 0 {
 		j.release()
+		fa.want = 0
 		f.report(fa, farm.OutcomeDurable, 0)
 		return
 	}
+	// The builder expects the ids that have fragments: it reports the
+	// assignment done once each is built (ids without any fragment have
+	// nothing to wait for).
+	if err := f.b.Expect(builder.Assignment{ID: fa.id, Ranges: idRanges(fa.ids)}); err != nil {
+		j.release()
+		f.log.Error("farm: the builder refused an assignment; reported given up", "assignment", fa.id, "err", err)
+		fa.want = 0
+		f.mu.Lock()
+		f.stats.GivenUp++
+		f.mu.Unlock()
+		f.report(fa, farm.OutcomeDurable, 0)
+		return
+	}
+	f.mu.Lock()
+	f.live[fa.id] = fa
+	for _, id := range fa.ids {
+		f.byEvent[id] = fa
+	}
+	f.mu.Unlock()
 	// One reference per fragment given to the builder plus ours: the RU's
 	// receive buffers go back once the builder copied (or discarded) all.
 	var refs sync.WaitGroup
@@ -376,18 +400,59 @@ func (f *farmNode) countMissing(j farmJob, ids []uint64) {
 	}
 }
 
+// idRanges packs ascending ids into ranges.
+func idRanges(ids []uint64) []builder.Range {
+	var out []builder.Range
+	for _, id := range ids {
+		if n := len(out); n > 0 && out[n-1].Last()+1 == id && out[n-1].N < math.MaxUint32 {
+			out[n-1].N++
+			continue
+		}
+		out = append(out, builder.Range{First: id, N: 1})
+	}
+	return out
+}
+
+// assignmentDone is the builder reporting an assignment done: every
+// event it built of it was delivered to the decide stage. Its decisions
+// may already all be in.
+func (f *farmNode) assignmentDone(r builder.AssignmentReport) {
+	f.mu.Lock()
+	fa := f.live[r.ID]
+	var o farm.Outcome
+	if fa != nil && fa.want < 0 {
+		fa.want = r.Built
+		if r.Reason != builder.DoneBuilt {
+			f.log.Warn("farm: assignment done without all its events", "assignment", r.ID, "reason", r.Reason,
+				"built", r.Built, "events", r.Events, "missing", r.Missing)
+		}
+		o = fa.step(f.policy)
+	}
+	f.mu.Unlock()
+	if o != 0 {
+		f.report(fa, o, fa.want)
+	}
+}
+
+// step is how far fa got once its counts moved (0: no further), under
+// f.mu: settled (OutcomeDurable) when every built event was decided and,
+// with the durable policy, synced; decided when decided and waiting for
+// the sync.
+func (fa *farmAssign) step(policy farm.Outcome) farm.Outcome {
+	switch {
+	case fa.want < 0 || fa.decided < fa.want:
+		return 0
+	case policy != farm.OutcomeDurable || fa.durable >= fa.want:
+		return farm.OutcomeDurable
+	case fa.reported < farm.OutcomeDecided:
+		return farm.OutcomeDecided
+	}
+	return 0
+}
+
 // decided is the decide stage telling the farm which events it decided.
 func (f *farmNode) decided(ev *schemas.EventBatch) {
-	f.events(ev, func(fa *farmAssign) farm.Outcome {
-		fa.decided++
-		if fa.decided == fa.want {
-			if f.policy == farm.OutcomeDurable {
-				return farm.OutcomeDecided
-			}
-			return farm.OutcomeDurable // nothing more to wait for: settled
-		}
-		return 0
-	}, true)
+	f.events(ev.Len(), ev.EventID, func(fa *farmAssign) { fa.decided++ }, true)
 }
 
 // durable is the store telling the farm that the events of ids are synced
@@ -396,39 +461,28 @@ func (f *farmNode) durable(ids []uint64) {
 	if f.policy != farm.OutcomeDurable {
 		return
 	}
-	f.mu.Lock()
-	var out []*farmAssign
-	for _, id := range ids {
-		fa := f.byEvent[id]
-		if fa == nil {
-			continue
-		}
-		if fa.durable++; fa.durable == fa.want {
-			out = append(out, fa)
-		}
-	}
-	f.mu.Unlock()
-	for _, fa := range out {
-		f.report(fa, farm.OutcomeDurable, fa.want)
-	}
+	f.events(len(ids), func(i int) uint64 { return ids[i] }, func(fa *farmAssign) { fa.durable++ }, false)
 }
 
-func (f *farmNode) events(ev *schemas.EventBatch, step func(*farmAssign) farm.Outcome, count bool) {
+// events applies count to the assignment of each of n event ids and
+// reports the assignments that got further.
+func (f *farmNode) events(n int, id func(int) uint64, count func(*farmAssign), unassigned bool) {
 	type rep struct {
 		fa *farmAssign
 		o  farm.Outcome
 	}
 	var out []rep
 	f.mu.Lock()
-	for i := range ev.Len() {
-		fa := f.byEvent[ev.EventID(i)]
+	for i := range n {
+		fa := f.byEvent[id(i)]
 		if fa == nil {
-			if count {
+			if unassigned {
 				f.stats.Unassigned++
 			}
 			continue
 		}
-		if o := step(fa); o != 0 {
+		count(fa)
+		if o := fa.step(f.policy); o != 0 {
 			out = append(out, rep{fa, o})
 		}
 	}
@@ -444,6 +498,10 @@ func (f *farmNode) events(ev *schemas.EventBatch, step func(*farmAssign) farm.Ou
 func (f *farmNode) report(fa *farmAssign, o farm.Outcome, events int) {
 	ctx := context.WithoutCancel(f.n.farmCtx)
 	f.mu.Lock()
+	if fa.reported == farm.OutcomeDurable {
+		f.mu.Unlock()
+		return // settled already (two events' counts can reach it at once)
+	}
 	first := fa.reported < farm.OutcomeDecided
 	if o > fa.reported {
 		fa.reported = o
@@ -476,19 +534,23 @@ func (f *farmNode) report(fa *farmAssign, o farm.Outcome, events int) {
 // synced) within the wait: the builder discarded some of their fragments
 // (counted there, e.g. late); they are reported with the events that were.
 func (f *farmNode) sweep(now time.Time) {
-	var old []*farmAssign
+	type late struct {
+		fa            *farmAssign
+		want, decided int
+	}
+	var old []late
 	f.mu.Lock()
 	for _, fa := range f.live {
 		if now.Sub(fa.at) > f.wait {
-			old = append(old, fa)
+			old = append(old, late{fa, fa.want, fa.decided})
 		}
 	}
 	f.stats.GivenUp += uint64(len(old))
 	f.mu.Unlock()
-	for _, fa := range old {
-		f.log.Warn("farm: assignment not settled in time; reported with the events decided", "assignment", fa.id,
-			"events", fa.want, "decided", fa.decided)
-		f.report(fa, farm.OutcomeDurable, fa.decided)
+	for _, l := range old {
+		f.log.Warn("farm: assignment not settled in time; reported with the events decided", "assignment", l.fa.id,
+			"events", l.want, "decided", l.decided)
+		f.report(l.fa, farm.OutcomeDurable, l.decided)
 	}
 }
 

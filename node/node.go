@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/transport"
 )
 
@@ -175,14 +176,20 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	bc.Groups, bc.Run, bc.Allocator = groups, n.cfg.Run, parts.BatchAllocator
 	bc.MaxBufferedBytes = int64(n.cfg.Memory().Builder)
 	bc.Logger = n.log
-	if n.cfg.Farm.Enabled() {
+	// asFarm is the farm node once it exists: the builder reports its
+	// assignments to it (none before: the farm hands them out).
+	var asFarm *farmNode
+	if roles, _ := n.cfg.Farm.ParsedRoles(); n.cfg.Farm.Enabled() && roles&farm.RoleBU != 0 {
 		// A farm BU builds the event manager's assignments: ranges far
 		// apart, delivered source by source, reassigned old ones late by
-		// design. The builder's reference would take them for suspect ids
-		// and resets; until this node hands it its assignments
-		// (builder.Config.Assigned and Builder.Expect), that rule is off.
+		// design. The builder tracks completeness per assignment (Expect)
+		// instead of the single-node reference and late rule.
+		bc.Assigned = true
+		bc.OnAssignmentDone = func(r builder.AssignmentReport) { asFarm.assignmentDone(r) }
+	} else if n.cfg.Farm.Enabled() {
+		// An RU-only node builds nothing; its builder's reference rule is
+		// off like a BU's.
 		bc.SuspectDistance = math.MaxUint64
-		n.log.Info("farm node: the builder's suspect-id and counter-reset rule is off; assignments name the event ids")
 	}
 	b, err := builder.New(bc)
 	if err != nil {
@@ -195,6 +202,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 			_ = b.Close(ctx)
 			return n.failedStart(parts, err)
 		}
+		asFarm = f
 		n.mu.Lock()
 		n.farm = f
 		n.mu.Unlock()
