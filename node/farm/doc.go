@@ -29,7 +29,7 @@
 //	|   4 |    1 | version  | 1                                                |
 //	|   5 |    1 | kind     | 1 hello, 2 bye, 3 heartbeat, 4 credit, 5 assign, |
 //	|     |      |          | 6 request, 7 data, 8 release, 9 announce,        |
-//	|     |      |          | 10 inventory                                     |
+//	|     |      |          | 10 inventory, 11 duplicate                       |
 //	|   6 |    2 | reserved | 0                                                |
 //	|   8 |    4 | size     | bytes of the whole message, header included      |
 //
@@ -153,6 +153,22 @@
 //	|     |      |              | run u32, resync u32, unit u8, 3 reserved,    |
 //	|     |      |              | count u32, n_ranges u32, bu str (its BU),    |
 //	|     |      |              | then the ranges as in assign                 |
+//
+// Duplicate (kind 11), BU → EM: the events an earlier incarnation of this
+// BU (dead) had stored for assignments the EM gave to other BUs after
+// declaring it dead (the EM's void record in etcd names them). The BU has
+// voided them in its store; the EM counts them duplicate_after_failover.
+//
+//	|  12 |    8 | incarnation  | the sender's                                 |
+//	|  20 |    8 | dead         | the incarnation that stored them             |
+//	|  28 |    4 | run          |                                              |
+//	|  32 |    4 | resync       |                                              |
+//	|  36 |    1 | unit         | 1 event ids, 2 packet sequence numbers       |
+//	|  37 |    3 | reserved     | 0                                            |
+//	|  40 |    4 | count        | elements: the sum of the ranges' n           |
+//	|  44 |    4 | n_ranges     | 1 or more                                    |
+//	|  48 |  str | bu           | the BU's node id                             |
+//	|     | 12·k | ranges       | as in assign                                 |
 //
 // Outcomes: 1 received (every RU's data is in), 2 decided (built and the
 // trigger decided), 3 durable (accepted events synced to the store), 4

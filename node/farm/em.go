@@ -114,6 +114,10 @@ const (
 	// reassigns the work would leave the reassignment without data). ATLAS's
 	// DFM sends the clears to the ROSs the same way.
 	OutRelease
+	// OutVoid: record Void in etcd (control.Client.PutVoid): the dead BU
+	// incarnation's unreleased assignments, given to other BUs, whose
+	// events it may have stored; it voids them when it comes back.
+	OutVoid
 )
 
 // Output is one thing the EM wants done.
@@ -122,7 +126,34 @@ type Output struct {
 	Assign  Assign
 	ToRUs   bool
 	Release Release
+	Void    VoidRecord
 }
+
+// VoidRecord names the assignments a BU incarnation held unreleased when
+// the EM (of Epoch) declared it dead: they go to other BUs, so whatever
+// that incarnation stored of them is void.
+type VoidRecord struct {
+	BU          string   `json:"bu"`
+	Incarnation uint64   `json:"incarnation"`
+	Epoch       uint64   `json:"epoch"`
+	Assigns     []Assign `json:"assignments"`
+}
+
+// Failover is one BU incarnation declared dead and the reassignment of
+// what it held: Suspected is when the EM was told (EM's clock), Done
+// when the last of its Open unreleased assignments went to another BU
+// (zero until then).
+type Failover struct {
+	BU          string    `json:"bu"`
+	Incarnation uint64    `json:"incarnation"`
+	Open        int       `json:"open"`
+	Reassigned  int       `json:"reassigned"`
+	Suspected   time.Time `json:"suspected"`
+	Done        time.Time `json:"done,omitzero"`
+}
+
+// maxFailovers bounds the failovers EMStats lists (the latest).
+const maxFailovers = 16
 
 // EMStats counts what the EM did and what it ignored.
 type EMStats struct {
@@ -148,6 +179,13 @@ type EMStats struct {
 	Reconciling        bool   `json:"reconciling"`
 	StaleAssignment    uint64 `json:"stale_assignment"` // releases of assignments settled or superseded
 	NotYours           uint64 `json:"not_yours"`        // releases of another BU's assignment
+	// Duplicates: elements BUs reported stored by a dead incarnation and
+	// built again elsewhere; BadDuplicates: reports naming elements this
+	// EM did not reassign from that incarnation (ignored).
+	Duplicates    uint64 `json:"duplicates"`
+	BadDuplicates uint64 `json:"bad_duplicates"`
+	// Failovers are the latest BU failovers and how long each took.
+	Failovers []Failover `json:"failovers,omitempty"`
 	// State.
 	Queued       int  `json:"queued"`        // elements announced and not assigned
 	Open         int  `json:"open"`          // assignments below the release policy
@@ -227,6 +265,18 @@ type EM struct {
 	adopted     map[UnitKey]*rangeSet
 	reports     []report
 	heldRel     []Release
+
+	// Failovers: the latest, and the one each superseded id belongs to
+	// until it is reassigned; voided: per dead incarnation, the elements
+	// it held when it died (what it may report as duplicates).
+	failovers  []*Failover
+	supersedes map[uint64]*Failover
+	voided     map[voidKey]map[UnitKey]*rangeSet
+}
+
+type voidKey struct {
+	bu  string
+	inc uint64
 }
 
 // maxEarlyCredit bounds the BUs whose credit waits for their membership.
@@ -243,7 +293,8 @@ func NewEM(cfg EMConfig, epoch uint64, clock Clock) (*EM, error) {
 		return nil, err
 	}
 	m := &EM{cfg: cfg, epoch: epoch, clock: clock, ledger: NewLedger(),
-		bus: map[string]*buState{}, gone: map[string]bool{}, early: map[string]Credit{}, live: map[uint64]*assignment{}}
+		bus: map[string]*buState{}, gone: map[string]bool{}, early: map[string]Credit{}, live: map[uint64]*assignment{},
+		supersedes: map[uint64]*Failover{}, voided: map[voidKey]map[UnitKey]*rangeSet{}}
 	m.stats.Epoch = epoch
 	m.wantIDs()
 	return m, nil
@@ -273,6 +324,9 @@ func (m *EM) Stats() EMStats {
 	s.IDsAvailable = int(min(m.idsLeft(), 1<<31))
 	s.Open, s.Undecided = 0, 0
 	s.Credits, s.OpenPerBU = map[string]int64{}, map[string]int{}
+	for _, f := range m.failovers {
+		s.Failovers = append(s.Failovers, *f)
+	}
 	for _, b := range m.order {
 		s.Open += len(b.open)
 		s.Undecided += len(b.undecided)
@@ -427,10 +481,37 @@ func (m *EM) dead(b *buState) {
 	now := m.clock.Now()
 	// Pushed to the front newest first, so the oldest work goes first.
 	open := sortedByID(b.open)
+	f := &Failover{BU: b.id, Incarnation: b.inc, Open: len(open), Suspected: now}
+	if len(open) == 0 {
+		f.Done = now
+	}
+	m.failovers = append(m.failovers, f)
+	if len(m.failovers) > maxFailovers {
+		m.failovers = m.failovers[len(m.failovers)-maxFailovers:]
+	}
+	void := VoidRecord{BU: b.id, Incarnation: b.inc, Epoch: m.epoch}
+	vk := voidKey{b.id, b.inc}
 	for i := len(open) - 1; i >= 0; i-- {
 		a := open[i]
 		delete(m.live, a.a.ID)
 		m.queue.pushFront(a.a.Unit, a.a.ID, now)
+		m.supersedes[a.a.ID] = f
+		void.Assigns = append(void.Assigns, a.a)
+		if m.voided[vk] == nil {
+			m.voided[vk] = map[UnitKey]*rangeSet{}
+		}
+		set := m.voided[vk][KeyOf(a.a.Unit)]
+		if set == nil {
+			set = &rangeSet{}
+			m.voided[vk][KeyOf(a.a.Unit)] = set
+		}
+		for _, r := range a.a.Unit.Ranges {
+			set.add(r.First, r.Last())
+		}
+	}
+	if len(void.Assigns) > 0 {
+		slices.Reverse(void.Assigns)
+		m.out = append(m.out, Output{Kind: OutVoid, Void: void})
 	}
 	for _, a := range sortedByID(b.undecided) {
 		delete(m.live, a.a.ID)
@@ -568,6 +649,27 @@ func (m *EM) release(b *buState, e ReleaseEntry) bool {
 	return first
 }
 
+// Duplicate takes a BU's report of events a dead incarnation of it had
+// stored for assignments this EM gave to other BUs (see Duplicate): they
+// are counted duplicate_after_failover in the ledger. Elements this EM did
+// not reassign from that incarnation are ignored and counted
+// (BadDuplicates).
+func (m *EM) Duplicate(d Duplicate) {
+	if checkUnit(KindDuplicate, d.Unit) != nil {
+		m.stats.BadDuplicates++
+		return
+	}
+	set := m.voided[voidKey{d.BU, d.Dead}][KeyOf(d.Unit)]
+	for _, r := range d.Unit.Ranges {
+		if set == nil || set.overlap(r.First, r.Last()) != uint64(r.N) {
+			m.stats.BadDuplicates += uint64(d.Unit.Len())
+			return
+		}
+	}
+	m.stats.Duplicates += uint64(d.Unit.Len())
+	m.ledger.Duplicate(d.Unit, d.BU)
+}
+
 // Tick lets partly filled assignments whose linger passed go out, and
 // ends a takeover that waited ReconcileWait.
 func (m *EM) Tick() {
@@ -641,6 +743,12 @@ func (m *EM) assign(b *buState, u Unit, old uint64, now time.Time) {
 	m.stats.Assigned++
 	if old != 0 {
 		m.stats.Reassigned++
+		if f := m.supersedes[old]; f != nil {
+			delete(m.supersedes, old)
+			if f.Reassigned++; f.Reassigned == f.Open {
+				f.Done = now
+			}
+		}
 	}
 	m.out = append(m.out, Output{Kind: OutAssign, Assign: a.a, ToRUs: m.cfg.Protocol == Push})
 }

@@ -221,14 +221,16 @@ func (l *Ledger) Lost(u Unit, reason LostReason) {
 }
 
 // Duplicate records u's elements, which bu had stored before it was
-// declared dead and which another BU built again, as
-// duplicate_after_failover. They must have been built (by the other BU).
+// declared dead and which another BU builds again, as
+// duplicate_after_failover. The ledger balances only once they were built
+// (by the other BU); a duplicate of elements counted lost, or reported
+// twice, is a violation.
 func (l *Ledger) Duplicate(u Unit, bu string) {
 	s := l.setsOf(u)
 	for _, r := range u.Ranges {
 		lo, hi := r.First, r.Last()
-		if b := s.built.overlap(lo, hi); b != uint64(r.N) {
-			l.violate("%d elements of %s reported duplicate by %s were not built elsewhere", uint64(r.N)-b, u, bu)
+		if o := s.lost.overlap(lo, hi); o > 0 {
+			l.violate("%d elements of %s reported duplicate by %s were counted lost", o, u, bu)
 		}
 		if o := s.dup.add(lo, hi); o > 0 {
 			l.violate("%d elements of %s reported duplicate twice", o, u)
@@ -238,6 +240,17 @@ func (l *Ledger) Duplicate(u Unit, bu string) {
 			l.dupIDs = append(l.dupIDs, KeyedRange{u.Run, u.Resync, u.Kind, r.First, r.N})
 		}
 	}
+}
+
+// dupNotBuilt counts the duplicate elements not built (yet) by another BU.
+func (l *Ledger) dupNotBuilt() uint64 {
+	var n uint64
+	for _, s := range l.sets {
+		for _, sp := range s.dup.r {
+			n += (sp.hi - sp.lo + 1) - s.built.overlap(sp.lo, sp.hi)
+		}
+	}
+	return n
 }
 
 // LedgerSummary is the farm ledger's state, for `sluice farm status` and
@@ -412,6 +425,10 @@ func (l *Ledger) Summary() LedgerSummary {
 	s.DuplicateIDs = append([]KeyedRange(nil), l.dupIDs...)
 	if done := s.Built + s.LostTotal(); done <= s.Announced {
 		s.Open = s.Announced - done
+	}
+	if n := l.dupNotBuilt(); n > 0 {
+		s.Violations++
+		s.Problems = append(s.Problems, fmt.Sprintf("%d elements reported duplicate_after_failover are not built by another BU", n))
 	}
 	s.Balanced = s.Violations == 0 && s.Open == 0 && s.Built+s.LostTotal() == s.Announced
 	keys := make([]ledgerKey, 0, len(l.sets))

@@ -35,9 +35,13 @@ const (
 	KindRelease
 	KindAnnounce
 	KindInventory
+	KindDuplicate
 )
 
-var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce", "inventory"}
+// kindLast is the highest kind this version knows.
+const kindLast = KindDuplicate
+
+var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce", "inventory", "duplicate"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -332,7 +336,7 @@ func Peek(b []byte) (Kind, int, error) {
 		return 0, 0, schemas.Errorf(format, "version", 4, schemas.ErrBadVersion, "want %d, have %d", Version, b[4])
 	}
 	k := Kind(b[5])
-	if k < KindHello || k > KindInventory {
+	if k < KindHello || k > kindLast {
 		return 0, 0, schemas.Errorf(format, "kind", 5, schemas.ErrBadHeader, "unknown kind %d", b[5])
 	}
 	if b[6] != 0 || b[7] != 0 {

@@ -71,6 +71,8 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeInventory(b) }, sampleInventory(), KindInventory, 32 + 5 + 2*56 + 5 + 2 + 4*12},
 		{"inventory-empty", func() ([]byte, error) { return AppendInventory(nil, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}) },
 			func(b []byte) (any, error) { return DecodeInventory(b) }, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}, KindInventory, 35},
+		{"duplicate", func() ([]byte, error) { return AppendDuplicate(nil, sampleDuplicate()) },
+			func(b []byte) (any, error) { return DecodeDuplicate(b) }, sampleDuplicate(), KindDuplicate, 48 + 5 + 36},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
 	} {
@@ -246,6 +248,8 @@ func TestEncodeErrors(t *testing.T) {
 		{"release-empty", second(AppendRelease(nil, Release{BU: "b"}))},
 		{"release-outcome", second(AppendRelease(nil, Release{BU: "b", Entries: []ReleaseEntry{{Assignment: 1}}}))},
 		{"announce-empty", second(AppendAnnounce(nil, Announce{Unit: Unit{Kind: UnitEvents}}))},
+		{"duplicate-no-bu", second(AppendDuplicate(nil, Duplicate{Unit: sampleAssign().Unit}))},
+		{"duplicate-empty", second(AppendDuplicate(nil, Duplicate{BU: "b", Unit: Unit{Kind: UnitEvents}}))},
 	} {
 		if !errors.Is(tc.err, ErrEncode) {
 			t.Errorf("%s: error %v, want ErrEncode", tc.name, tc.err)
@@ -341,13 +345,22 @@ func FuzzDecodeInventory(f *testing.F) {
 		DecodeInventory, func(inv Inventory) ([]byte, error) { return AppendInventory(nil, inv) })
 }
 
+func FuzzDecodeDuplicate(f *testing.F) {
+	fuzzRoundTrip(f, [][]byte{seed(AppendDuplicate(nil, sampleDuplicate()))},
+		DecodeDuplicate, func(d Duplicate) ([]byte, error) { return AppendDuplicate(nil, d) })
+}
+
+func sampleDuplicate() Duplicate {
+	return Duplicate{Incarnation: 12, Dead: 11, BU: "bu-3", Unit: sampleAssign().Unit}
+}
+
 func FuzzPeek(f *testing.F) {
 	f.Add(seed(AppendRelease(nil, sampleRelease())))
 	f.Add(AppendHeartbeat(nil, Heartbeat{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, n, err := Peek(b)
 		decodetest.Check(t, err, len(b))
-		if err == nil && (k < KindHello || k > KindInventory || n < HeaderSize) {
+		if err == nil && (k < KindHello || k > kindLast || n < HeaderSize) {
 			t.Fatalf("Peek accepted kind %d size %d", k, n)
 		}
 	})

@@ -18,6 +18,8 @@
 //	| runs/<run>/ledger  | farm.LedgerSummary (JSON)     | the EM, from time to time           |
 //	| runs/<run>/mask    | RunMask (JSON)                | `sluice farm mask`                  |
 //	| drain/<node id>    | DrainRequest (JSON)           | `sluice farm drain`                 |
+//	| runs/<run>/void/<bu>/<inc hex> | farm.VoidRecord (JSON) | the EM, when it declares inc dead; |
+//	|                    |                               | deleted by the BU once applied      |
 //
 // # Service discovery
 //
