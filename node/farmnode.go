@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-daq/sluice/builder"
@@ -20,6 +22,7 @@ import (
 	_ "github.com/sluice-daq/sluice/node/peer/tcp" // registers "tcp"
 	_ "github.com/sluice-daq/sluice/node/peer/ucx" // registers "ucx" when built with the ucx tag
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // farmNode is the node's part in a farm (config farm.id set): its readout
@@ -39,10 +42,14 @@ import (
 // (packets are the RU's packing, not the EM's) and is counted as
 // outside_assignment, never built twice.
 type farmNode struct {
-	n      *Node
-	log    *slog.Logger
-	b      *builder.Builder
-	agent  *agent.Agent
+	n   *Node
+	log *slog.Logger
+	b   *builder.Builder
+	// agent is the current incarnation's (a BU-only node fenced comes
+	// back with a new one: see rejoin); acfg makes the next.
+	agent  atomic.Pointer[agent.Agent]
+	acfg   agent.Config
+	roles  farm.Roles
 	ctl    *farmctl.Client
 	tr     peer.Transport
 	policy farm.Outcome
@@ -86,7 +93,14 @@ type FarmLedger struct {
 	// or was masked, or the RU's own wait gave up on them), by source list,
 	// with the event ids: their fragments are lost.
 	Missing []FarmMissing `json:"missing,omitempty"`
-	Agent   agent.Status  `json:"agent"`
+	// Fenced: times this node found its membership revoked (and came
+	// back as a new incarnation); Voided: events it had stored for
+	// assignments the EM gave to other BUs after declaring an earlier
+	// incarnation dead, moved to the store's void stream and reported to
+	// the EM as duplicate_after_failover.
+	Fenced uint64       `json:"fenced,omitempty"`
+	Voided uint64       `json:"events_voided,omitempty"`
+	Agent  agent.Status `json:"agent"`
 }
 
 // FarmMissing is one set of sources assignments were built without.
@@ -112,7 +126,8 @@ type farmJob struct {
 // farmAssign tracks one assignment from build to its outcome.
 type farmAssign struct {
 	id  uint64
-	ids []uint64 // event ids with at least one fragment, ascending
+	ag  *agent.Agent // the incarnation it was built for
+	ids []uint64     // event ids with at least one fragment, ascending
 	// want is the events the builder built of it (-1 until it reported
 	// the assignment done): decided and durable are counted against it.
 	want     int
@@ -178,14 +193,17 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	if roles&farm.RoleBU != 0 {
 		pipe = f
 	}
-	f.agent, err = agent.New(agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
+	f.roles = roles
+	f.acfg = agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
 		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), Token: tok, LeaseTTL: fc.LeaseTTL,
 		Wait: fc.Wait, SendPool: int(max(plan.FarmSend, minSendPool)), SlotBytes: max(int64(plan.FarmReceive), 1),
-		Pipeline: pipe, Log: n.log})
+		Pipeline: pipe, Log: n.log}
+	ag, err := agent.New(f.acfg)
 	if err != nil {
 		f.close()
 		return nil, err
 	}
+	f.agent.Store(ag)
 	f.log.Info("farm node", "roles", roles.String(), "transport", tr.Name(), "addr", tr.Addr(),
 		"protocol", fc.Protocol, "release", fc.Release, "sources", fc.Sources)
 	return f, nil
@@ -285,7 +303,7 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	if len(j.missing) > 0 {
 		f.log.Warn("farm: assignment built without some sources", "assignment", j.a.ID, "missing", j.missing)
 	}
-	fa := &farmAssign{id: j.a.ID, at: time.Now(), want: -1}
+	fa := &farmAssign{id: j.a.ID, ag: f.agent.Load(), at: time.Now(), want: -1}
 	seen := map[uint64]bool{}
 	frags, outside := 0, uint64(0)
 	for _, p := range j.packets {
@@ -523,10 +541,10 @@ func (f *farmNode) report(fa *farmAssign, o farm.Outcome, events int) {
 	}
 	f.mu.Unlock()
 	if first {
-		_ = f.agent.Outcome(ctx, fa.id, farm.OutcomeDecided, uint32(events))
+		_ = fa.ag.Outcome(ctx, fa.id, farm.OutcomeDecided, uint32(events))
 	}
 	if settled && f.policy == farm.OutcomeDurable {
-		_ = f.agent.Outcome(ctx, fa.id, farm.OutcomeDurable, uint32(events))
+		_ = fa.ag.Outcome(ctx, fa.id, farm.OutcomeDurable, uint32(events))
 	}
 }
 
@@ -556,7 +574,7 @@ func (f *farmNode) sweep(now time.Time) {
 
 // idle: nothing of the farm is in flight on this node.
 func (f *farmNode) idle() bool {
-	st := f.agent.Status()
+	st := f.agent.Load().Status()
 	f.mu.Lock()
 	live := len(f.live) + len(f.jobs)
 	f.mu.Unlock()
@@ -580,7 +598,7 @@ func (f *farmNode) ledger() *FarmLedger {
 	f.mu.Lock()
 	l := f.stats
 	f.mu.Unlock()
-	l.Agent = f.agent.Status()
+	l.Agent = f.agent.Load().Status()
 	return &l
 }
 
@@ -597,11 +615,29 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 	finish := func() { once.Do(func() { close(d) }) }
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := f.agent.Run(actx)
-		if err != nil {
-			f.n.fail(fmt.Errorf("farm: %w", err))
+		defer finish()
+		if f.roles&farm.RoleBU != 0 {
+			// Restarted after a failover: void what an earlier incarnation
+			// stored of work the EM gave to other BUs, before building any.
+			f.voidStored(actx, f.agent.Load(), 0)
 		}
-		finish()
+		for {
+			ag := f.agent.Load()
+			err := ag.Run(actx)
+			if err == nil || actx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, agent.ErrFenced) || f.roles&farm.RoleRU != 0 {
+				// An RU's held packets end with its incarnation: the run
+				// fails (an RU's failure is the farm's to handle).
+				f.n.fail(fmt.Errorf("farm: %w", err))
+				return
+			}
+			if err := f.rejoin(actx, ag); err != nil {
+				f.n.fail(fmt.Errorf("farm: %w", err))
+				return
+			}
+		}
 	})
 	wg.Go(func() { f.feed(actx) })
 	wg.Go(func() {
@@ -623,7 +659,7 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped {
 					stopped = true
 				}
-			case <-f.agent.Drained():
+			case <-f.agent.Load().Drained():
 				// Asked to drain (sluice farm drain): nothing of the farm
 				// is left here and the peers were told; the node leaves.
 				finish()
@@ -654,9 +690,133 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 	}
 }
 
+// rejoin brings a fenced BU back as a new incarnation: the EM declared
+// the old one dead (it stopped answering: SIGSTOP, a stall) and gave its
+// unreleased assignments to other BUs, so what the old one still builds
+// is superseded — its releases are ignored by the EM (stale incarnation).
+// rejoin lets the old incarnation's work in this node's pipeline settle
+// (at most the wait), voids what it stored of the reassigned work, and
+// makes the next incarnation's agent, which reports the voided events as
+// duplicates once it joined.
+func (f *farmNode) rejoin(ctx context.Context, old *agent.Agent) error {
+	inc := old.Incarnation()
+	f.log.Warn("farm: fenced: this incarnation was declared dead; letting its work settle, voiding what was reassigned, rejoining",
+		"incarnation", fmt.Sprintf("%x", inc))
+	f.mu.Lock()
+	f.stats.Fenced++
+	f.mu.Unlock()
+	deadline := time.Now().Add(f.wait)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		n := len(f.live) + len(f.jobs)
+		f.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	next, err := agent.New(f.acfg)
+	if err != nil {
+		return err
+	}
+	f.voidStored(ctx, next, inc)
+	f.agent.Store(next)
+	return nil
+}
+
+// voidStored applies the EM's void records of this node (see
+// farmctl.Client.Voids): the events its dead incarnations stored of
+// assignments given to other BUs move to the store's void stream, so no
+// export or replay processes them twice, and next reports them to the EM
+// (duplicate_after_failover). wait, when not 0, is an incarnation just
+// fenced: its record may still be on its way, so it is waited for (2 s at
+// most: there is none when it held nothing unreleased). A record applied
+// is deleted.
+func (f *farmNode) voidStored(ctx context.Context, next *agent.Agent, wait uint64) {
+	run := f.n.cfg.Run
+	var recs []farm.VoidRecord
+	for start := time.Now(); ; {
+		var err error
+		recs, err = f.ctl.Voids(ctx, run, f.n.cfg.Node.ID)
+		if err != nil {
+			f.log.Error("farm: void records", "err", err)
+			return
+		}
+		if wait == 0 || slices.ContainsFunc(recs, func(v farm.VoidRecord) bool { return v.Incarnation == wait }) ||
+			time.Since(start) > 2*time.Second || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	store := f.n.parts.Store
+	for _, v := range recs {
+		var ranges []storage.IDRange
+		for _, a := range v.Assigns {
+			if a.Unit.Kind != farm.UnitEvents {
+				continue
+			}
+			for _, r := range a.Unit.Ranges {
+				ranges = append(ranges, storage.IDRange{Run: a.Unit.Run, First: r.First, N: uint64(r.N)})
+			}
+		}
+		var voided storage.Voided
+		if store != nil && len(ranges) > 0 {
+			var err error
+			if voided, err = store.Void(ranges); err != nil {
+				f.log.Error("farm: voiding superseded events in the store", "incarnation", fmt.Sprintf("%x", v.Incarnation), "err", err)
+				continue
+			}
+		}
+		keys := append(voided.Accepted, voided.Deferred...)
+		f.log.Warn("farm: voided the events a dead incarnation stored of assignments built elsewhere",
+			"incarnation", fmt.Sprintf("%x", v.Incarnation), "assignments", len(v.Assigns),
+			"accepted", len(voided.Accepted), "deferred", len(voided.Deferred))
+		f.mu.Lock()
+		f.stats.Voided += uint64(len(keys))
+		f.mu.Unlock()
+		for _, u := range voidedUnits(keys) {
+			next.Duplicate(farm.Duplicate{Dead: v.Incarnation, BU: f.n.cfg.Node.ID, Unit: u})
+		}
+		if err := f.ctl.DeleteVoid(ctx, run, f.n.cfg.Node.ID, v.Incarnation); err != nil {
+			f.log.Warn("farm: delete void record", "err", err)
+		}
+	}
+}
+
+// voidedUnits groups voided store keys into units of event ids, one per
+// run, ranges ascending.
+func voidedUnits(keys []storage.Key) []farm.Unit {
+	slices.SortFunc(keys, func(x, y storage.Key) int {
+		if x.Run != y.Run {
+			return cmp.Compare(x.Run, y.Run)
+		}
+		return cmp.Compare(x.EventID, y.EventID)
+	})
+	var out []farm.Unit
+	for i, k := range keys {
+		if i > 0 && keys[i-1] == k {
+			continue
+		}
+		if n := len(out); n == 0 || out[n-1].Run != k.Run {
+			out = append(out, farm.Unit{Run: k.Run, Kind: farm.UnitEvents})
+		}
+		u := &out[len(out)-1]
+		if n := len(u.Ranges); n > 0 && u.Ranges[n-1].Last()+1 == k.EventID && u.Ranges[n-1].N < math.MaxUint32 {
+			u.Ranges[n-1].N++
+			continue
+		}
+		u.Ranges = append(u.Ranges, farm.Range{First: k.EventID, N: 1})
+	}
+	return out
+}
+
 // endOfData tells the farm this node's readout ended.
 func (f *farmNode) endOfData(ctx context.Context) {
-	if err := f.agent.EndOfData(ctx); err != nil {
+	if err := f.agent.Load().EndOfData(ctx); err != nil {
 		f.log.Warn("farm: end of data", "err", err)
 	}
 }

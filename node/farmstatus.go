@@ -51,7 +51,7 @@ type FarmPeer struct {
 
 // status is the farm part of the node's status.
 func (f *farmNode) status() *FarmStatus {
-	st := f.agent.Status()
+	st := f.agent.Load().Status()
 	fc := f.n.cfg.Farm
 	s := &FarmStatus{Farm: fc.ID, Roles: st.Roles, EM: st.Leader, EMEpoch: st.Epoch,
 		IsEM: st.EM != nil && st.Leader == st.Node, Protocol: fc.Protocol, Unit: fc.Unit, Release: fc.Release,
@@ -93,7 +93,7 @@ func (f *farmNode) seenRunState(st farmctl.RunState) {
 // period): the BU's bytes in flight, at least its receive pool's held
 // slots, and the RU's held bytes.
 func (f *farmNode) sampleMemory(pk *memoryPeaks) {
-	st := f.agent.Status()
+	st := f.agent.Load().Status()
 	recv := uint64(max(f.tr.Stats().PoolHeld, 0))
 	if st.BU != nil {
 		recv = max(recv, uint64(max(st.BU.BytesUsed, 0)))

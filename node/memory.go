@@ -123,7 +123,7 @@ func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
 		n.mu.Unlock()
 		var send uint64
 		if fn != nil {
-			send = uint64(fn.agent.Status().SendPool.PeakBytes)
+			send = uint64(fn.agent.Load().Status().SendPool.PeakBytes)
 		}
 		n.peaks.mu.Lock()
 		recv, held := n.peaks.farmReceive, n.peaks.farmHeld

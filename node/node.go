@@ -263,8 +263,10 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	var farmDone <-chan struct{}
 	var farmWait func()
 	if n.farm != nil {
-		if n.farm.agent != nil && n.cfg.Farm.Roles != "bu" {
-			sink = n.farm.agent
+		if n.cfg.Farm.Roles != "bu" {
+			// An RU's agent is never replaced (only a BU-only node rejoins
+			// after being fenced).
+			sink = n.farm.agent.Load()
 		}
 		farmDone, farmWait = n.farm.run(ctx)
 		defer farmWait()

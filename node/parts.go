@@ -44,6 +44,7 @@ type eventStore interface {
 	MaxEventBytes() int64
 	WaitDurable(ctx context.Context, seq uint64) error
 	Headroom() int64
+	Void(ranges []storage.IDRange) (storage.Voided, error)
 	Writable() <-chan struct{}
 	Close() error
 }

@@ -481,15 +481,17 @@ func (m *EM) dead(b *buState) {
 	now := m.clock.Now()
 	// Pushed to the front newest first, so the oldest work goes first.
 	open := sortedByID(b.open)
-	f := &Failover{BU: b.id, Incarnation: b.inc, Open: len(open), Suspected: now}
-	if len(open) == 0 {
-		f.Done = now
-	}
-	m.failovers = append(m.failovers, f)
-	if len(m.failovers) > maxFailovers {
-		m.failovers = m.failovers[len(m.failovers)-maxFailovers:]
-	}
+	// A failover is recorded (and its void record written) only when
+	// there is work to move: a BU that leaves drained has none.
+	var f *Failover
 	void := VoidRecord{BU: b.id, Incarnation: b.inc, Epoch: m.epoch}
+	if len(open) > 0 {
+		f = &Failover{BU: b.id, Incarnation: b.inc, Open: len(open), Suspected: now}
+		m.failovers = append(m.failovers, f)
+		if len(m.failovers) > maxFailovers {
+			m.failovers = m.failovers[len(m.failovers)-maxFailovers:]
+		}
+	}
 	vk := voidKey{b.id, b.inc}
 	for i := len(open) - 1; i >= 0; i-- {
 		a := open[i]
@@ -509,7 +511,7 @@ func (m *EM) dead(b *buState) {
 			set.add(r.First, r.Last())
 		}
 	}
-	if len(void.Assigns) > 0 {
+	if f != nil {
 		slices.Reverse(void.Assigns)
 		m.out = append(m.out, Output{Kind: OutVoid, Void: void})
 	}

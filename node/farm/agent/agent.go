@@ -35,6 +35,8 @@ var (
 	ErrFenced = errors.New("agent: fenced: membership lease gone")
 	// ErrRefused: this node's run configuration differs from the farm's.
 	ErrRefused = errors.New("agent: refused to join the run")
+	// ErrEnded: the agent's Run has returned; it takes nothing more.
+	ErrEnded = errors.New("agent: ended")
 )
 
 // Pipeline is a BU's local build pipeline (the builder, trigger chain and
@@ -180,6 +182,11 @@ type Agent struct {
 	early2      []func()             // messages for the EM before this node became it
 	pool        *sendPool
 	stopped     bool
+	// dups are duplicate reports for the EM, sent once one leads.
+	dups []farm.Duplicate
+	// done is closed when Run returns: posts fail from then on.
+	done     chan struct{}
+	doneOnce sync.Once
 
 	// Membership and run control (members.go): the sources of every RU
 	// seen this run, run control's mask, the standing drain requests, and
@@ -241,7 +248,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), loop: make(chan func(), 1024),
 		members: map[string]*member{}, peers: map[string]*peerConn{}, seq: map[uint32]uint64{},
 		data: map[uint64]*received{}, seen: map[string][]uint32{}, masked: map[uint32]bool{},
-		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}}
+		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}, done: make(chan struct{})}
 	for _, g := range cfg.Run.Sources {
 		ids, _ := schemas.ParseSourceList(g.Sources) // Validate checked them
 		a.sources = append(a.sources, ids...)
@@ -258,21 +265,29 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // post runs fn on the loop (blocking while the loop's queue is full: the
-// backpressure of readout and connections).
+// backpressure of readout and connections). Once Run returned it fails
+// with ErrEnded.
 func (a *Agent) post(ctx context.Context, fn func()) error {
 	select {
 	case a.loop <- fn:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-a.done:
+		return ErrEnded
 	}
 }
 
+// Incarnation is this agent's membership lease id (0 before it joined).
+func (a *Agent) Incarnation() uint64 { return a.Status().Incarnation }
+
 // Run joins the farm and runs until ctx ends (nil) or the node is fenced
-// (ErrFenced) or refused (ErrRefused).
+// (ErrFenced) or refused (ErrRefused). An agent runs once: a node fenced
+// comes back as a new incarnation with a new Agent.
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer a.end()
 	a.ctx = ctx
 	c := a.cfg.Control
 	if err := c.CheckRun(ctx, a.cfg.Run); err != nil {
@@ -284,6 +299,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ms, a.inc = ms, ms.Incarnation()
+	for i := range a.dups {
+		a.dups[i].Incarnation = a.inc
+	}
 	a.log.Info("farm: joined", "incarnation", fmt.Sprintf("%x", a.inc), "roles", a.cfg.Roles.String())
 	defer ms.Leave(context.WithoutCancel(ctx))
 	if err := a.startRoles(); err != nil {
@@ -520,6 +538,7 @@ func (a *Agent) leaderEvent(ctx context.Context, e control.LeaderEvent) {
 	if newEpoch {
 		a.report(ctx, e.Leader.Epoch)
 	}
+	a.sendDuplicates()
 	for _, an := range a.early {
 		a.toEM(ctx, an)
 	}
@@ -683,6 +702,38 @@ func (a *Agent) EndOfData(ctx context.Context) error {
 			a.em.Flush()
 		}
 	})
+}
+
+// Duplicate queues, before Run, a report of events an earlier incarnation
+// of this BU had stored for assignments the EM reassigned (see
+// farm.Duplicate; Run fills in its Incarnation): sent to the EM once one
+// leads.
+func (a *Agent) Duplicate(d farm.Duplicate) { a.dups = append(a.dups, d) }
+
+func (a *Agent) sendDuplicates() {
+	if !a.hasLead || a.inc == 0 {
+		return
+	}
+	for _, d := range a.dups {
+		body, err := farm.AppendDuplicate(nil, d)
+		if err != nil {
+			a.log.Error("farm: encode duplicate", "err", err)
+			continue
+		}
+		a.toEMBody(uint16(farm.KindDuplicate), body)
+	}
+	a.dups = nil
+}
+
+// end closes done and gives back the data of assignments never built.
+func (a *Agent) end() {
+	a.doneOnce.Do(func() { close(a.done) })
+	for id, r := range a.data {
+		for _, b := range r.bufs {
+			b.Release()
+		}
+		delete(a.data, id)
+	}
 }
 
 // Status returns the latest snapshot (safe from any goroutine).

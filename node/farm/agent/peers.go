@@ -335,6 +335,16 @@ func (a *Agent) control(from string, typ uint16, body []byte) error {
 			return err
 		}
 		a.onBye(from, b)
+	case uint16(farm.KindDuplicate):
+		d, err := farm.DecodeDuplicate(body)
+		if err != nil {
+			return err
+		}
+		if a.em == nil {
+			a.beforeEM("duplicate_not_em", func() { a.em.Duplicate(d) })
+			return nil
+		}
+		a.em.Duplicate(d)
 	case uint16(farm.KindInventory):
 		inv, err := farm.DecodeInventory(body)
 		if err != nil {

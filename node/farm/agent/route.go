@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/farm/control"
@@ -104,6 +106,17 @@ func (a *Agent) routeEM(ctx context.Context, o farm.Output) {
 		for _, d := range sortedKeys(dests) {
 			a.send(d, uint16(farm.KindAssign), body)
 		}
+	case farm.OutVoid:
+		v, run := o.Void, a.cfg.Run.Run
+		a.log.Warn("farm: builder unit declared dead; its unreleased assignments go to other BUs",
+			"bu", v.BU, "incarnation", fmt.Sprintf("%x", v.Incarnation), "assignments", len(v.Assigns))
+		go func() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := a.cfg.Control.PutVoid(pctx, run, v); err != nil && ctx.Err() == nil {
+				a.log.Error("farm: void record", "bu", v.BU, "err", err)
+			}
+		}()
 	case farm.OutRelease:
 		body, err := farm.AppendRelease(nil, o.Release)
 		if err != nil {
