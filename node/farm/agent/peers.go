@@ -17,12 +17,21 @@ import (
 const typRelay = 0x100 | uint16(farm.KindRelease)
 
 // outMsg is one message for a peer: control (typ, body) or data (header
-// and the packets to send as its payload).
+// and the packets to send as its payload; unpin, once they were copied or
+// the message dropped, lets the RU free them).
 type outMsg struct {
 	typ     uint16
 	body    []byte
 	header  []byte
 	packets [][]byte
+	unpin   func()
+}
+
+func (m *outMsg) done() {
+	if m.unpin != nil {
+		m.unpin()
+		m.unpin = nil
+	}
 }
 
 // peerConn is the agent's link to one other node: a queue the loop puts
@@ -37,9 +46,10 @@ type peerConn struct {
 	done    chan struct{} // closed by close
 	once    sync.Once
 
-	mu sync.Mutex
-	q  []outMsg
-	cv *sync.Cond
+	mu     sync.Mutex
+	q      []outMsg
+	closed bool // q dropped: enqueue drops too
+	cv     *sync.Cond
 }
 
 func newPeerConn(node string, inc uint64) *peerConn {
@@ -50,6 +60,11 @@ func newPeerConn(node string, inc uint64) *peerConn {
 
 func (p *peerConn) enqueue(m outMsg) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		m.done() // closed: dropped
+		return
+	}
 	p.q = append(p.q, m)
 	p.mu.Unlock()
 	p.cv.Signal()
@@ -58,6 +73,13 @@ func (p *peerConn) enqueue(m outMsg) {
 func (p *peerConn) close() {
 	p.once.Do(func() {
 		close(p.done)
+		p.mu.Lock()
+		q := p.q
+		p.q, p.closed = nil, true
+		p.mu.Unlock()
+		for i := range q {
+			q[i].done() // dropped unsent
+		}
 		p.cv.Broadcast()
 		if p.conn != nil {
 			p.conn.Close()
@@ -187,7 +209,7 @@ func (a *Agent) sender(ctx context.Context, p *peerConn) {
 		if m.header == nil {
 			err = p.conn.SendControl(ctx, m.typ, m.body)
 		} else {
-			err = a.sendData(ctx, p, m)
+			err = a.sendData(ctx, p, &m)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -201,7 +223,8 @@ func (a *Agent) sender(ctx context.Context, p *peerConn) {
 // sendData copies the packets into one send-pool slot of registered
 // memory and sends it as one data message; the slot returns to the pool
 // when the transport is done with it.
-func (a *Agent) sendData(ctx context.Context, p *peerConn, m outMsg) error {
+func (a *Agent) sendData(ctx context.Context, p *peerConn, m *outMsg) error {
+	defer m.done()
 	n := 0
 	for _, b := range m.packets {
 		n += len(b)
@@ -215,6 +238,7 @@ func (a *Agent) sendData(ctx context.Context, p *peerConn, m outMsg) error {
 	for _, b := range m.packets {
 		off += copy(buf[off:], b)
 	}
+	m.done() // copied: the RU may free them
 	return p.conn.SendData(ctx, m.header, slot.region.Slice(0, n), func(error) { a.pool.put(slot) })
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sluice-daq/sluice/node/farm"
@@ -141,11 +142,19 @@ func sortedKeys(m map[string]bool) []string {
 func (a *Agent) routeRU(o farm.RUOutput) {
 	switch o.Kind {
 	case farm.RUFree:
-		o.Packet.Handle.(*held).release()
+		o.Packet.Handle.(*held).free()
 	case farm.RUSend:
 		packets := make([][]byte, len(o.Packets))
+		hs := make([]*held, len(o.Packets))
 		for i, p := range o.Packets {
-			packets[i] = p.Handle.(*held).mfp.Bytes()
+			hs[i] = p.Handle.(*held)
+			hs[i].pin()
+			packets[i] = hs[i].mfp.Bytes()
+		}
+		unpin := func() {
+			for _, h := range hs {
+				h.unpin()
+			}
 		}
 		if o.BU == a.cfg.Node {
 			// This node's own BU: one copy, as a remote BU's receive makes
@@ -155,15 +164,17 @@ func (a *Agent) routeRU(o farm.RUOutput) {
 			for _, b := range packets {
 				buf = append(buf, b...)
 			}
+			unpin()
 			a.onData(a.cfg.Node, o.Header, localBuffer(buf))
 			return
 		}
 		h, err := farm.AppendData(nil, o.Header)
 		if err != nil {
+			unpin()
 			a.log.Error("farm: encode data header", "err", err)
 			return
 		}
-		a.ensurePeer(a.ctx, o.BU).enqueue(outMsg{header: h, packets: packets})
+		a.ensurePeer(a.ctx, o.BU).enqueue(outMsg{header: h, packets: packets, unpin: unpin})
 	}
 }
 
@@ -294,10 +305,48 @@ func (a *Agent) build(as farm.Assign, missing []uint32) {
 }
 
 // held is a packet the RU tracker holds: the readout's bytes and how to
-// give them back.
+// give them back. A data message queued for a peer pins the packets it
+// views until they are copied into the send pool (or the message is
+// dropped): the RU may free a packet meanwhile — its assignment released
+// by a BU that gave up waiting, or superseded after its BU died — and the
+// readout must not reuse (or unmap) the bytes under the copy.
 type held struct {
 	mfp     schemas.MFP
 	release func()
+
+	mu    sync.Mutex
+	pins  int
+	freed bool // the RU let it go: released at the last unpin
+	gone  bool // release called
+}
+
+func (h *held) pin() {
+	h.mu.Lock()
+	h.pins++
+	h.mu.Unlock()
+}
+
+func (h *held) unpin() {
+	h.mu.Lock()
+	h.pins--
+	rel := h.pins == 0 && h.freed && !h.gone
+	h.gone = h.gone || rel
+	h.mu.Unlock()
+	if rel {
+		h.release()
+	}
+}
+
+// free is the RU tracker letting the packet go.
+func (h *held) free() {
+	h.mu.Lock()
+	h.freed = true
+	rel := h.pins == 0 && !h.gone
+	h.gone = h.gone || rel
+	h.mu.Unlock()
+	if rel {
+		h.release()
+	}
 }
 
 // AddPacket is the readout's sink (readout.Sink): the RU holds the packet
@@ -324,7 +373,7 @@ func (a *Agent) addPacket(ctx context.Context, p schemas.MFP, release func()) {
 		a.seq[p.SourceID]++
 	}
 	key := farm.UnitKey{Run: a.cfg.Run.Run, Kind: a.unit}
-	pk := &farm.Packet{Key: key, Source: p.SourceID, First: first, N: n, Bytes: len(p.Bytes()), Handle: &held{p, release}}
+	pk := &farm.Packet{Key: key, Source: p.SourceID, First: first, N: n, Bytes: len(p.Bytes()), Handle: &held{mfp: p, release: release}}
 	if err := a.ru.Add(pk); err != nil {
 		a.log.Warn("farm: packet refused", "err", err)
 		a.drop("packet_refused")
