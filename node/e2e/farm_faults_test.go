@@ -1,0 +1,370 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-daq/sluice/node"
+	"github.com/sluice-daq/sluice/node/farm"
+)
+
+// The builder-unit and event-manager fault tests: real sluice processes
+// (etcd, the three folded nodes of `make farm`, and a role-only fourth
+// node), the real LHCb sample at a low rate, release policy durable so a
+// killed BU's stored-but-unsynced work is what gets reassigned.
+
+// faultLoop and faultRate: 300 events at 100 events/s per RU, ~3 s of
+// readout.
+const (
+	faultLoop = 30
+	faultRate = 100
+)
+
+// faultFarm is one fault test's farm: etcd, the run recorded, node
+// configurations written.
+type faultFarm struct {
+	t      *testing.T
+	args   []string // --etcd, --farm
+	run    uint32
+	files  map[string]string
+	stores map[string]string
+	procs  map[string]*proc
+	sums   map[string]string
+	want   uint64 // events the RUs announce
+}
+
+// editFile applies regexp replacements to a configuration file, failing
+// the test when one matches nothing (the shipped configs changed).
+func editFile(t *testing.T, file string, edits ...[2]string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, e := range edits {
+		re := regexp.MustCompile(e[0])
+		if !re.MatchString(text) {
+			t.Fatalf("%s: nothing matches %q", file, e[0])
+		}
+		text = re.ReplaceAllString(text, e[1])
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newFaultFarm starts etcd, writes the folded nodes' configurations
+// (release durable, emulator at faultRate) and one role-only node's
+// (extra: "bu" for a BU-only farm-d, "em" for an EM-only farm-e), and
+// records run.
+func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
+	etcd := startEtcd(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	farmID := fmt.Sprintf("e2e-%s-%d", extra, os.Getpid())
+	ff := &faultFarm{t: t, args: []string{"--etcd", etcd, "--farm", farmID}, run: run,
+		files: map[string]string{}, stores: map[string]string{}, procs: map[string]*proc{}, sums: map[string]string{}}
+	durable := [2]string{`release: decided`, `release: durable`}
+	for _, n := range farmNodes {
+		ff.files[n], ff.stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(faultLoop), true)
+		editFile(t, ff.files[n], durable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
+	}
+	// The role-only node: farm-c's file, another id, no readout (a TCP
+	// input nobody sends to), one role.
+	x := map[string]string{"bu": "farm-d", "em": "farm-e"}[extra]
+	ff.files[x], ff.stores[x] = farmConfig(t, "farm-c", farmID, etcd, token, "1", true)
+	edits := [][2]string{durable,
+		{`\n  id: farm-c\n`, "\n  id: " + x + "\n"},
+		{`(?s)\ninputs:\n.*?\nsources:\n`, "\ninputs:\n  - uri: tcp://127.0.0.1:0\n\nsources:\n"},
+		{`roles: both`, "roles: " + extra},
+	}
+	if extra == "bu" {
+		// A second of accepted events stored and not yet synced: the work
+		// a SIGKILL leaves unreleased (policy durable).
+		edits = append(edits, [2]string{`em_candidate: true`, "em_candidate: false"}, [2]string{`sync_interval: 50ms`, "sync_interval: 1s"})
+	}
+	editFile(t, ff.files[x], edits...)
+	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", ff.files["farm-a"], "--protocol", "push"}, ff.args...)...)
+	input, err := os.ReadFile(filepath.Join(repo, sampleMDF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff.want = uint64(faultLoop) * uint64(len(mdfRecords(t, input)))
+	return ff
+}
+
+// start runs node n (again: a restart gets a new summary file).
+func (ff *faultFarm) start(n string) *proc {
+	ff.sums[n] = filepath.Join(ff.t.TempDir(), n+".run.json")
+	p := start(ff.t, "run", "--config", ff.files[n], "--run", fmt.Sprint(ff.run), "--protocol", "push", "--summary-json", ff.sums[n])
+	ff.procs[n] = p
+	return p
+}
+
+// status reads `sluice farm status --json`.
+func (ff *faultFarm) status() farmStatusEM {
+	out := runOK(ff.t, append([]string{"farm", "status", "--json"}, ff.args...)...)
+	var st farmStatusEM
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		ff.t.Fatalf("farm status --json: %v\n%s", err, out)
+	}
+	return st
+}
+
+// farmStatusEM is farmStatus with the EM.
+type farmStatusEM struct {
+	farmStatus
+	EM *struct {
+		Node  string `json:"node"`
+		Epoch uint64 `json:"epoch"`
+	} `json:"em"`
+}
+
+// waitFor polls cond every 100 ms for up to limit, failing with what
+// when it never holds; live processes that end meanwhile fail the test.
+func (ff *faultFarm) waitFor(limit time.Duration, what string, cond func() bool) {
+	ff.t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		for n, p := range ff.procs {
+			select {
+			case <-p.done:
+				if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					continue // killed by the test
+				}
+				for m, q := range ff.procs {
+					if m != n {
+						ff.t.Logf("%s:\n%s", m, q.log())
+					}
+				}
+				ff.t.Fatalf("%s ended while waiting for %s:\n%s", n, what, p.log())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			for n, p := range ff.procs {
+				ff.t.Logf("%s:\n%s", n, p.log())
+			}
+			ff.t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// nodeStatus reads node n's /status (ok false while it does not answer).
+func nodeStatus(t *testing.T, p *proc, addr string) (node.Ledger, bool) {
+	s, err := getStatus(t, addr)
+	if err != nil {
+		return node.Ledger{}, false
+	}
+	return s.Ledger, true
+}
+
+// httpAddr waits for p's HTTP address.
+func httpAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	select {
+	case a := <-p.addr:
+		return a
+	case <-p.done:
+		t.Fatalf("ended before serving HTTP:\n%s", p.log())
+	case <-time.After(60 * time.Second):
+		t.Fatal("no HTTP address within 60 s")
+	}
+	return ""
+}
+
+// stop stops the farm run and waits for every live node to end well,
+// returning their final ledgers.
+func (ff *faultFarm) stop(live ...string) map[string]node.Ledger {
+	ff.t.Helper()
+	runOK(ff.t, append([]string{"farm", "stop"}, ff.args...)...)
+	out := map[string]node.Ledger{}
+	for _, n := range live {
+		p := ff.procs[n]
+		if code := p.wait(ff.t, 60*time.Second); code != 0 {
+			ff.t.Fatalf("%s: exit %d\n%s\n%s", n, code, p.stdout.String(), p.log())
+		}
+		out[n] = readLedger(ff.t, ff.sums[n])
+		if l := out[n]; !l.Balanced || l.Farm == nil {
+			ff.t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
+		}
+	}
+	return out
+}
+
+// storeIDs lists the event ids of a store's stream (sluice store ls).
+func storeIDs(t *testing.T, dir, stream string) []uint64 {
+	t.Helper()
+	out := runOK(t, "store", "ls", "--path", dir, "--stream", stream)
+	var ids []uint64
+	for _, line := range strings.Split(out, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] == "no" {
+			continue
+		}
+		id, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("store ls line %q: %v", line, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// checkStoresOnce checks that the accepted streams of the stores hold
+// want events between them, each once (the accept-everything chain keeps
+// every event built).
+func checkStoresOnce(t *testing.T, stores map[string]string, want uint64) {
+	t.Helper()
+	by := map[uint64]string{}
+	for n, dir := range stores {
+		if _, err := os.Stat(dir); err != nil {
+			continue // a node that never ran
+		}
+		for _, id := range storeIDs(t, dir, "accepted") {
+			if prev, dup := by[id]; dup {
+				t.Fatalf("event %d stored by %s and %s", id, prev, n)
+			}
+			by[id] = n
+		}
+	}
+	if uint64(len(by)) != want {
+		t.Fatalf("%d events stored across the nodes, want %d", len(by), want)
+	}
+}
+
+// idsOf expands keyed ranges to ids.
+func idsOf(rs []farm.KeyedRange) []uint64 {
+	var out []uint64
+	for _, r := range rs {
+		for i := range uint64(r.N) {
+			out = append(out, r.First+i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// emFailover finds BU bu's failover in the EM's final ledger.
+func emFailover(t *testing.T, ls map[string]node.Ledger, bu string) farm.Failover {
+	t.Helper()
+	for _, l := range ls {
+		if l.Farm == nil || l.Farm.Agent.EM == nil {
+			continue
+		}
+		for _, f := range l.Farm.Agent.EM.Failovers {
+			if f.BU == bu {
+				return f
+			}
+		}
+	}
+	t.Fatalf("no EM recorded a failover of %s", bu)
+	return farm.Failover{}
+}
+
+// checkFarmLedger: balanced, nothing lost (by any reason), every
+// announced event built once, dups duplicates.
+func checkFarmLedger(t *testing.T, l *farm.LedgerSummary, want, dups uint64) {
+	t.Helper()
+	if l == nil {
+		t.Fatal("no farm ledger")
+	}
+	var built uint64
+	for _, n := range l.PerBU {
+		built += n
+	}
+	for r, n := range l.Lost {
+		if n != 0 {
+			t.Errorf("lost %s: %d", r, n)
+		}
+	}
+	if !l.Balanced || l.LostTotal() != 0 || l.Announced != want || l.Built+l.Carried != want || built != l.Built || l.Duplicate != dups {
+		t.Fatalf("farm ledger (want %d built, %d duplicates):\n%s", want, dups, l)
+	}
+}
+
+// TestFarmBUKill: SIGKILL a BU-only process while it holds at least K
+// unreleased assignments. The EM sees its connection fail, writes the
+// void record and gives those assignments to the other BUs at once
+// (measured: suspicion to the last reassignment < 1 s); nothing is lost.
+// Restarted, the BU voids what it had stored of them (moved to its
+// store's void stream) and reports them: the farm ledger counts exactly
+// those ids duplicate_after_failover, and the accepted streams of the
+// four stores hold every event once.
+func TestFarmBUKill(t *testing.T) {
+	const k = 2
+	ff := newFaultFarm(t, 6718900, "bu")
+	d := ff.start("farm-d")
+	dAddr := httpAddr(t, d)
+	for _, n := range farmNodes {
+		ff.start(n)
+	}
+	var held int
+	ff.waitFor(40*time.Second, fmt.Sprintf("farm-d to hold %d unreleased assignments", k), func() bool {
+		l, ok := nodeStatus(t, d, dAddr)
+		if ok && l.Farm != nil && l.Farm.Agent.BU != nil {
+			held = l.Farm.Agent.BU.InFlight
+		}
+		return held >= k
+	})
+	killed := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+	t.Logf("farm-d killed holding %d unreleased assignments", held)
+	ff.waitFor(60*time.Second, "every announced event built", func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Announced == ff.want && l.Built == ff.want && l.Open == 0
+	})
+	// Restarted: voids, then reports.
+	d = ff.start("farm-d")
+	dAddr = httpAddr(t, d)
+	var voided uint64
+	ff.waitFor(30*time.Second, "farm-d back as a new incarnation", func() bool {
+		l, ok := nodeStatus(t, d, dAddr)
+		if ok && l.Farm != nil && l.Farm.Agent.Incarnation != 0 {
+			voided = l.Farm.Voided
+			return true
+		}
+		return false
+	})
+	ff.waitFor(20*time.Second, fmt.Sprintf("%d duplicates in the farm ledger", voided), func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Duplicate == voided
+	})
+	ls := ff.stop("farm-a", "farm-b", "farm-c", "farm-d")
+	l := ff.status().Ledger
+	checkFarmLedger(t, l, ff.want, voided)
+	if voided == 0 {
+		t.Fatalf("farm-d voided nothing: it stored none of the %d assignments it held (sync interval 1s)", held)
+	}
+	tomb := storeIDs(t, ff.stores["farm-d"], "void")
+	slices.Sort(tomb)
+	if got := idsOf(l.DuplicateIDs); !slices.Equal(got, tomb) {
+		t.Fatalf("duplicate ids %v, farm-d's tombstones %v", got, tomb)
+	}
+	checkStoresOnce(t, ff.stores, ff.want)
+	f := emFailover(t, ls, "farm-d")
+	if f.Done.IsZero() || f.Open < 1 || f.Reassigned != f.Open {
+		t.Fatalf("failover %+v", f)
+	}
+	if d := f.Done.Sub(f.Suspected); d >= time.Second {
+		t.Fatalf("suspicion to the last reassignment took %v (want < 1 s): %+v", d, f)
+	}
+	t.Logf("failover of farm-d: %d assignments; SIGKILL → suspected %v, suspected → last reassigned %v, SIGKILL → last reassigned %v; %d events voided and counted duplicate",
+		f.Open, f.Suspected.Sub(killed), f.Done.Sub(f.Suspected), f.Done.Sub(killed), voided)
+}
