@@ -384,6 +384,13 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 		})
 	}
 	refs.Done()
+	// Every fragment of it that will come was given (the agent's BU hands
+	// an assignment over once every RU sent, died, or the wait ended): the
+	// builder emits its events now, incomplete without the sources that
+	// did not send, instead of each waiting for the builder's timeout.
+	if err := f.b.Seal(fa.id); err != nil {
+		f.log.Warn("farm: seal", "assignment", fa.id, "err", err)
+	}
 }
 
 // countMissing adds an assignment built without some sources to the
