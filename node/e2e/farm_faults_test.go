@@ -368,3 +368,76 @@ func TestFarmBUKill(t *testing.T) {
 	t.Logf("failover of farm-d: %d assignments; SIGKILL → suspected %v, suspected → last reassigned %v, SIGKILL → last reassigned %v; %d events voided and counted duplicate",
 		f.Open, f.Suspected.Sub(killed), f.Done.Sub(f.Suspected), f.Done.Sub(killed), voided)
 }
+
+// TestFarmBUStop: SIGSTOP a BU-only process while it holds unreleased
+// assignments. Its heartbeats stop: the EM suspects it within the peer
+// timeout, fences it (revokes its lease) and gives its work to the other
+// BUs. Continued (SIGCONT), it finds its lease gone, lets its old work
+// settle, voids what it stored of the reassigned assignments and rejoins
+// as a new incarnation; the farm ledger balances with nothing lost and
+// the voided events counted duplicate, and every event is stored once in
+// the accepted streams.
+func TestFarmBUStop(t *testing.T) {
+	const k = 2
+	ff := newFaultFarm(t, 6718910, "bu")
+	d := ff.start("farm-d")
+	dAddr := httpAddr(t, d)
+	for _, n := range farmNodes {
+		ff.start(n)
+	}
+	var held int
+	var inc uint64
+	ff.waitFor(40*time.Second, fmt.Sprintf("farm-d to hold %d unreleased assignments", k), func() bool {
+		l, ok := nodeStatus(t, d, dAddr)
+		if ok && l.Farm != nil && l.Farm.Agent.BU != nil {
+			held, inc = l.Farm.Agent.BU.InFlight, l.Farm.Agent.Incarnation
+		}
+		return held >= k
+	})
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = d.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	ff.waitFor(60*time.Second, "every announced event built without the stopped BU", func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Announced == ff.want && l.Built == ff.want && l.Open == 0
+	})
+	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	var dl node.Ledger
+	ff.waitFor(30*time.Second, "farm-d back as a new incarnation", func() bool {
+		l, ok := nodeStatus(t, d, dAddr)
+		if ok && l.Farm != nil && l.Farm.Fenced == 1 && l.Farm.Agent.Incarnation != 0 && l.Farm.Agent.Incarnation != inc {
+			dl = l
+			return true
+		}
+		return false
+	})
+	voided := dl.Farm.Voided
+	ff.waitFor(20*time.Second, fmt.Sprintf("%d duplicates in the farm ledger", voided), func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Duplicate == voided
+	})
+	ls := ff.stop("farm-a", "farm-b", "farm-c", "farm-d")
+	l := ff.status().Ledger
+	checkFarmLedger(t, l, ff.want, voided)
+	tomb := storeIDs(t, ff.stores["farm-d"], "void")
+	slices.Sort(tomb)
+	if got := idsOf(l.DuplicateIDs); !slices.Equal(got, tomb) {
+		t.Fatalf("duplicate ids %v, farm-d's tombstones %v", got, tomb)
+	}
+	checkStoresOnce(t, ff.stores, ff.want)
+	f := emFailover(t, ls, "farm-d")
+	if f.Incarnation != inc || f.Done.IsZero() || f.Reassigned != f.Open {
+		t.Fatalf("failover %+v (incarnation %x)", f, inc)
+	}
+	t.Logf("farm-d stopped holding %d assignments: suspected, fenced, %d reassigned in %v; continued, it voided %d events and rejoined as %x (was %x)",
+		held, f.Open, f.Done.Sub(f.Suspected), voided, dl.Farm.Agent.Incarnation, inc)
+}
