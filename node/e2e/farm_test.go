@@ -333,7 +333,7 @@ func TestFarmRealMDF(t *testing.T) {
 // TestFarmPackets: unit: packets — the event manager assigns the
 // readout's own packing (each source's k-th multi-fragment packet, as
 // LHCb assigns MEPs), one packet per assignment, instead of event ids.
-// Three nodes on the real LHCb sample (10 events per packet), push, every
+// Three nodes on the real LHCb sample (10 events per packet), every
 // event accepted: the farm ledger counts packets, every announced packet
 // built once; the nodes build every event once, complete, none split
 // across packets, and their ledgers balance.
@@ -347,6 +347,16 @@ func TestFarmPackets(t *testing.T) {
 	farmID := fmt.Sprintf("e2e-packets-%d", os.Getpid())
 	farmArgs := []string{"--etcd", etcd, "--farm", farmID}
 	run := uint32(6718861)
+	for _, proto := range []string{"push", "pull"} {
+		t.Run(proto, func(t *testing.T) {
+			run++
+			farmPackets(t, farmID, farmArgs, etcd, token, run, proto)
+		})
+	}
+}
+
+func farmPackets(t *testing.T, farmID string, farmArgs []string, etcd, token string, run uint32, proto string) {
+	const loop = 3
 	files := map[string]string{}
 	for _, n := range farmNodes {
 		f, _ := farmConfig(t, n, farmID, etcd, token, fmt.Sprint(loop), true)
@@ -363,13 +373,14 @@ func TestFarmPackets(t *testing.T) {
 		}
 		files[n] = f
 	}
-	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", files["farm-a"]}, farmArgs...)...)
+	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", files["farm-a"], "--protocol", proto}, farmArgs...)...)
 	procs, sums := map[string]*proc{}, map[string]string{}
 	for _, n := range farmNodes {
 		sums[n] = filepath.Join(t.TempDir(), n+".run.json")
-		procs[n] = start(t, "run", "--config", files[n], "--run", fmt.Sprint(run), "--summary-json", sums[n])
+		procs[n] = start(t, "run", "--config", files[n], "--run", fmt.Sprint(run), "--protocol", proto, "--summary-json", sums[n])
 	}
 	const packets, events = loop, loop * 10
+	var sent, received, held uint64
 	var st farmStatus
 	deadline := time.Now().Add(40 * time.Second)
 	for {
@@ -407,7 +418,8 @@ func TestFarmPackets(t *testing.T) {
 			l.FragmentsReceived != l.EventsBuilt*1239 || l.EventsBuilt != l.Farm.Events {
 			t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
 		}
-		checkFarmMemory(t, n, l)
+		s, r, h := checkFarmMemory(t, n, l)
+		sent, received, held = sent+s, received+r, held+h
 		if l.EventsBuilt != 10*st.Ledger.PerBU[n] {
 			t.Fatalf("%s built %d events, the farm ledger says %d packets of 10", n, l.EventsBuilt, st.Ledger.PerBU[n])
 		}
@@ -416,13 +428,17 @@ func TestFarmPackets(t *testing.T) {
 	if l := st.Ledger; !l.Balanced || l.LostTotal() != 0 || built != events {
 		t.Fatalf("farm ledger %s; nodes built %d events, want %d", l.String(), built, events)
 	}
+	if sent == 0 || received == 0 || held == 0 {
+		t.Fatalf("farm memory peaks across the nodes: send %d, receive %d, held %d: none may be 0", sent, received, held)
+	}
 }
 
 // checkFarmMemory: a folded node's ledger shows the farm's parts of the
 // memory budget — the RU's send pool and the BU's receive pool, half of
 // the farm part each, and what the RU held (in its inputs' rings) — each
-// used and within its bound.
-func checkFarmMemory(t *testing.T, n string, l node.Ledger) {
+// within its bound; it returns their peaks (sampled every 50 ms: a node
+// that got little work may show 0).
+func checkFarmMemory(t *testing.T, n string, l node.Ledger) (send, recv, held uint64) {
 	t.Helper()
 	if l.Memory == nil {
 		t.Fatalf("%s: no memory in the ledger", n)
@@ -431,14 +447,15 @@ func checkFarmMemory(t *testing.T, n string, l node.Ledger) {
 	for _, p := range l.Memory.Parts {
 		parts[p.Name] = p
 	}
-	send, recv, held := parts["farm send"], parts["farm receive"], parts["farm held (in inputs)"]
+	s, r, h := parts["farm send"], parts["farm receive"], parts["farm held (in inputs)"]
 	farmBytes := uint64(float64(l.Memory.BudgetBytes)*0.15 + 0.5)
-	if send.BoundBytes == 0 || send.BoundBytes+recv.BoundBytes != farmBytes || held.BoundBytes != parts["inputs"].PeakBytes {
+	if s.BoundBytes == 0 || s.BoundBytes+r.BoundBytes != farmBytes || h.BoundBytes != parts["inputs"].PeakBytes {
 		t.Fatalf("%s: farm memory parts %+v, want send + receive = 15%% of %d", n, l.Memory.Parts, l.Memory.BudgetBytes)
 	}
-	for _, p := range []node.MemoryPart{send, recv, held} {
-		if p.PeakBytes == 0 || p.PeakBytes > p.BoundBytes {
-			t.Fatalf("%s: memory part %q peak %d, bound %d", n, p.Name, p.PeakBytes, p.BoundBytes)
+	for _, p := range []node.MemoryPart{s, r, h} {
+		if p.PeakBytes > p.BoundBytes {
+			t.Fatalf("%s: memory part %q peak %d above its bound %d", n, p.Name, p.PeakBytes, p.BoundBytes)
 		}
 	}
+	return s.PeakBytes, r.PeakBytes, h.PeakBytes
 }
