@@ -34,6 +34,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		closeParts(p)
 		return nil, err
 	}
+	if err := logRecovery(st, log); err != nil {
+		return fail(err)
+	}
 	if cfg.Flight.Enabled() {
 		// Served from the start: `sluice store` reads a running node's
 		// store through it (badger's lock keeps others out).
@@ -177,6 +180,25 @@ func OpenStore(cfg *config.Config, reg prometheus.Registerer) (*storage.Store, e
 	o := cfg.Store.WithMemory(int64(cfg.Memory().Store))
 	o.Registerer = reg
 	return storage.Open(o)
+}
+
+// logRecovery says what opening the store recovered after a writer that
+// did not close it: what it removed and cut, and the events it kept.
+func logRecovery(st *storage.Store, log *slog.Logger) error {
+	rec := st.Recovery()
+	if !rec.Dirty && rec.EmptyLogsRemoved == 0 {
+		return nil
+	}
+	stats, err := st.Stats()
+	if err != nil {
+		return err
+	}
+	attrs := []any{"previous_pid", rec.PreviousPID, "empty_logs_removed", rec.EmptyLogsRemoved, "log_bytes_cut", rec.LogBytesCut}
+	for _, ss := range stats.Streams {
+		attrs = append(attrs, "events_kept_"+ss.Stream.String(), ss.Events)
+	}
+	log.Warn("store recovered after its previous writer did not close it (killed?): logs replayed and cut at their last whole entry", attrs...)
+	return nil
 }
 
 // countRun counts the events of run already in st, in both streams: a run

@@ -67,6 +67,8 @@ type Store struct {
 	plan   memoryPlan         // the store's memory share, spent
 	trim   *trimmer           // keeps the mapped files' resident pages within plan.Mapped
 
+	recovery Recovery // what Open recovered of an unclean shutdown
+
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded keys and values of the current Put, reused
 
@@ -119,11 +121,17 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w: empty log file %s left by a killed writer; open it read-write once to recover it",
 			opts.Dir, ErrNeedsRecovery, filepath.Base(empty[0]))
 	}
+	var rec Recovery
+	if !opts.ReadOnly {
+		rec.PreviousPID, rec.Dirty = lockPID(opts.Dir)
+	}
 	for _, p := range empty {
 		if err := os.Remove(p); err != nil {
 			return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 		}
+		rec.EmptyLogsRemoved++
 	}
+	before := logBytes(opts.Dir)
 	plan := planMemory(&opts)
 	db, err := badger.Open(badgerOptions(&opts, plan))
 	// badger wraps ErrTruncateNeeded without %w, so errors.Is cannot see it.
@@ -141,6 +149,10 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: recycle.New(recycle.Limits{MinSize: cursorPoolMin, MaxHeld: int(plan.CursorPool)}),
 		plan: plan, trim: newTrimmer(opts.Dir, plan.Mapped)}
 	s.dcond = sync.NewCond(&s.dmu)
+	if rec.Dirty || rec.EmptyLogsRemoved > 0 {
+		rec.LogBytesCut = max(0, before-logBytes(opts.Dir))
+		s.recovery = rec
+	}
 	if err := s.loadSchema(); err != nil {
 		db.Close()
 		return nil, err

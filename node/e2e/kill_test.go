@@ -25,6 +25,7 @@ func freePort(t *testing.T) int {
 }
 
 const killConfig = `
+node: {id: e2e}
 run: {{RUN}}
 inputs:
   - uri: shm://{{SHM}}
@@ -81,10 +82,15 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf(`"msg":"reclaimed the stale ring %s of dead pid(s) [%d]: 1 file(s), 16781312 bytes of /dev/shm"`, vars["SHM"], killedPid),
 		`"msg":"reclaimed the shared-memory regions of dead trigger hosts"`,
+		// The store said what its recovery did.
+		fmt.Sprintf(`"msg":"store recovered after its previous writer did not close it (killed?): logs replayed and cut at their last whole entry","node":"e2e","run":32,"previous_pid":%d,`, killedPid),
 	} {
 		if !strings.Contains(again.log(), want) {
 			t.Errorf("the restarted node did not log %s\n%s", want, again.log())
 		}
+	}
+	if !strings.Contains(again.log(), `"events_kept_accepted":`) || !strings.Contains(again.log(), `"log_bytes_cut":`) {
+		t.Errorf("the store's recovery record lacks what it kept and cut\n%s", again.log())
 	}
 	if left, _ := filepath.Glob(filepath.Join(shm.Dir, fmt.Sprintf("%s%d-*", regionPrefix, killedPid))); len(left) > 0 {
 		t.Errorf("the killed node's regions are still there: %v", left)
