@@ -63,7 +63,37 @@ END {
   }
 }' "$out"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ -x bin/sluice ] && bin/sluice bench --help >/dev/null 2>&1; then bin/sluice bench; fi
+# The whole node end to end: sluice bench BENCH_COUNT times (5 by default),
+# each figure as min / median / max, with the load average before and after.
+if [ -x bin/sluice ] && bin/sluice bench --help >/dev/null 2>&1; then
+  BENCH_COUNT=${BENCH_COUNT:-5}
+  echo "sluice bench: $BENCH_COUNT runs, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for ((i = 0; i < BENCH_COUNT; i++)); do bin/sluice bench --json; done > "$out" || { cat "$out"; exit 1; }
+  awk '
+function stats(list,   a, n, i, j, t) {
+  n = split(list, a, " ")
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+  return sprintf("%.3f / %.3f / %.3f", a[1], (n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2), a[n])
+}
+{ gsub(/[",]/, "") }
+$1 == "gb_per_second:" { gbs = gbs " " $2 }
+$1 == "baseline_memcpy_gb_per_second:" { mem = mem " " $2 }
+$1 == "ratio:" { ratio = ratio " " $2 }
+$1 == "cpu_ns_per_byte:" { cpu = cpu " " $2 }
+$1 == "cores_busy:" { cores = cores " " $2 }
+$1 == "memory_budget_bytes:" { budget = $2 }
+$1 == "peak_rss_bytes:" { hwm = hwm " " $2 }
+$1 == "balanced:" && $2 != "true" { unbalanced++ }
+END {
+  n = split(hwm, h, " "); over = ""
+  for (i = 1; i <= n; i++) over = over " " (h[i] - budget) / 1048576
+  printf "%-60s %s GB/s   baseline memcpy %s GB/s   ratio %s\n", "sluice bench (node end to end)", stats(gbs), stats(mem), stats(ratio)
+  printf "%-60s %s ns per payload byte, %s cores busy\n", "sluice bench CPU (node and emulator)", stats(cpu), stats(cores)
+  printf "%-60s budget + %s MiB\n", "sluice bench peak RSS (VmHWM)", stats(over)
+  if (unbalanced) printf "sluice bench: %d runs did not balance\n", unbalanced
+}' "$out"
+  echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 # Push vs pull through a shaped link (sluice farm bench): root only, it
 # sets up a network namespace and tc; a table, the predicted and measured
 # crossovers, and a PNG plot (FARM_PLOT, default farm-bench.png).
