@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/sluice-daq/sluice/node/transport"
 )
 
@@ -81,6 +84,11 @@ func TestDashboardPanels(t *testing.T) {
 	owner := map[string]string{
 		"sluice_store_write_latency_seconds":   "store",
 		"sluice_trigger_call_duration_seconds": "trigger",
+		"sluice_event_build_seconds":           "building",
+		"sluice_batch_queue_wait_seconds":      "queue",
+		"sluice_trigger_chain_seconds":         "trigger chain",
+		"sluice_store_ack_seconds":             "store ack",
+		"sluice_event_end_to_end_seconds":      "end to end",
 	}
 	re := regexp.MustCompile(`sluice_[a-z0-9_]+`)
 	for _, p := range dash.Panels {
@@ -95,5 +103,59 @@ func TestDashboardPanels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The latency histograms count what they say: every event built, every
+// batch queued and decided, every store write, every event stored or
+// rejected, end to end; /status gives their p50 and p99.
+func TestLatencyHistograms(t *testing.T) {
+	cfg := testConfig(t, 1)
+	in := &fakeInput{sources: []uint32{0, 1, 2, 3, 10, 11}, events: 200, packing: 6, size: 100}
+	l, n, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &fakeChain{}}, nil)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	got := map[string]LatencyStatus{}
+	for _, s := range n.Status().Latency {
+		got[s.Name] = s
+	}
+	for name, want := range map[string]uint64{
+		"event_build": l.EventsBuilt, "end_to_end_stored": l.EventsStored, "end_to_end_rejected": l.EventsRejected,
+	} {
+		if s := got[name]; s.Count != want || want == 0 || s.P50 <= 0 || s.P99 < s.P50 {
+			t.Errorf("%s: %+v, want %d samples with 0 < p50 <= p99", name, s, want)
+		}
+	}
+	if q, c := got["batch_queue_wait"], got["trigger_chain"]; q.Count == 0 || q.Count != c.Count {
+		t.Errorf("queue %+v, chain %+v: want one sample per batch each", q, c)
+	}
+	if s := got["store_ack"]; s.Count == 0 || s.P99 <= 0 {
+		t.Errorf("store_ack %+v", s)
+	}
+	m := gathered(t, n)
+	for _, name := range []string{"sluice_event_build_seconds", "sluice_batch_queue_wait_seconds", "sluice_trigger_chain_seconds",
+		"sluice_store_ack_seconds", "sluice_event_end_to_end_seconds"} {
+		if m[name] == 0 {
+			t.Errorf("%s has no samples", name)
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: []float64{1, 2, 4}})
+	for _, v := range []float64{0.5, 1.5, 1.5, 3} {
+		h.Observe(v)
+	}
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	// ranks: 2 of 4 is the middle of bucket (1,2] holding 2 samples: 1.5.
+	if q := quantile(m.GetHistogram(), 0.5); q != 1.5 {
+		t.Fatalf("p50 %v, want 1.5", q)
+	}
+	if q := quantile(m.GetHistogram(), 0.99); q < 2 || q > 4 {
+		t.Fatalf("p99 %v, want in (2,4]", q)
 	}
 }

@@ -70,6 +70,7 @@ type Node struct {
 	queue        chan batch
 	replay       *interFill
 	watch        *watcher // set in Run before the stages start
+	lat          *latencies
 }
 
 // New prepares a node for cfg (already validated): its registry and
@@ -99,6 +100,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	// built and the stages' selections for the next stage; a full arena
 	// falls back to the Go heap (measured: the gate at the whole share
 	// let the heap pass its part by 120 MiB in the demo).
+	n.lat = newLatencies(n.reg)
 	n.gate = newByteGate(int64(cfg.Memory().Batches / 2))
 	n.queue = make(chan batch, cfg.Builder.QueueBatches)
 	if err := n.rc.advance(StateConfigured); err != nil {
@@ -550,6 +552,7 @@ func (n *Node) Status() Status {
 	if w := n.watchOf(); w != nil {
 		s.Warnings = w.status()
 	}
+	s.Latency = n.lat.status()
 	if fn != nil {
 		s.Farm = fn.status()
 	}

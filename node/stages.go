@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -76,6 +77,7 @@ type batch struct {
 	rec      arrow.RecordBatch
 	ev       *schemas.EventBatch // the one view of rec, for the chain and the store
 	size     int64               // bytes held in the byteGate
+	emitted  time.Time           // when the builder handed it on (and it entered the queue)
 	verdicts []schemas.Verdict
 	writes   []write // what to store, prepared by the decide worker
 }
@@ -99,7 +101,7 @@ func (n *Node) forward(ctx context.Context, from <-chan arrow.RecordBatch) {
 			continue
 		}
 		select {
-		case n.queue <- batch{rec: rec, size: size}:
+		case n.queue <- batch{rec: rec, size: size, emitted: time.Now()}:
 		case <-ctx.Done():
 			n.gate.release(size)
 			rec.Release()
@@ -133,6 +135,7 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 // and the reason, so replay can decide it later, and the run fails.
 func (n *Node) decide(ctx context.Context, out chan<- batch) {
 	for b := range n.queue {
+		n.lat.queue.Observe(time.Since(b.emitted).Seconds())
 		ev, err := schemas.NewEventBatch(b.rec)
 		if err != nil {
 			// Not an event batch (the builder's always are): its events
@@ -144,6 +147,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 		}
 		b.ev = ev
 		n.watch.observe(ev)
+		sinceArrival(n.lat.build, ev, nil, b.emitted)
 		if n.parts.Chain == nil {
 			b.verdicts = deferAll(ev, reasonNoOnlineStage, 0)
 			n.prepare(&b)
@@ -153,7 +157,9 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			out <- b
 			continue
 		}
+		t0 := time.Now()
 		v, err := n.parts.Chain.Decide(ctx, ev)
+		n.lat.chain.Observe(time.Since(t0).Seconds())
 		if err == nil && len(v) != ev.Len() {
 			err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), ev.Len())
 		}
@@ -215,6 +221,11 @@ type pendingAck struct {
 	events   int
 	replaced int
 	bytes    int64
+	// put is when the write was handed to the store; arrivals its
+	// events' first-fragment arrivals (Unix ns; none in timeslice mode),
+	// copied since the batch is released before the write is durable.
+	put      time.Time
+	arrivals []uint64
 	// farmIDs (a farm BU under the durable release policy): the event ids
 	// of a batch whose writes end at seq, told to the farm once durable
 	// (a marker: no events of its own).
@@ -226,7 +237,7 @@ type pendingAck struct {
 // counted). It runs in the decide workers, in parallel, so that the store
 // goroutine only writes.
 func (n *Node) prepare(b *batch) {
-	var acc, def []int
+	var acc, def, rej []int
 	f := n.flow
 	f.mu.Lock()
 	for i := range b.verdicts {
@@ -241,6 +252,7 @@ func (n *Node) prepare(b *batch) {
 			}
 		case schemas.DecisionReject:
 			f.rejected++
+			rej = append(rej, i)
 		default:
 			def = append(def, i)
 			f.deferred++
@@ -249,6 +261,9 @@ func (n *Node) prepare(b *batch) {
 	}
 	f.unacked += uint64(len(acc) + len(def))
 	f.mu.Unlock()
+	if len(rej) > 0 {
+		sinceArrival(n.lat.endToEnd.WithLabelValues("rejected"), b.ev, rej, time.Now())
+	}
 	for _, w := range []write{{storage.Accepted, acc}, {storage.Deferred, def}} {
 		if len(w.rows) > 0 {
 			b.writes = append(b.writes, w)
@@ -295,6 +310,7 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAck) (uint64, error) {
 	stream := w.stream
 	for {
+		start := time.Now()
 		ack, err := n.parts.Store.Put(stream, b.ev, b.verdicts, w.rows)
 		if err == nil && len(ack.TooLarge) > 0 {
 			n.tooLargeForStore(b, stream, ack.TooLarge)
@@ -304,7 +320,13 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",
 					"stream", stream.String(), "replaced", ack.Replaced)
 			}
-			p := pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, replaced: ack.Replaced, bytes: ack.Bytes}
+			p := pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, replaced: ack.Replaced, bytes: ack.Bytes, put: start}
+			if b.ev.Mode != schemas.ModeTimeslice {
+				p.arrivals = make([]uint64, len(w.rows))
+				for i, r := range w.rows {
+					p.arrivals[i] = b.ev.Timestamp(r)
+				}
+			}
 			if ack.Durable {
 				n.acked(p)
 				return 0, nil
@@ -378,6 +400,14 @@ func (n *Node) waitAcks(ctx context.Context, acks <-chan pendingAck) {
 
 // acked counts a durable write as stored.
 func (n *Node) acked(a pendingAck) {
+	now := time.Now()
+	n.lat.ack.Observe(now.Sub(a.put).Seconds())
+	stored := n.lat.endToEnd.WithLabelValues("stored")
+	for _, t := range a.arrivals {
+		if d := now.UnixNano() - int64(t); d >= 0 {
+			stored.Observe(float64(d) / 1e9)
+		}
+	}
 	f := n.flow
 	f.mu.Lock()
 	if a.stream == storage.Accepted {

@@ -25,6 +25,8 @@ type Status struct {
 	// Warnings are the sources reported silent and the last interval's
 	// warnings (see config.Warnings).
 	Warnings WarningStatus `json:"warnings"`
+	// Latency is each latency histogram's count, p50 and p99 (seconds).
+	Latency []LatencyStatus `json:"latency"`
 	// Farm is the node's part in a farm (nil: it runs alone).
 	Farm   *FarmStatus `json:"farm,omitempty"`
 	Ledger Ledger      `json:"ledger"`

@@ -55,6 +55,9 @@ type benchResult struct {
 	CoresBusy      float64 `json:"cores_busy"`
 	MemcpyGBPerSec float64 `json:"baseline_memcpy_gb_per_second"`
 	Ratio          float64 `json:"ratio"` // node GB/s / memcpy GB/s
+	// Latency is each stage's latency histogram: count, p50 and p99
+	// (event building, batch queue, trigger chain, store ack, end to end).
+	Latency []node.LatencyStatus `json:"latency"`
 }
 
 // newBenchCmd builds `sluice bench`.
@@ -253,6 +256,7 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 		r.GBPerSecond = float64(l.BytesReceived) / d / 1e9
 	}
 	r.StartupSeconds = l.StartupSeconds
+	r.Latency = n.Status().Latency
 	r.CPUSeconds, r.CoresBusy = cpu, cpu/wall
 	if l.BytesReceived > 0 {
 		r.CPUNsPerByte = cpu * 1e9 / float64(l.BytesReceived)
@@ -323,4 +327,7 @@ func printBench(w io.Writer, r benchResult) {
 		mib(r.PeakHeldBytes), mib(r.PeakHeldBytes)-mib(r.BudgetBytes))
 	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB mapped files (store logs), %.0f MiB shared memory (ring, plugin regions)\n",
 		mib(r.RSSAnonBytes), mib(r.RSSFileBytes), mib(r.RSSShmemBytes))
+	for _, s := range r.Latency {
+		fmt.Fprintf(w, "latency %-20s p50 %9.3f ms  p99 %9.3f ms  (%d samples)\n", s.Name, 1e3*s.P50, 1e3*s.P99, s.Count)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-daq/sluice/node"
 )
 
 // TestBenchSmall runs `sluice bench --json` on a few events with the real
@@ -31,6 +33,16 @@ func TestBenchSmall(t *testing.T) {
 	if !r.Balanced || r.Events != 400 || r.Accepted != 100 || r.Stored != 100 || r.EventsPerSecond <= 0 ||
 		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 256<<20 {
 		t.Fatalf("bench result %+v", r)
+	}
+	lat := map[string]node.LatencyStatus{}
+	for _, s := range r.Latency {
+		lat[s.Name] = s
+	}
+	if s := lat["end_to_end_stored"]; s.Count != r.Stored || s.P50 <= 0 || s.P99 < s.P50 {
+		t.Fatalf("end-to-end latency of the stored events %+v (stored %d)", s, r.Stored)
+	}
+	if s := lat["event_build"]; s.Count != r.Events || s.P99 <= 0 {
+		t.Fatalf("event building latency %+v (events %d)", s, r.Events)
 	}
 	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin); err == nil {
 		t.Fatal("--events not a multiple of 100 x packing accepted")
