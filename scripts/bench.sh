@@ -103,3 +103,8 @@ if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; t
 else
   echo "farm: push vs pull skipped: sluice farm bench needs root, ip and tc (iproute2)"
 fi
+# BU failover time (real processes: etcd, four sluice run nodes per run):
+# SIGKILL of a BU to the last of its unreleased assignments reassigned,
+# FAILOVER_RUNS times (3 by default), min / median / max.
+echo "farm: BU failover time ($(cut -d' ' -f1-3 /proc/loadavg) load average)"
+SLUICE_FAILOVER_RUNS=${FAILOVER_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -run '^TestFarmFailoverTimes$' ./node/e2e/ 2>&1 | grep -e '^farm failover' -e '^--- FAIL' -e '^FAIL' || true
