@@ -26,7 +26,7 @@ func NewChain(ctx context.Context, stages []plugins.StageConfig, reg prometheus.
 func pluginStatus(stages []plugins.StageState) []PluginStatus {
 	out := make([]PluginStatus, len(stages))
 	for i, st := range stages {
-		out[i] = PluginStatus{Stage: st.Name, Plugin: st.Plugin, Instances: st.Instances, Up: st.Up,
+		out[i] = PluginStatus{Stage: st.Name, Plugin: st.Description.Name, Binary: st.Plugin, Instances: st.Instances, Up: st.Up,
 			Restarts: st.Restarts, Backlog: st.Backlog, Calls: st.Calls}
 	}
 	return out

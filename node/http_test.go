@@ -26,9 +26,9 @@ func (f *fakeControl) Status() Status {
 		Node: "n1", State: State(f.state.Load()), Run: 7,
 		Buffers: Buffers{QueueBatches: 2, QueueCapacity: 4, MemoryBudgetBytes: 256 << 20},
 		Inputs:  []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}, {URI: "file:///data/runs/run7.mfp", Done: true}},
-		Plugins: []PluginStatus{{Stage: "hlt1", Plugin: "bin/plugins/gec", Instances: 2, Up: 2, Restarts: 1}},
+		Plugins: []PluginStatus{{Stage: "hlt1", Plugin: "gec", Binary: "bin/plugins/gec", Instances: 2, Up: 2, Restarts: 1}},
 		Store:   StoreStatus{Path: "./data", HeadroomBytes: 1 << 30, Writable: true},
-		Replay:  ReplayStatus{Enabled: true, Plugins: []PluginStatus{{Stage: "hlt2", Plugin: "bin/plugins/gec", Instances: 1, Up: 1, Calls: 3}}},
+		Replay:  ReplayStatus{Enabled: true, Plugins: []PluginStatus{{Stage: "hlt2", Plugin: "gec", Binary: "bin/plugins/gec", Instances: 1, Up: 1, Calls: 3}}},
 		Ledger:  l,
 	}
 }

@@ -216,12 +216,12 @@ func TestStopNeedsTokenOffLoopback(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}
-	if !st.PathsHidden || st.Store.Path != "" || st.Plugins[0].Plugin != "gec" || st.Inputs[1].URI != "file://run7.mfp" ||
+	if !st.PathsHidden || st.Store.Path != "" || st.Plugins[0].Binary != "gec" || st.Plugins[0].Plugin != "gec" || st.Inputs[1].URI != "file://run7.mfp" ||
 		st.Ledger.InputLosses["file://run7.mfp/decode"] != 2 || st.Ledger.InputLosses["udp://127.0.0.1:9000/lost"] != 3 {
 		t.Errorf("/status off loopback: %s", body)
 	}
 	// The fake's own status is untouched (withoutPaths copies).
-	if s := f.Status(); s.Plugins[0].Plugin != "bin/plugins/gec" {
+	if s := f.Status(); s.Plugins[0].Binary != "bin/plugins/gec" {
 		t.Errorf("fake status changed: %+v", s.Plugins)
 	}
 }
@@ -238,7 +238,7 @@ func TestStatusShowsPaths(t *testing.T) {
 		if code != 200 || strings.Contains(body, "paths_hidden") {
 			t.Fatalf("/status: %d %s", code, body)
 		}
-		for _, path := range []string{`"path": "./data"`, `"plugin": "bin/plugins/gec"`, `"uri": "file:///data/runs/run7.mfp"`, `"file:///data/runs/run7.mfp/decode": 2`} {
+		for _, path := range []string{`"path": "./data"`, `"binary": "bin/plugins/gec"`, `"uri": "file:///data/runs/run7.mfp"`, `"file:///data/runs/run7.mfp/decode": 2`} {
 			if !strings.Contains(body, path) {
 				t.Errorf("/status lacks %s:\n%s", path, body)
 			}

@@ -139,7 +139,7 @@ func (c *fakeChain) State() []plugins.StageState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state
-	st.StageInfo = plugins.StageInfo{Name: "hlt", Plugin: "fake", Instances: 1, Description: sdk.Description{Lines: []string{"quiet", "busy"}}}
+	st.StageInfo = plugins.StageInfo{Name: "hlt", Plugin: "fake", Instances: 1, Description: sdk.Description{Name: "fakeplugin", Lines: []string{"quiet", "busy"}}}
 	st.Up = 1
 	st.Lines = slices.Clone(st.Lines)
 	return []plugins.StageState{st}
@@ -422,6 +422,7 @@ func TestPipelineStatusWhileRunning(t *testing.T) {
 		t.Fatal(err, l)
 	}
 	if st.State != StateRunning || len(st.Inputs) != 1 || st.Inputs[0].Packets == 0 || st.Plugins[0].Up != 1 ||
+		st.Plugins[0].Plugin != "fakeplugin" || st.Plugins[0].Binary != "fake" || // named as the metrics' plugin label
 		st.Buffers.QueueCapacity != 4 || !st.Store.Writable || st.Store.HeadroomBytes <= 0 || st.Ledger.EventsStored < 50 {
 		t.Fatalf("status %+v", st)
 	}

@@ -76,8 +76,11 @@ type InputStatus struct {
 
 // PluginStatus is one trigger stage's plugin processes.
 type PluginStatus struct {
-	Stage     string `json:"stage"`
+	Stage string `json:"stage"`
+	// Plugin is the name the plugin gives itself (its Describe), as the
+	// metrics' plugin label; Binary the file it runs from.
 	Plugin    string `json:"plugin"`
+	Binary    string `json:"binary"`
 	Instances int    `json:"instances"`
 	Up        int    `json:"up"`
 	Restarts  uint64 `json:"restarts"`
@@ -160,7 +163,7 @@ func (s Status) withoutPaths() Status {
 	for _, p := range []*[]PluginStatus{&s.Plugins, &s.Replay.Plugins} {
 		*p = slices.Clone(*p)
 		for i := range *p {
-			(*p)[i].Plugin = filepath.Base((*p)[i].Plugin)
+			(*p)[i].Binary = filepath.Base((*p)[i].Binary)
 		}
 	}
 	s.Inputs = slices.Clone(s.Inputs)
