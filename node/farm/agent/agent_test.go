@@ -442,3 +442,44 @@ func TestAgentEMFailover(t *testing.T) {
 	t.Logf("old EM %s (epoch %d) had made %d assignments, %d settled; new EM %s (epoch %d): adopted %d, carried over %d, %d re-announced elements dropped as known; %s",
 		old.Node, old.Epoch, old.EM.Assigned, old.EM.Settled, s.Node, s.Epoch, s.EM.Adopted, s.EM.AdoptedSettled, s.EM.DuplicateAnnounced, s.Ledger)
 }
+
+// TestAgentMaskLead: an elected EM leads only once the RUs it knows read
+// out every source of the run — so with an RU dead, a new EM waits — until
+// run control masks the dead RU: then it leads without it, and the BUs do
+// not wait for its sources.
+func TestAgentMaskLead(t *testing.T) {
+	f := newTestFarm(t, "push")
+	f.start("a", farm.RoleEM, nil)
+	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
+	f.start("b", farm.RoleRU|farm.RoleBU, []uint32{0, 1, 2})
+	f.start("c", farm.RoleRU|farm.RoleBU, []uint32{3, 4})
+	f.readyBUs(3, 2)
+	f.stop("c") // the RU of sources 3 and 4 dies
+	delete(f.agents, "c")
+	f.stop("a") // and the EM
+	delete(f.agents, "a")
+	f.start("d", farm.RoleEM, nil)
+	f.waitFor("d elected", 10*time.Second, func() bool { return f.agents["d"].Status().Leader == "d" })
+	time.Sleep(300 * time.Millisecond)
+	if s := f.agents["d"].Status(); s.EM != nil {
+		t.Fatalf("d leads with sources 3 and 4 read out by nobody: %+v", s.EM)
+	}
+	m, err := f.client().Mask(context.Background(), f.cfg.Run, []string{"c"}, nil, "test")
+	if err != nil || len(m.Nodes) != 1 {
+		t.Fatalf("mask %+v: %v", m, err)
+	}
+	f.waitFor("d to lead without c", 10*time.Second, func() bool {
+		s := f.agents["d"].Status()
+		return s.EM != nil && !s.EM.Reconciling && s.EM.BUs == 1
+	}, f.dump)
+	// b's BU builds without the masked sources, at once (its wait is 5 s).
+	f.readout("b", []uint32{0, 1, 2}, 0, 8)
+	f.agents["b"].EndOfData(context.Background())
+	f.waitFor("8 events built", 3*time.Second, func() bool {
+		s, ok := f.leaderStatus()
+		return ok && s.Ledger.Built == 8
+	}, f.dump)
+	if s := f.agents["b"].Status(); s.BU.Incomplete != 2 {
+		t.Fatalf("b's BU: %+v, want its 2 assignments incomplete (without the masked sources)", s.BU)
+	}
+}

@@ -20,6 +20,7 @@
 //	| drain/<node id>    | DrainRequest (JSON)           | `sluice farm drain`                 |
 //	| runs/<run>/void/<bu>/<inc hex> | farm.VoidRecord (JSON) | the EM, when it declares inc dead; |
 //	|                    |                               | deleted by the BU once applied      |
+//	| sources/<node id>  | the node's sources at its last join | the node (no lease: masking a dead RU) |
 //
 // # Service discovery
 //

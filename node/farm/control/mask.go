@@ -44,13 +44,18 @@ func (m RunMask) SourceIDs() []uint32 {
 	return slices.Compact(ids)
 }
 
+// sourcesKey holds the sources node read out when it last joined (no
+// lease: it outlives the node).
+func (c *Client) sourcesKey(node string) string { return c.prefix + "sources/" + node }
+
 func (c *Client) maskKey(run uint32) string {
 	return c.key("runs", strconv.FormatUint(uint64(run), 10), "mask")
 }
 
 // Mask adds nodes and sources to run's mask (a transaction on the record's
 // revision, retried when another writer won) and returns the new mask. A
-// masked node that is a member now has its sources recorded with it.
+// masked node's sources are recorded with it: its membership record's,
+// or, for a node gone, those it read out when it last joined.
 // Errors: nothing to mask, a node id with '/', etcd's.
 func (c *Client) Mask(ctx context.Context, run uint32, nodes []string, sources []uint32, by string) (RunMask, error) {
 	if len(nodes) == 0 && len(sources) == 0 {
@@ -78,13 +83,27 @@ func (c *Client) Mask(ctx context.Context, run uint32, nodes []string, sources [
 			if !slices.Contains(m.Nodes, n) {
 				m.Nodes = append(m.Nodes, n)
 			}
+			srcs := ""
 			for _, mb := range members {
-				if mb.Node == n && mb.Sources != "" {
-					if m.NodeSources == nil {
-						m.NodeSources = map[string]string{}
-					}
-					m.NodeSources[n] = mb.Sources
+				if mb.Node == n {
+					srcs = mb.Sources
 				}
+			}
+			if srcs == "" {
+				// Gone (a dead RU's lease expired): its last join's sources.
+				resp, err := c.cli.Get(ctx, c.sourcesKey(n))
+				if err != nil {
+					return RunMask{}, fmt.Errorf("control: mask: %w", err)
+				}
+				if len(resp.Kvs) > 0 {
+					srcs = string(resp.Kvs[0].Value)
+				}
+			}
+			if srcs != "" {
+				if m.NodeSources == nil {
+					m.NodeSources = map[string]string{}
+				}
+				m.NodeSources[n] = srcs
 			}
 		}
 		slices.Sort(m.Nodes)

@@ -55,6 +55,13 @@ func TestMaskAndDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no drain request seen")
 	}
+	// A node gone (its lease revoked, as a dead node's expires) is masked
+	// with the sources it read out at its last join.
+	join(t, c, "ru-b").Leave(ctx)
+	m, err = c.Mask(ctx, 8, []string{"ru-b"}, nil, "op")
+	if err != nil || m.NodeSources["ru-b"] != "0-9" {
+		t.Fatalf("mask of a node gone %+v: %v", m, err)
+	}
 	if _, err := c.Drain(ctx, "gone", "op"); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("drain of a non-member: %v", err)
 	}

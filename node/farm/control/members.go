@@ -62,9 +62,14 @@ func (c *Client) Join(ctx context.Context, m Member, ttl time.Duration) (*Member
 		return nil, err
 	}
 	key := c.nodesPrefix() + m.Node
+	then := []clientv3.Op{clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))}
+	if m.Sources != "" {
+		// Outlives the lease: run control masks a dead RU by its node id.
+		then = append(then, clientv3.OpPut(c.sourcesKey(m.Node), m.Sources))
+	}
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).
+		Then(then...).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		s.Close()
