@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/farm/control"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 func init() { register(newFarmCmd) }
@@ -527,6 +528,9 @@ func printFarmStatus(w io.Writer, st control.Status, nodes []nodeView) {
 	}
 	if len(nodes) > 0 {
 		printNodeViews(w, nodes)
+	}
+	if m := st.Mask; m != nil {
+		fmt.Fprintf(w, "masked for the rest of the run (by %s): nodes %v, sources %s\n", m.By, m.Nodes, schemas.FormatSourceList(m.SourceIDs()))
 	}
 	if st.Ledger != nil {
 		fmt.Fprint(w, st.Ledger.String())

@@ -17,6 +17,7 @@ type Status struct {
 	Config   *farm.RunConfig     `json:"config,omitempty"`
 	Reserved uint64              `json:"reserved"` // assignment ids below this may have been used
 	Ledger   *farm.LedgerSummary `json:"ledger,omitempty"`
+	Mask     *RunMask            `json:"mask,omitempty"` // what run control masked of the run
 }
 
 // Status reads the farm's status from etcd.
@@ -46,6 +47,11 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return st, err
 	} else if ok {
 		st.Ledger = &l
+	}
+	if m, ok, err := c.RunMask(ctx, rs.Run); err != nil {
+		return st, err
+	} else if ok {
+		st.Mask = &m
 	}
 	return st, nil
 }
