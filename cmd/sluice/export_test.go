@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -97,6 +98,7 @@ func exportSamples(t *testing.T) map[string][]byte {
 		"frd":     frdStream(t),
 		"eformat": eformatStream(t),
 		"ferol":   gunzip(t, sample("cms/mol_run55.dat.gz")),
+		"besiii":  sample("besiii/test_raw_data.raw"),
 	}
 }
 
@@ -208,7 +210,12 @@ func TestStoreExportRoundTrip(t *testing.T) {
 			if j, joins := f.(format.Joiner); joins && j.ExportName() == name {
 				// Joined back into the sample's own format: read it with
 				// the format's splitter.
-				if back, _ = split(t, sp, got, groups); name != "vdif" && !bytes.Equal(got, stream) {
+				// Not byte for byte: VDIF (frames of a thread interleave
+				// differently) and BESIII (the store gives events in event
+				// id order, the file has them in data block order; the
+				// FILE_END record is written anew). Both are checked byte
+				// for byte in their packages.
+				if back, _ = split(t, sp, got, groups); name != "vdif" && name != "besiii" && !bytes.Equal(got, stream) {
 					t.Errorf("the %s export (%d bytes) differs from the stream split (%d bytes)", name, len(got), len(stream))
 				}
 			} else {
@@ -325,4 +332,42 @@ func readTable(t *testing.T, name string, b []byte) events {
 		}
 	}
 	return out
+}
+
+// TestStoreExportForeign: exporting events in a format they were not
+// read from says so, naming the format, the run and the event, instead of
+// a joiner's decode error.
+func TestStoreExportForeign(t *testing.T) {
+	mdf := exportSamples(t)["mdf"]
+	sp := formats.Detect(mdf[:format.HeadBytes]).(format.Splitter)
+	groups, err := sp.Sources(bytes.NewReader(mdf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frags := split(t, sp, mdf, groups)
+	dir := t.TempDir()
+	storeBuilt(t, dir, groups, frags)
+	for _, c := range []struct{ export, name string }{
+		{"eformat", "atlas-full-event"}, {"frd", "cms-frd"}, {"ferol", "cms-ferol"}, {"vdif", "vdif"}, {"besiii", "besiii-raw"},
+	} {
+		out := filepath.Join(t.TempDir(), "x."+c.export)
+		_, err := run(t, "store", "export", "--path", dir, "--format", c.export, "--out", out)
+		want := "these events are not " + c.name + " events: run 1 event "
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "export them in the format they were read from") {
+			t.Errorf("--format %s of LHCb events: %v, want %q", c.export, err, want)
+		}
+	}
+	// And LHCb's joiner on BESIII events.
+	bes := exportSamples(t)["besiii"]
+	sp = formats.Detect(bes[:format.HeadBytes]).(format.Splitter)
+	if groups, err = sp.Sources(bytes.NewReader(bes)); err != nil {
+		t.Fatal(err)
+	}
+	_, frags = split(t, sp, bes, groups)
+	dir = t.TempDir()
+	storeBuilt(t, dir, groups, frags)
+	_, err = run(t, "store", "export", "--path", dir, "--format", "mdf", "--out", filepath.Join(t.TempDir(), "x.mdf"))
+	if err == nil || !strings.Contains(err.Error(), "these events are not lhcb-mdf events: run 1 event 199781 has no fragment of source") {
+		t.Errorf("--format mdf of BESIII events: %v", err)
+	}
 }

@@ -111,6 +111,7 @@ func TestInspectThirdPartySamples(t *testing.T) {
 		"baseband/sample.vdif":     "time range: 2014-06-16T05:56:07Z",
 		"baseband/sample_mwa.vdif": "frames/s per thread: unknown (≥ 10 frames/s from 10 frames in 1 s); time range from frame numbers not shown",
 		"baseband/sample.m5b":      "checksums: 4 valid, 0 bad",
+		"besiii/test_raw_data.raw": "fragments: 80 sub-detector, 260 ROS, 420 ROB (0 with status bits set)\nruns: 91668\n",
 	} {
 		t.Run(rel, func(t *testing.T) {
 			p := filepath.Join("..", "..", "testdata", "third_party", rel)

@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 // Splitting and joining. SplitFullEvent sends one fragment per ROB (source
@@ -134,9 +135,10 @@ type Joiner struct {
 // header fragment lists (then any ROB it does not list, in the batch's
 // order). A ROB that did not arrive (an incomplete event, see the row's
 // missing sources) is left out, as the ATLAS event builder leaves out a
-// ROB it did not get. Errors: *schemas.DecodeError wrapping ErrTruncated
-// (no or short header fragment), DecodeFullEvent's errors for a malformed
-// header fragment, ErrInconsistent (a header whose global_id is not the
+// ROB it did not get. Errors: format.ErrForeignEvents (no header
+// fragment: the events were not split from eformat data),
+// *schemas.DecodeError wrapping ErrTruncated (a short header fragment),
+// DecodeFullEvent's errors for a malformed header fragment, ErrInconsistent (a header whose global_id is not the
 // row's event id, a ROB list that does not fill the fragment, a fragment
 // holding another source's ROB), or those of JoinFullEvent.
 func (j Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
@@ -148,7 +150,7 @@ func (j Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) 
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]
 	if len(hp) == 0 {
-		return dst, schemas.Errorf(joinFormat, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %#x)", id, HeaderSource)
+		return dst, format.NoHeaderFragment(FullEventFormat, HeaderSource, eb, i)
 	}
 	hdr, n, _, err := DecodeFullEvent(hp)
 	if err != nil {

@@ -211,8 +211,9 @@ type ferolJoiner struct{}
 // Join appends row i's FED fragments, in the batch's source order, each
 // framed as the FEROL frames it (AppendFEROL) with the row's FED id and
 // the low 24 bits of its event id (the FEROL's event number). A FED that
-// did not arrive is left out. Errors: *schemas.DecodeError wrapping
-// ErrInconsistent (a source over the 12-bit FED id, or a fragment holding
+// did not arrive is left out. Errors: format.ErrForeignEvents (a source
+// over the 12-bit FED id: the events were not split from CMS data),
+// *schemas.DecodeError wrapping ErrInconsistent (a fragment holding
 // another FED than its source) or ErrBadHeader (a fragment not a whole
 // number of 64-bit words).
 func (ferolJoiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
@@ -222,7 +223,7 @@ func (ferolJoiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, erro
 	for _, src := range order {
 		p := frags[src]
 		if src > MaxFEDID {
-			return dst, schemas.Errorf(joinFormat, fmt.Sprintf("fragment of source %d", src), 0, schemas.ErrInconsistent, "event %d: source %d is not a 12-bit FED id", id, src)
+			return dst, format.ForeignEvents(FEROLFormat, eb, i, "has a fragment of source %d, not a 12-bit FED id", src)
 		}
 		if len(p) >= FEDWordSize {
 			if fed := uint32(binary.LittleEndian.Uint64(p) >> 8 & MaxFEDID); fed != src {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 // Splitting and joining. SplitFRD sends one fragment per FED (source id =
@@ -115,8 +116,10 @@ type Joiner struct{}
 // their sources' fragments in the order the header fragment lists (then
 // any FED it does not list, in the batch's order). A FED that did not
 // arrive (an incomplete event, see the row's missing sources) is left out,
-// as CMS leaves out a FED that did not send. Errors: *schemas.DecodeError
-// wrapping ErrTruncated (no or short header fragment), ErrInconsistent (a
+// as CMS leaves out a FED that did not send. Errors:
+// format.ErrForeignEvents (no header fragment: the events were not split
+// from FRD data), *schemas.DecodeError wrapping ErrTruncated (a short
+// header fragment), ErrInconsistent (a
 // header fragment whose event number is not the row's, whose FED list does
 // not fill it, or a fragment holding another FED than its source), or
 // those of JoinFRD.
@@ -125,7 +128,7 @@ func (Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]
 	if len(hp) == 0 {
-		return dst, schemas.Errorf(joinFormat, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %d)", id, HeaderSource)
+		return dst, format.NoHeaderFragment(FRDFormat, HeaderSource, eb, i)
 	}
 	hdr, n, err := DecodeFRD(hp)
 	if err != nil {

@@ -1,8 +1,10 @@
 package format
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -22,6 +24,37 @@ func ExportOf(f Format) (e Exporter, ok bool) {
 		return joinExporter{j}, true
 	}
 	return nil, false
+}
+
+// ErrForeignEvents: the events being written in a format were not built
+// from that format's data: they lack the fragment its splitter adds to
+// every event (e.g. LHCb events exported as eformat).
+var ErrForeignEvents = errors.New("events of another format")
+
+// ForeignEvents is the error a Joiner of f returns for row i of eb when
+// the row cannot have been split from f's data (why says how it shows,
+// e.g. "has no fragment of source 0xffffffff, which every event split from
+// atlas-full-event data carries"): it names f, the run and event, and the
+// source groups the events do have, e.g. `these events are not
+// atlas-full-event events: run 7 event 3 has no fragment of source ...
+// (their source groups: odin, velo); export them in the format they were
+// read from`. It wraps ErrForeignEvents.
+func ForeignEvents(f Format, eb *schemas.EventBatch, i int, why string, args ...any) error {
+	names := make([]string, 0, len(eb.Groups))
+	for _, g := range eb.Groups {
+		names = append(names, g.Name)
+	}
+	if len(names) > 8 {
+		names = append(names[:8], "...")
+	}
+	return fmt.Errorf("these events are not %s events: run %d event %d %s (their source groups: %s); export them in the format they were read from: %w",
+		f.Name(), eb.Run(i), eb.EventID(i), fmt.Sprintf(why, args...), strings.Join(names, ", "), ErrForeignEvents)
+}
+
+// NoHeaderFragment is the ForeignEvents of a Joiner of f whose splitter
+// adds a header fragment of source header to every event.
+func NoHeaderFragment(f Format, header uint32, eb *schemas.EventBatch, i int) error {
+	return ForeignEvents(f, eb, i, "has no fragment of source %#x, which every event split from %s data carries", header, f.Name())
 }
 
 // joinExporter exports through a Joiner: the records back to back, the
@@ -50,6 +83,9 @@ func (jw *joinWriter) Write(rec arrow.RecordBatch) error {
 	}
 	for i := range eb.Len() {
 		if jw.buf, err = jw.j.Join(jw.buf[:0], eb, i); err != nil {
+			if errors.Is(err, ErrForeignEvents) {
+				return err // names the run and event already
+			}
 			return fmt.Errorf("run %d event %d: %w", eb.Run(i), eb.EventID(i), err)
 		}
 		if _, err := jw.w.Write(jw.buf); err != nil {

@@ -6,6 +6,7 @@ package formats
 
 import (
 	"github.com/sluice-daq/sluice/schemas/atlas"
+	"github.com/sluice-daq/sluice/schemas/besiii"
 	"github.com/sluice-daq/sluice/schemas/cms"
 	"github.com/sluice-daq/sluice/schemas/format"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
@@ -25,6 +26,7 @@ var registry = format.NewRegistry(
 	native.MFPFormat,      // "SLMP"
 	cms.FRDFormat,         // "RAW_000n"; a bare FRD event is Plausible
 	cms.FEROLFormat,       // FEROL block header 0x475A (big-endian) before a FED header
+	besiii.Format,         // FILE_START 0x1234aaaa, or a data separator before an eformat v3.0 event
 	atlas.FullEventFormat, // marker 0xaa1234aa, either byte order
 	atlas.ROBFormat,       // marker 0xdd1234dd, either byte order
 	lhcb.MEPFormat,        // MDF header of data type MEP

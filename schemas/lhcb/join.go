@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 const formatJoin = "lhcb-join"
@@ -29,8 +30,10 @@ func NewJoiner() *Joiner { return &Joiner{frags: map[uint32][]byte{}, cursor: ma
 // Join appends to dst the MDF record of row i of a batch built from split
 // MDF events, with a freshly computed size and checksum. Errors are
 // *schemas.DecodeError whose Field names the fragment and whose Offset is
-// the offset in that fragment's payload: the header fragment is missing or
-// malformed (ErrTruncated, DecodeHeader's errors), a bank the header
+// the offset in that fragment's payload, except for a missing header
+// fragment (format.ErrForeignEvents: the events were not split from LHCb
+// data): the header fragment is malformed (ErrTruncated, DecodeHeader's
+// errors), a bank the header
 // fragment lists is missing (ErrInconsistent, e.g. an incomplete event), a
 // bank is malformed (DecodeBank's errors), is not of the source whose
 // fragment holds it, a fragment holds banks the header fragment does not
@@ -45,7 +48,7 @@ func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error)
 	})
 	hp := j.frags[HeaderSource]
 	if len(hp) == 0 {
-		return dst, schemas.Errorf(formatJoin, "header fragment", 0, schemas.ErrTruncated, "event %d has no header fragment (source %#x)", eb.EventID(i), HeaderSource)
+		return dst, format.NoHeaderFragment(MDFFormat, HeaderSource, eb, i)
 	}
 	h, err := DecodeHeader(hp)
 	if err != nil {

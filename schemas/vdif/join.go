@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 // Joiner turns built sluice events (rows of an event batch whose fragments
@@ -20,9 +21,11 @@ type Joiner struct {
 
 // Join appends the VDIF frames of row i of eb to dst. Each fragment
 // payload must be one whole VDIF frame whose thread and time give back the
-// fragment's source id and the row's event id. Errors: *schemas.DecodeError
-// (offset within the fragment payload) wrapping the errors of DecodeFrame,
-// or ErrInconsistent for a frame that does not belong where it was found, a
+// fragment's source id and the row's event id. Errors:
+// format.ErrForeignEvents for a payload that is no VDIF frame header, or
+// one of neither the fragment's source nor the row's event (the events
+// were not split from VDIF data), *schemas.DecodeError (offset within the
+// fragment payload) wrapping ErrInconsistent for a frame that does not belong where it was found, a
 // payload longer than its frame, or an event holding frames of sources not
 // in Order (they would be dropped).
 func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
@@ -32,6 +35,13 @@ func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error)
 		if len(payload) == 0 {
 			j.Missing++
 			return true
+		}
+		// Not a frame header, or one of neither this source nor this
+		// event: the events came from another format (a misplaced or cut
+		// frame is checkFrame's).
+		if h, herr := DecodeHeader(payload); herr != nil || SourceID(&h) != src && EventID(&h) != id {
+			err = format.ForeignEvents(VDIFFormat, eb, i, "has a fragment of source %d that is no VDIF frame of that thread or of that second and frame", src)
+			return false
 		}
 		if err = checkFrame(src, id, payload); err != nil {
 			return false
