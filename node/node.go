@@ -211,6 +211,13 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	}
 	if parts.Chain != nil {
 		n.flow.setChain(parts.Chain)
+		// The store keeps a verdict's lines as a bitmask: record what the
+		// bits are called, for `sluice store ls`.
+		if ls, ok := parts.Store.(interface{ SetLineNames(map[string][]string) error }); ok {
+			if err := ls.SetLineNames(lineNames(parts.Chain)); err != nil {
+				n.log.Warn("store: trigger line names not recorded", "err", err)
+			}
+		}
 	}
 	if k := parts.RunEventsAtStart; k > 0 {
 		// Not refused: a restart after a crash legitimately reuses the run.

@@ -120,7 +120,7 @@ func (c *fakeChain) Decide(ctx context.Context, eb *schemas.EventBatch) ([]schem
 		case c.accept || id%10 == 0:
 			v.Decision, v.Lines = schemas.DecisionAccept, 1<<1
 		case id%10 <= 2:
-			v.Decision, v.Reason = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction, Text: "deferred: fraction"}
+			v.Decision, v.Reason = schemas.DecisionDefer, schemas.Reason{Kind: schemas.ReasonFraction, Text: "fraction"}
 		case id%10 == 3:
 			v.Decision, v.Reason, v.Status = schemas.DecisionDefer,
 				schemas.Reason{Kind: schemas.ReasonTriggerError, Text: "plugin crashed 3 times"}, schemas.StatusTriggerError
@@ -535,7 +535,7 @@ func TestPipelineChainFailureDefersNotDrops(t *testing.T) {
 	}
 	def := streamCount(t, cfg.Store.Dir, storage.Deferred)
 	for _, e := range def {
-		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Verdict.Reason.Text, "trigger chain failed") {
+		if e.Status&schemas.StatusTriggerError == 0 || !strings.HasPrefix(e.Verdict.Reason.Text, "trigger-error: the trigger chain failed") {
 			t.Fatalf("deferred event %+v", e)
 		}
 	}

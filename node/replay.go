@@ -80,6 +80,9 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 	}
 	defer cur.Close()
 	names := lineNames(chain)
+	if err := st.SetLineNames(names); err != nil { // for `sluice store ls`
+		return s, err
+	}
 	finish := func(err error) (ReplaySummary, error) {
 		s.DurationSeconds = time.Since(start).Seconds()
 		after, lerr := st.Ledger()

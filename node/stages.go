@@ -174,7 +174,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			continue
 		default:
 			n.fail(fmt.Errorf("trigger chain: %w", err))
-			reason := schemas.Reason{Kind: schemas.ReasonTriggerError, Text: "trigger chain failed: " + err.Error()}
+			reason := schemas.Reason{Kind: schemas.ReasonTriggerError, Text: "trigger-error: the trigger chain failed: " + err.Error()}
 			b.verdicts = deferAll(ev, reason, schemas.StatusTriggerError)
 		}
 		n.prepare(&b)

@@ -202,7 +202,10 @@ func TestDeferFraction(t *testing.T) {
 		}
 		if r.Decision == schemas.DecisionDefer {
 			deferred++
-			if r.Reason.Kind != schemas.ReasonFraction || r.Reason.Text != "deferred: fraction" || r.ReasonName() != "hlt/fraction" {
+			// The text kept in the store (shown by `sluice store ls` beside
+			// the stage) spells the reason as the ledger names it.
+			if r.Reason.Kind != schemas.ReasonFraction || r.Reason.Text != "fraction" || r.ReasonName() != "hlt/fraction" ||
+				r.Stage+"/"+r.Reason.Text != r.ReasonName() {
 				t.Fatalf("event %d deferred with reason %+v", id, r.Reason)
 			}
 		}
@@ -251,7 +254,7 @@ func TestDeferBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		if r.Decision != schemas.DecisionDefer || r.Reason.Kind != schemas.ReasonBacklog || !strings.Contains(r.Reason.Text, "backlog above 5 events") {
+		if r.Decision != schemas.DecisionDefer || r.Reason.Kind != schemas.ReasonBacklog || !strings.HasPrefix(r.Reason.Text, r.Reason.Kind.String()+": ") || r.Reason.Text != "backlog: above 5 events" {
 			t.Fatalf("batch 2 row %d: %+v", i, r)
 		}
 	}

@@ -123,7 +123,7 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 		out[i].Stage = s.cfg.Name
 	}
 	if b := s.cfg.Deferral.Backlog; b > 0 && s.waiting.Load() > int64(b) {
-		reason := schemas.Reason{Kind: schemas.ReasonBacklog, Text: fmt.Sprintf("deferred: backlog above %d events", b)}
+		reason := schemas.Reason{Kind: schemas.ReasonBacklog, Text: fmt.Sprintf("backlog: above %d events", b)}
 		for i := range out {
 			out[i].Decision, out[i].Reason = schemas.DecisionDefer, reason
 		}
@@ -177,7 +177,7 @@ func (s *stage) undeferred(ev *schemas.EventBatch, out []schemas.Verdict) []int 
 }
 
 // reasonFraction is the reason of the events the fraction policy defers.
-var reasonFraction = schemas.Reason{Kind: schemas.ReasonFraction, Text: "deferred: fraction"}
+var reasonFraction = schemas.Reason{Kind: schemas.ReasonFraction, Text: "fraction"}
 
 // call runs rec on a free instance, restarting crashed or hung processes
 // and resending, up to MaxAttempts times. After the last failure every
@@ -238,7 +238,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 		}
 	}
 	reason := schemas.Reason{Kind: schemas.ReasonTriggerError,
-		Text: fmt.Sprintf("trigger error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)}
+		Text: fmt.Sprintf("trigger-error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)}
 	s.log.Error("batch deferred after repeated trigger failures", "plugin", s.desc.Name, "events", n, "error", lastErr)
 	res := make([]schemas.Verdict, n)
 	for i := range res {

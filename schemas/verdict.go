@@ -77,7 +77,10 @@ func (v *Verdict) ReasonName() string {
 
 // Reason says why an event got its decision. Kind, one of a few, names it
 // in metrics and ledgers; Text is free and kept with the event in the
-// store (e.g. "deferred: backlog above 2048 events", a plugin's message).
+// store (e.g. a plugin's message). The host's own reasons spell Text as
+// the ledgers name them, the kind's name first ("fraction", "backlog:
+// above 2048 events", "trigger-error: ..."), so that `sluice store ls`
+// (stage gec, reason fraction) reads as the ledger (gec/fraction).
 // The store keeps only Text: a Verdict read back from the store has Kind
 // ReasonNone.
 type Reason struct {

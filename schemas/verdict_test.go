@@ -10,8 +10,8 @@ func TestVerdictReasonName(t *testing.T) {
 		v    Verdict
 		want string
 	}{
-		{Verdict{Stage: "hlt1", Reason: Reason{Kind: ReasonBacklog, Text: "deferred: backlog above 2048 events"}}, "hlt1/backlog"},
-		{Verdict{Stage: "hlt1", Reason: Reason{Kind: ReasonFraction, Text: "deferred: fraction"}}, "hlt1/fraction"},
+		{Verdict{Stage: "hlt1", Reason: Reason{Kind: ReasonBacklog, Text: "backlog: above 2048 events"}}, "hlt1/backlog"},
+		{Verdict{Stage: "hlt1", Reason: Reason{Kind: ReasonFraction, Text: "fraction"}}, "hlt1/fraction"},
 		// A plugin's own deferral is named by the plugin, whatever its text.
 		{Verdict{Stage: "gec", Reason: Reason{Kind: ReasonPlugin, Plugin: "gec", Text: "event 5: bank 3 truncated"}}, "gec/gec"},
 		{Verdict{Stage: "gec", Reason: Reason{Kind: ReasonPlugin}}, "gec/plugin"},

@@ -25,7 +25,8 @@ const (
 	Deferred Stream = 2
 )
 
-// metaPrefix is the first byte of the store's own records (schema, ledger);
+// metaPrefix is the first byte of the store's own records (schema, ledger,
+// line names);
 // it sorts before every stream.
 const metaPrefix byte = 0
 

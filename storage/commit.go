@@ -23,9 +23,9 @@ type CommitAck struct {
 // created; it is updated in the same transaction as the events it counts,
 // so it can be checked against the streams after any crash.
 type Ledger struct {
-	Accepted uint64 // deferred events accepted by replay
-	Rejected uint64 // deferred events rejected (removed) by replay
-	Kept     uint64 // outcomes that kept an event deferred
+	Accepted uint64 `json:"accepted"` // deferred events accepted by replay
+	Rejected uint64 `json:"rejected"` // deferred events rejected (removed) by replay
+	Kept     uint64 `json:"kept"`     // outcomes that kept an event deferred
 }
 
 const ledgerSize = 24

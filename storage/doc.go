@@ -16,9 +16,10 @@
 //
 // (run, event id) identifies an event in a stream: writing it again
 // replaces it, which makes a resent batch idempotent. The store's own
-// records have first byte 0: "\x00schema", "\x00ledger" and one
-// "\x00run" + run number (4 bytes big-endian) per run that ended normally
-// on the store (Store.EndRun), holding the end time as uint64 Unix
+// records have first byte 0: "\x00schema", "\x00ledger", "\x00lines"
+// (JSON: stage name -> its trigger line names, bit i named by entry i) and
+// one "\x00run" + run number (4 bytes big-endian) per run that ended
+// normally on the store (Store.EndRun), holding the end time as uint64 Unix
 // nanoseconds little-endian: a start with that run number is a rerun.
 //
 // # Event value, encoding version 1

@@ -32,6 +32,9 @@ var (
 	ErrLocked = errors.New("store in use by another process")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNotAStore: a read-only open of a directory that holds no store
+	// (no badger MANIFEST): not one `sluice run` wrote.
+	ErrNotAStore = errors.New("not a sluice store")
 )
 
 // DiskBudgetError says which limit refused a write and by how much.

@@ -113,6 +113,13 @@ func Open(opts Options) (*Store, error) {
 	if !opts.Sync.valid() {
 		return nil, fmt.Errorf("store %s: sync policy %q: %s", opts.Dir, opts.Sync, syncWant)
 	}
+	if opts.ReadOnly {
+		// Without this, badger's own "no manifest found, required for
+		// read-only db" is what a reader of a wrong directory sees.
+		if _, err := os.Stat(filepath.Join(opts.Dir, "MANIFEST")); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("store %s: %w: it has no store files (MANIFEST); give the directory a node's store.path names", opts.Dir, ErrNotAStore)
+		}
+	}
 	empty, err := emptyLogs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)

@@ -269,6 +269,12 @@ func newStoreLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls --path DIR [--stream S] [--runs A-B] [--events A-B] [--limit N]",
 		Short: "List stored events with their metadata, in (run, event id) order",
+		Long: `Lists the selected events of a stream, one line each: run, event id,
+timestamp, status, fragments, decision, the trigger lines that fired (named
+as the deciding stage's plugin declares them; lineN where the store has no
+name), the stage that decided, the reason (for the node's own reasons spelt
+as the run ledger counts them: stage gec with reason fraction is the
+ledger's gec/fraction) and the stored bytes.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stream, sel, err := sf.parse()
@@ -280,13 +286,18 @@ func newStoreLsCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
+			names, err := s.LineNames()
+			if err != nil {
+				return err
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "run\tevent_id\ttimestamp\tstatus\tfragments\tdecision\tlines\tstage\treason\tbytes")
 			listed := 0
 			err = s.List(stream, sel, sf.limit, func(e storage.EventInfo) bool {
 				listed++
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%#x\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
-					e.Status, e.NumFragments, e.Verdict.Decision, e.Verdict.Lines, orDash(e.Verdict.Stage), orDash(e.Verdict.Reason.Text), e.Bytes)
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Key.Run, e.Key.EventID, formatTS(e.Timestamp),
+					e.Status, e.NumFragments, e.Verdict.Decision, lineList(e.Verdict.Lines, names[e.Verdict.Stage]),
+					orDash(e.Verdict.Stage), orDash(e.Verdict.Reason.Text), e.Bytes)
 				return true
 			})
 			if ferr := tw.Flush(); err == nil {
@@ -303,6 +314,20 @@ func newStoreLsCmd() *cobra.Command {
 	stf.add(cmd)
 	sf.add(cmd, "accepted")
 	return cmd
+}
+
+// lineList names the lines set in a stored verdict's bitmask, with the
+// line names its stage declared ("lineN" for a bit the store has no name
+// for, e.g. a store written before the names were recorded); "-" for none.
+func lineList(lines uint64, names []string) string {
+	var out []string
+	for _, name := range schemas.FiredLines(lines, names) {
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
 }
 
 func newStoreExportCmd() *cobra.Command {

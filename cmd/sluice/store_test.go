@@ -71,6 +71,9 @@ func writeStore(t *testing.T, dir string, group schemas.SourceGroup, stream stor
 	if _, err := s.Put(stream, eb, meta, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SetLineNames(map[string][]string{"hlt1": {"big", "scifi_busy"}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // smallStore keeps test stores light: small memtable and value-log
@@ -114,6 +117,14 @@ func TestStoreStatAndLs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		t.Fatalf("stat --json: %v\n%s", err, out)
 	}
+	// Keys are lower snake case, as everywhere else (not Go's "Accepted").
+	if !strings.Contains(out, `"ledger": {
+    "accepted": 0,
+    "rejected": 0,
+    "kept": 0
+  }`) || strings.Contains(out, `"Accepted"`) {
+		t.Fatalf("stat --json ledger keys:\n%s", out)
+	}
 	if len(js.Streams) != 2 || js.Streams[1].Stream != "deferred" || js.Streams[1].Events != 8 || len(js.Streams[1].Runs) != 2 {
 		t.Fatalf("stat --json streams %+v", js.Streams)
 	}
@@ -123,8 +134,9 @@ func TestStoreStatAndLs(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "3  ") || !strings.Contains(lines[1], " 2 ") || !strings.Contains(lines[2], " 3 ") ||
-		!strings.Contains(lines[1], "defer") || !strings.Contains(lines[1], "backlog") || !strings.Contains(lines[1], " ok ") {
-		t.Fatalf("ls output:\n%s", out)
+		!strings.Contains(lines[1], "defer") || !strings.Contains(lines[1], "backlog") || !strings.Contains(lines[1], " ok ") ||
+		!strings.Contains(lines[1], " big,scifi_busy  hlt1 ") {
+		t.Fatalf("ls output (lines named as the stage declared them):\n%s", out)
 	}
 	// The default stream is accepted, as for export; here it is empty, and ls says so.
 	if out, _ := run(t, "store", "ls", "--path", dir); len(strings.Split(strings.TrimSpace(out), "\n")) != 2 || !strings.Contains(out, "no events in the accepted stream") {
@@ -135,6 +147,17 @@ func TestStoreStatAndLs(t *testing.T) {
 	}
 	if _, err := run(t, "store", "stat", "--path", filepath.Join(dir, "nope")); err == nil {
 		t.Fatal("stat of a missing directory succeeded")
+	}
+	// A directory that is no store is called so, for every subcommand.
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range [][]string{{"stat"}, {"ls"}, {"export", "--format", "arrow", "--out", filepath.Join(t.TempDir(), "x.arrow")}} {
+		_, err := run(t, append(append([]string{"store"}, sub...), "--path", other)...)
+		if err == nil || !strings.Contains(err.Error(), "not a sluice store") || strings.Contains(err.Error(), "manifest found") {
+			t.Errorf("store %s of a directory without a store: %v", sub[0], err)
+		}
 	}
 }
 

@@ -53,6 +53,9 @@ func inspectWith(r io.Reader, maxEvents int, mem memory.Allocator) (*format.Repo
 	if len(head) == 0 {
 		return nil, schemas.Errorf("inspect", "file", 0, schemas.ErrTruncated, "the file is empty")
 	}
+	if err := formats.Refusal(head); err != nil {
+		return nil, err
+	}
 	return nil, schemas.Errorf("inspect", "header", 0, schemas.ErrBadMagic,
 		"no known format: expected %s (first bytes % x)", formats.Signs(), head[:min(len(head), 16)])
 }

@@ -310,6 +310,9 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 			return nil, "", err
 		}
 	default:
+		if err := formats.Refusal(data[:min(len(data), format.HeadBytes)]); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
 		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP or VDIF file (by its first bytes)", path)
 	}
 	if vtp && format != "vdif" {

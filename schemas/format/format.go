@@ -71,6 +71,18 @@ type Format interface {
 	Inspect(s *Stream, maxEvents int) (*Report, error)
 }
 
+// Refuser is a Format that can say why a stream that looks like its own
+// was not detected as such: the error its decoder gives for the stream's
+// first bytes, so that a user sees "EDV 0 requires extended user data 0"
+// rather than "no known format".
+type Refuser interface {
+	Format
+	// Refusal returns, for head (as Detect is given it) that Detect did
+	// not match, the decoder's error when head otherwise looks like the
+	// format's (a *schemas.DecodeError, offset in head); else nil.
+	Refusal(head []byte) error
+}
+
 // Splitter is a Format whose streams sluice splits into its own
 // fragments, as a readout board or a network source would send them to
 // the builder.

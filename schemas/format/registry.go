@@ -65,6 +65,19 @@ func (r *Registry) Detect(head []byte) Format {
 	return plausible
 }
 
+// Refusal returns, for a stream of no detected format, the first
+// Refuser's refusal of head (wrapped with the format's name), or nil.
+func (r *Registry) Refusal(head []byte) error {
+	for _, f := range r.formats {
+		if rf, ok := f.(Refuser); ok {
+			if err := rf.Refusal(head); err != nil {
+				return fmt.Errorf("looks like %s, but: %w", f.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
 // Lookup returns the format named name (its Name), or nil.
 func (r *Registry) Lookup(name string) Format {
 	for _, f := range r.formats {

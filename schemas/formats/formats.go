@@ -42,6 +42,10 @@ func All() []format.Format { return registry.All() }
 // bytes (fewer when it is shorter) are head, or nil when none knows it.
 func Detect(head []byte) format.Format { return registry.Detect(head) }
 
+// Refusal says why a stream that Detect found of no format is not of
+// the format it looks like (format.Refuser), or is nil.
+func Refusal(head []byte) error { return registry.Refusal(head) }
+
 // Lookup returns the format of the given Name, or nil.
 func Lookup(name string) format.Format { return registry.Lookup(name) }
 

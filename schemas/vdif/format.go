@@ -40,6 +40,12 @@ func (vdifStream) Detect(head []byte) format.Match {
 	return format.NoMatch
 }
 
+// Refusal is the error of the first header whose frame and the next
+// agree as VDIF's do but whose EDV's extended words are wrong (so Detect
+// refused the stream), e.g. `EDV 0 requires extended user data 0`; nil
+// when the stream does not look like VDIF.
+func (vdifStream) Refusal(head []byte) error { return refusal(head) }
+
 func (vdifStream) Inspect(r *format.Stream, maxEvents int) (*format.Report, error) {
 	return report(inspectVDIF(r.Reader, maxEvents))
 }

@@ -116,6 +116,19 @@ func (h *Header) Station() string {
 // words, EDV 0xAB fields), ErrBadMagic (sync words, 16 or 20),
 // ErrCRCMismatch (EDV 0xAB time code, 28).
 func DecodeHeader(b []byte) (Header, error) {
+	h, err := decodeFields(b)
+	if err != nil || h.Legacy {
+		return h, err
+	}
+	if err := h.checkEDV(b); err != nil {
+		return Header{}, err
+	}
+	return h, nil
+}
+
+// decodeFields is DecodeHeader without the checks of the EDV's extended
+// words.
+func decodeFields(b []byte) (Header, error) {
 	le := binary.LittleEndian
 	if len(b) < LegacyHeaderSize {
 		return Header{}, schemas.Errorf(formatVDIF, "header", 0, schemas.ErrTruncated, "need %d bytes, have %d", LegacyHeaderSize, len(b))
@@ -146,12 +159,6 @@ func DecodeHeader(b []byte) (Header, error) {
 	}
 	if h.FrameBytes() < h.Size() {
 		return Header{}, schemas.Errorf(formatVDIF, "frame_length", 8, schemas.ErrBadHeader, "frame length %d bytes is smaller than the %d-byte header", h.FrameBytes(), h.Size())
-	}
-	if h.Legacy {
-		return h, nil
-	}
-	if err := h.checkEDV(b); err != nil {
-		return Header{}, err
 	}
 	return h, nil
 }

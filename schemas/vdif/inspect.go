@@ -50,6 +50,32 @@ func DetectVDIF(head []byte) bool {
 	return err == nil && n.Legacy == h.Legacy && n.FrameLength == h.FrameLength && n.RefEpoch == h.RefEpoch && n.Version == h.Version && n.EDV == h.EDV
 }
 
+// refusal is DetectVDIF's question asked without the EDV checks: when
+// head's first two headers agree as DetectVDIF wants them to but one of
+// them fails the checks of its EDV's extended words (e.g. EDV 0 with a
+// non-zero word 5), that header's error, at its offset in head; else nil.
+func refusal(head []byte) error {
+	h, err := decodeFields(head)
+	if err != nil || h.Unassigned != 0 || h.Version > 1 || h.Legacy {
+		return nil
+	}
+	next := h.FrameBytes()
+	if len(head) < next+HeaderSize {
+		return nil // one header alone is no sign of VDIF
+	}
+	n, err := decodeFields(head[next:])
+	if err != nil || n.Legacy || n.FrameLength != h.FrameLength || n.RefEpoch != h.RefEpoch || n.Version != h.Version || n.EDV != h.EDV {
+		return nil
+	}
+	if _, err := DecodeHeader(head); err != nil {
+		return err
+	}
+	if _, err := DecodeHeader(head[next:]); err != nil {
+		return schemas.WithOffset(err, int64(next))
+	}
+	return nil
+}
+
 // Report summarizes a VDIF or Mark 5B file for `sluice inspect`.
 type Report struct {
 	Format     string      `json:"format"`      // "vdif" or "mark5b"
