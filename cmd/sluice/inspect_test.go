@@ -261,3 +261,28 @@ func TestInspectStoreExports(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectBadChecksumFails: an MDF file with one corrupt record is
+// summarised (9 valid, 1 bad) and inspect exits non-zero, naming the count;
+// --allow-bad accepts it.
+func TestInspectBadChecksumFails(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "third_party", "lhcb", "MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[1000] ^= 0xff // inside the first record's banks
+	p := writeFile(t, "bad.mdf", b)
+	out, err := run(t, "inspect", p)
+	if err == nil || !strings.Contains(err.Error(), "1 of 10 ") || !strings.Contains(err.Error(), "--allow-bad") {
+		t.Fatalf("inspect of a file with a bad record: %v\n%s", err, out)
+	}
+	if !strings.Contains(squeeze(out), "checksums: 9 valid, 1 bad") {
+		t.Fatalf("no report before the failure:\n%s", out)
+	}
+	if out, err := run(t, "inspect", p, "--allow-bad"); err != nil {
+		t.Fatalf("--allow-bad: %v\n%s", err, out)
+	}
+	if _, err := run(t, "inspect", p, "--json"); err == nil {
+		t.Fatal("--json of a file with a bad record exits 0")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -180,4 +181,32 @@ func (s sourceSink) AddPacket(_ context.Context, p schemas.MFP, release func()) 
 	s[p.SourceID] = true
 	release()
 	return nil
+}
+// TestBadEDV0File: a VDIF file whose EDV 0 headers carry a non-zero word
+// 5 is reported with the VDIF decoder's error, by inspect and by readout
+// --from, not as "no known format"; readout prints no "sent 0 packets"
+// before it.
+func TestBadEDV0File(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "third_party", "baseband", "sample_mwa.vdif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(b); off += 544 {
+		binary.LittleEndian.PutUint32(b[off+20:], 1)
+	}
+	p := filepath.Join(t.TempDir(), "bad.vdif")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "looks like vdif, but: vdif: word 5 at byte offset 20: inconsistent: EDV 0 requires extended user data 0"
+	if _, err := run(t, "inspect", p); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "no known format") {
+		t.Fatalf("inspect: %v", err)
+	}
+	out, err := run(t, "readout", "--from", p, "--to", "file://"+filepath.Join(t.TempDir(), "x.mfp"))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("readout --from: %v", err)
+	}
+	if strings.Contains(out, "sent 0 packets") {
+		t.Fatalf("readout printed a summary before its error:\n%s", out)
+	}
 }

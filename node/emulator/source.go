@@ -254,7 +254,8 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 	if err != nil {
 		return nil, "", err
 	}
-	kind := formats.Detect(data[:min(len(data), format.HeadBytes)])
+	head := data[:min(len(data), format.HeadBytes)]
+	kind := formats.Detect(head)
 	f := &fileSource{loops: loops, vtp: vtp}
 	var format string
 	add := func(b []byte) error {
@@ -310,7 +311,7 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 			return nil, "", err
 		}
 	default:
-		if err := formats.Refusal(data[:min(len(data), format.HeadBytes)]); err != nil {
+		if err := formats.Refusal(head); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", path, err)
 		}
 		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP or VDIF file (by its first bytes)", path)

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/format"
 )
 
 func TestDetect(t *testing.T) {
@@ -148,4 +151,32 @@ func TestInspectErrors(t *testing.T) {
 	}
 	_, err = Inspect(bytes.NewReader(make([]byte, 1000)), 0)
 	wantDecodeError(t, err, "inspect", schemas.ErrBadMagic, 0)
+}
+
+// TestRefusalEDV0: an EDV 0 file whose headers carry a non-zero word 5 is
+// not detected (its headers are refused), but the registry can say why
+// with the decoder's own error, at the header's word 5.
+func TestRefusalEDV0(t *testing.T) {
+	b := bytes.Clone(sample(t, "sample_mwa.vdif"))
+	if !DetectVDIF(b) {
+		t.Fatal("the EDV 0 sample is not detected")
+	}
+	if err := refusal(b); err != nil {
+		t.Fatalf("refusal of a good file: %v", err)
+	}
+	for off := 0; off < len(b); off += 544 {
+		binary.LittleEndian.PutUint32(b[off+20:], 0x12345678)
+	}
+	if DetectVDIF(b) {
+		t.Fatal("EDV 0 with word 5 set detected as VDIF")
+	}
+	err := VDIFFormat.(format.Refuser).Refusal(b)
+	de := decodetest.Want(t, err, schemas.ErrInconsistent, 20)
+	if !strings.Contains(de.Error(), "EDV 0 requires extended user data 0") {
+		t.Fatalf("refusal %v", err)
+	}
+	// Bytes that are no VDIF at all are not refused as VDIF.
+	if err := refusal(bytes.Repeat([]byte{0xff}, 2000)); err != nil {
+		t.Fatalf("refusal of 0xff bytes: %v", err)
+	}
 }
