@@ -213,7 +213,9 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		n.flow.setChain(parts.Chain)
 		// The store keeps a verdict's lines as a bitmask: record what the
 		// bits are called, for `sluice store ls`.
-		if ls, ok := parts.Store.(interface{ SetLineNames(map[string][]string) error }); ok {
+		if ls, ok := parts.Store.(interface {
+			SetLineNames(map[string][]string) error
+		}); ok {
 			if err := ls.SetLineNames(lineNames(parts.Chain)); err != nil {
 				n.log.Warn("store: trigger line names not recorded", "err", err)
 			}

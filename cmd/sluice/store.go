@@ -275,7 +275,7 @@ as the deciding stage's plugin declares them; lineN where the store has no
 name), the stage that decided, the reason (for the node's own reasons spelt
 as the run ledger counts them: stage gec with reason fraction is the
 ledger's gec/fraction) and the stored bytes.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stream, sel, err := sf.parse()
 			if err != nil {
