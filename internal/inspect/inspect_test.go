@@ -382,12 +382,17 @@ func TestInspectThirdParty(t *testing.T) {
 	})
 	t.Run("vdif", func(t *testing.T) {
 		rep := inspect(t, thirdParty(t, "baseband/sample.vdif"), 2)
-		if rep.Format != "vdif" || rep.Events != 16 || rep.NumSources != 8 || rep.Start == nil || rep.RecordBytes.Median != 5032 {
+		// 16 frames: 8 threads × 2 (second, frame) events, as the
+		// node builds them.
+		if rep.Format != "vdif" || rep.Events != 2 || rep.Records != 16 || rep.NumSources != 8 || rep.Start == nil || rep.RecordBytes.Median != 5032 {
 			t.Fatalf("VDIF %+v", rep)
 		}
 		text := squeeze(writeText(t, rep))
 		for _, want := range []string{"bytes: 80512 in 16 frames", "time range: 2014-06-16T05:56:07Z .. 2014-06-16T05:56:07.000625Z",
 			"frames/s per thread: 1600 (from the sample rate in the headers)",
+			"events: 2 ((second, frame) events across 8 threads; 16 frames)",
+			"signal: 1 channel × 2-bit real samples, 20000 samples per frame", "sample rate: 32 MS/s per channel",
+			"VDIF version: 1, reference epoch 28 (2014-01-01)",
 			"# offset frame bytes thread station epoch second frame time flags", "\n1 5032 5032 3 65532 14363767 0 2014-06-16T05:56:07Z"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("text lacks %q:\n%s", want, text)
@@ -395,7 +400,10 @@ func TestInspectThirdParty(t *testing.T) {
 		}
 		m := jsonOf(t, rep)
 		of, rows := detailRows(t, m)
-		if bb := m["baseband"].(map[string]any); of != "frames" || len(rows) != 2 || rows[1]["frame_bytes"] != 5032.0 || bb["time_range_exact"] != true || bb["frame_rate_source"] != "header" {
+		if bb := m["baseband"].(map[string]any); of != "frames" || len(rows) != 2 || rows[1]["frame_bytes"] != 5032.0 || bb["time_range_exact"] != true || bb["frame_rate_source"] != "header" ||
+			bb["channels"] != 1.0 || bb["bits_per_sample"] != 2.0 || bb["complex"] != false || bb["samples_per_frame"] != 20000.0 ||
+			bb["sample_rate_hz"] != 32e6 || bb["vdif_version"] != 1.0 || bb["ref_epoch"] != 28.0 || bb["ref_epoch_start"] != "2014-01-01" ||
+			bb["events"] != 2.0 || bb["frames"] != 16.0 || m["events"] != 2.0 {
 			t.Fatalf("JSON %v", m)
 		}
 	})

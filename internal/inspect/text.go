@@ -22,7 +22,11 @@ func WriteText(w io.Writer, r *format.Report) error {
 		unit = "record"
 	}
 	line("bytes", "%d in %s", r.Bytes, format.Plural(r.Records, unit))
-	line("events", "%d", r.Events)
+	if r.EventsText != "" {
+		line("events", "%s", r.EventsText)
+	} else {
+		line("events", "%d", r.Events)
+	}
 	switch {
 	case r.SourcesText != "":
 		line("sources", "%s", r.SourcesText)

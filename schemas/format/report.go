@@ -20,7 +20,10 @@ type Report struct {
 	// FRD events, full events or ROBs, MDF records, VDIF/Mark 5B frames.
 	// For Arrow IPC files they are record batches, for Parquet row groups.
 	Records int `json:"records"`
-	Events  int `json:"events"` // events (frames for VDIF and Mark 5B, rows of an event table)
+	// Events counts events: those the node builds from the records (VDIF:
+	// (second, frame number) events across threads; Mark 5B: frames),
+	// rows of an event table.
+	Events int `json:"events"`
 	// NumSources counts distinct sources: source ids, FED ids, ROB source
 	// ids, LHCb (bank type, source id) pairs, VDIF (station, thread) ids,
 	// the sources of an event table's source groups.
@@ -43,6 +46,9 @@ type Report struct {
 	// RecordUnit names what Records counts, in the singular ("frame",
 	// "row group"); empty means "record".
 	RecordUnit string `json:"-"`
+	// EventsText, when set, is the text of the events line, for a format
+	// whose records are not its events (VDIF frames).
+	EventsText string `json:"-"`
 	// SourcesText, when set, is the text of the sources line, for a
 	// format that counts or writes its sources its own way.
 	SourcesText string `json:"-"`

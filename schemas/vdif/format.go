@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,6 +118,12 @@ func report(v *Report, err error) (*format.Report, error) {
 	}
 	rep := &format.Report{Format: v.Format, Bytes: v.Bytes, Records: v.Frames, Events: v.Frames, Start: v.Start, End: v.End,
 		RecordUnit: "frame", Section: v}
+	if v.Format == FormatVDIF {
+		// The node builds a VDIF event per (second, frame number), from
+		// one frame of each thread: that is the events' count.
+		rep.Events = v.Events
+		rep.EventsText = fmt.Sprintf("%d ((second, frame) events across %s; %s)", v.Events, format.Plural(len(v.Threads), "thread"), format.Plural(v.Frames, "frame"))
+	}
 	if len(v.Details) > 0 {
 		rows, mark5b := v.Details, v.Format == FormatMark5B
 		rep.Detail = &format.Detail{Of: "frames", Rows: rows, Table: func(row func(...any)) { framesTable(rows, mark5b, row) }}
@@ -165,6 +172,21 @@ func (v *Report) Lines(line format.LineFunc) {
 		return
 	}
 	line("stations", "%s", strings.Join(v.Stations, ", "))
+	kind := "real"
+	if v.Complex {
+		kind = "complex"
+	}
+	mixed := ""
+	if v.SignalMixed {
+		mixed = " (of the first frame; not every frame agrees)"
+	}
+	line("signal", "%s × %d-bit %s samples, %d samples per frame%s", format.Plural(v.Channels, "channel"), v.BitsPerSample, kind, v.SamplesPerFrame, mixed)
+	if v.SampleRateHz > 0 {
+		line("sample rate", "%s per channel", sampleRate(v.SampleRateHz))
+	} else {
+		line("sample rate", "unknown (the frame rate is a lower bound)")
+	}
+	line("VDIF version", "%d, reference epoch %d (%s)", v.VDIFVersion, v.RefEpoch, v.RefEpochStart)
 	line("EDVs", "%v (legacy frames: %d)", v.EDVs, v.LegacyFrames)
 	line("invalid frames", "%d", v.InvalidFrames)
 	switch v.FrameRateSource {
@@ -181,6 +203,19 @@ func (v *Report) Lines(line format.LineFunc) {
 	} else {
 		line("thread check", "threads agree")
 	}
+}
+
+// sampleRate writes a rate in samples/s with an SI prefix, e.g. "32 MS/s".
+func sampleRate(hz float64) string {
+	for _, u := range []struct {
+		f float64
+		p string
+	}{{1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if hz >= u.f {
+			return strconv.FormatFloat(hz/u.f, 'f', -1, 64) + " " + u.p + "S/s"
+		}
+	}
+	return strconv.FormatFloat(hz, 'f', -1, 64) + " S/s"
 }
 
 // framesTable writes the VDIF or Mark 5B frame rows as text. A VDIF

@@ -89,6 +89,24 @@ type Report struct {
 	LegacyFrames int      `json:"legacy_frames,omitempty"`
 	// InvalidFrames counts VDIF frames with the invalid-data flag set.
 	InvalidFrames int `json:"invalid_frames"`
+	// Events counts the (second, frame number) events the node builds
+	// from the frames, one frame per thread each (VDIF only).
+	Events int `json:"events,omitempty"`
+	// The signal, as the first frame describes it (SignalMixed: not every
+	// frame agrees): VDIF version, channels, bits per sample, real or
+	// complex samples, samples per frame (per channel), the reference
+	// epoch and its start date (UTC), and the sample rate per channel
+	// (samples per frame × frames/s; 0 while the frame rate is only a
+	// lower bound).
+	VDIFVersion     int     `json:"vdif_version"`
+	Channels        int     `json:"channels,omitempty"`
+	BitsPerSample   int     `json:"bits_per_sample,omitempty"`
+	Complex         bool    `json:"complex"`
+	SamplesPerFrame int     `json:"samples_per_frame,omitempty"`
+	SampleRateHz    float64 `json:"sample_rate_hz,omitempty"`
+	RefEpoch        int     `json:"ref_epoch"`
+	RefEpochStart   string  `json:"ref_epoch_start,omitempty"` // e.g. "2014-01-01"
+	SignalMixed     bool    `json:"signal_mixed,omitempty"`
 	// FramesPerSecond per thread, and where it came from
 	// (FrameRateSource): "header" (the EDV's sample rate), "stream" (largest
 	// frame number + 1, a whole second was seen) or "lower-bound" (no whole
@@ -168,6 +186,16 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 	check.Tolerance = 1
 	headerRate, secondSeen := 0, false
 	frameZero := map[uint32]int64{} // source -> last second whose frame 0 it sent
+	events := map[uint64]bool{}
+	type signal struct {
+		version, channels, bits, samples int
+		complex                          bool
+		epoch                            uint8
+	}
+	signalOf := func(h *Header) signal {
+		return signal{int(h.Version), h.Channels(), int(h.BitsPerSample), h.SamplesPerFrame(), h.Complex, h.RefEpoch}
+	}
+	var sig0 signal
 	var err error
 	for {
 		var f Frame
@@ -179,6 +207,14 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 			details = append(details, h)
 			rep.Details = append(rep.Details, FrameDetail{Index: rep.Frames, Offset: f.Offset, Bytes: len(f.Bytes), Thread: h.ThreadID, Station: h.Station(),
 				EDV: int(h.EDV), Legacy: h.Legacy, Invalid: h.Invalid, Seconds: h.Seconds, FrameNumber: h.FrameNumber})
+		}
+		events[EventID(&h)] = true
+		if s := signalOf(&h); rep.Frames == 0 {
+			sig0 = s
+			rep.VDIFVersion, rep.Channels, rep.BitsPerSample, rep.Complex = s.version, s.channels, s.bits, s.complex
+			rep.SamplesPerFrame, rep.RefEpoch, rep.RefEpochStart = s.samples, int(s.epoch), EpochTime(s.epoch).Format(time.DateOnly)
+		} else if s != sig0 {
+			rep.SignalMixed = true
 		}
 		if rep.Frames == 0 || later(&first, &h) {
 			first = h
@@ -222,6 +258,10 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 		rep.FrameRateSource = "stream"
 	default:
 		rep.FrameRateSource = "lower-bound"
+	}
+	rep.Events = len(events)
+	if rep.FrameRateSource != "lower-bound" {
+		rep.SampleRateHz = float64(rep.SamplesPerFrame) * float64(rep.FramesPerSecond)
 	}
 	for t := range threads {
 		rep.Threads = append(rep.Threads, t)
