@@ -108,11 +108,11 @@ func TestInspectThirdPartySamples(t *testing.T) {
 	for rel, want := range map[string]string{
 		"lhcb/MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf": "\n0 0 349460 349412 6001 ",
 		"lhcb/upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep":     "bytes: 1978316 in 1 record\n",
-		"baseband/sample.vdif":     "time range: 2014-06-16T05:56:07Z",
-		"baseband/sample_mwa.vdif": "frames/s per thread: unknown (≥ 10 frames/s from 10 frames in 1 s); time range from frame numbers not shown",
+		"baseband/sample.vdif":            "time range: 2014-06-16T05:56:07Z",
+		"baseband/sample_mwa.vdif":        "frames/s per thread: unknown (≥ 10 frames/s from 10 frames in 1 s); time range from frame numbers not shown",
 		"baseband/sample_mwa.vdif#signal": "signal: 2 channels × 8-bit complex samples, 128 samples per frame\nsample rate: unknown (the frame rate is a lower bound)\nVDIF version: 0, reference epoch 31 (2015-07-01)\n",
-		"baseband/sample.m5b":      "checksums: 4 valid, 0 bad",
-		"besiii/test_raw_data.raw": "fragments: 80 sub-detector, 260 ROS, 420 ROB (0 with status bits set)\nruns: 91668\n",
+		"baseband/sample.m5b":             "checksums: 4 valid, 0 bad",
+		"besiii/test_raw_data.raw":        "fragments: 80 sub-detector, 260 ROS, 420 ROB (0 with status bits set)\nruns: 91668\n",
 	} {
 		t.Run(rel, func(t *testing.T) {
 			p := filepath.Join("..", "..", "testdata", "third_party", strings.Split(rel, "#")[0])

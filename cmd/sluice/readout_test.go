@@ -182,6 +182,7 @@ func (s sourceSink) AddPacket(_ context.Context, p schemas.MFP, release func()) 
 	release()
 	return nil
 }
+
 // TestBadEDV0File: a VDIF file whose EDV 0 headers carry a non-zero word
 // 5 is reported with the VDIF decoder's error, by inspect and by readout
 // --from, not as "no known format"; readout prints no "sent 0 packets"
