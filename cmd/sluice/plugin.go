@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,10 +19,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-daq/sluice/internal/synth"
+	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/plugins/sdk/scaffold"
 	"github.com/sluice-daq/sluice/plugins/sdk/triggertest"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 func init() { register(newPluginCmd) }
@@ -79,16 +84,24 @@ func newPluginCheckCmd() *cobra.Command {
 	var events int
 	var seed uint64
 	var inline bool
+	var src checkSource
+	stf := storeFlags{budget: config.Default().Node.MemoryBudget.String()} // the store takes its default share
 	cmd := &cobra.Command{
-		Use:   "check BINARY",
-		Short: "Start a trigger plugin, check its handshake, describe it and run it on synthetic events",
+		Use:   "check BINARY [--from FILE | --store DIR [--stream S]]",
+		Short: "Start a trigger plugin, check its handshake, describe it and run it on synthetic or real events",
 		Long: `Starts the plugin binary (for a project written by plugin new: bin/NAME,
 built by make build), checks the handshake, prints its description and its
-decision on synthetic events of the emulator's ECAL, HCAL and muon sources.
-The events' sizes are drawn from --seed over 160 to 2560 payload bytes, and
-every 8th event from the 4th is corrupt (a fragment failing its CRC), every
-8th from the 7th incomplete (a muon source missing), so that the check sees
-more than one decision; the counts per decision close the output.`,
+decision on events, at most --events of them: by default synthetic events of
+the emulator's ECAL, HCAL and muon sources, whose sizes are drawn from --seed
+over 160 to 2560 payload bytes, every 8th event from the 4th corrupt (a
+fragment failing its CRC), every 8th from the 7th incomplete (a muon source
+missing), so that the check sees more than one decision; with --from FILE the
+events of a file of any format sluice splits (LHCb MDF or MEP, VDIF, CMS FRD
+or FEROL, ATLAS eformat, BESIII raw, sluice fragments), built as a node
+builds them; with --store DIR the events of a node's store (--stream
+accepted or deferred). A plugin that reads source groups (its description's
+columns) the events do not have is warned about: it would see them empty.
+The counts per decision close the output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := filepath.Abs(args[0])
@@ -109,9 +122,16 @@ more than one decision; the counts per decision close the output.`,
 			if events <= 0 {
 				return errors.New("plugin check: --events must be positive")
 			}
-			return checkPlugin(cmd, path, p, events, seed, inline)
+			if src.from != "" && stf.path != "" {
+				return &exitError{code: exitConfig, err: errors.New("plugin check: --from and --store exclude each other")}
+			}
+			src.store = &stf
+			return checkPlugin(cmd, path, p, events, seed, inline, &src)
 		},
 	}
+	cmd.Flags().StringVar(&src.from, "from", "", "decide the events of this file (any format sluice splits) instead of synthetic ones")
+	cmd.Flags().StringVar(&stf.path, "store", "", "decide the events of this node store instead of synthetic ones")
+	cmd.Flags().StringVar(&src.stream, "stream", "accepted", "with --store: the stream, accepted or deferred")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "plugin parameter KEY=VALUE (repeatable)")
 	cmd.Flags().IntVar(&events, "events", 16, "synthetic events to decide")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the synthetic events' sizes and payloads")
@@ -158,7 +178,7 @@ const checkStage = "check"
 // checkPlugin starts the plugin, prints its description, and prints its
 // decision on each of a batch of synthetic events (see checkEvents) and the
 // count per decision.
-func checkPlugin(cmd *cobra.Command, path string, params map[string]string, events int, seed uint64, inline bool) error {
+func checkPlugin(cmd *cobra.Command, path string, params map[string]string, events int, seed uint64, inline bool, src *checkSource) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 	defer cancel()
 	out := cmd.OutOrStdout()
@@ -175,22 +195,20 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	}
 	fmt.Fprintf(out, "plugin   %s\nname     %s\nversion  %s\nprotocol sluice.trigger.v%d (handshake ok)\nlines    %s\ncolumns  %s\n",
 		path, d.Name, d.Version, plugins.ProtocolVersion, strings.Join(d.Lines, ", "), columns)
-	batches, err := checkEvents(memory.NewGoAllocator(), events, seed)
-	if err != nil {
-		return fmt.Errorf("plugin check: synthetic events: %w", err)
-	}
-	defer triggertest.Release(batches)
-	res, err := triggertest.Run(ctx, r, batches)
-	if err != nil {
-		return fmt.Errorf("plugin check: %w", err)
-	}
 	// What the plugin was given, row by row in the order of res.
 	var bytes []int
 	var status []schemas.EventStatus
-	for _, rec := range batches {
+	var res []triggertest.Decision
+	warned := false
+	err = src.each(memory.NewGoAllocator(), events, seed, func(rec arrow.RecordBatch) error {
 		ev, err := schemas.NewEventBatch(rec)
 		if err != nil {
 			return err
+		}
+		if missing := missingGroups(d.Columns, ev.Groups); len(missing) > 0 && !warned {
+			warned = true
+			fmt.Fprintf(out, "\nwarning: the plugin reads source groups %s, which these events do not have (they have %s): it sees them empty\n",
+				strings.Join(missing, ", "), groupNames(ev.Groups))
 		}
 		for i := range ev.Len() {
 			n := 0
@@ -200,6 +218,15 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 			bytes = append(bytes, n)
 			status = append(status, ev.Status(i))
 		}
+		got, err := triggertest.Run(ctx, r, []arrow.RecordBatch{rec})
+		res = append(res, got...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("plugin check: %w", err)
+	}
+	if len(res) == 0 {
+		return fmt.Errorf("plugin check: %s holds no events", src)
 	}
 	fmt.Fprintf(out, "\n%-10s %6s %-18s %-8s %s\n", "event id", "bytes", "status", "decision", "lines")
 	var count [4]int
@@ -221,19 +248,146 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	return nil
 }
 
-// statusText names the status bits a synthetic event can carry.
+// checkSource is where plugin check takes its events from: a file
+// (--from), a store (--store, --stream) or else synthetic events.
+type checkSource struct {
+	from   string
+	store  *storeFlags
+	stream string
+}
+
+func (s *checkSource) String() string {
+	switch {
+	case s.from != "":
+		return s.from
+	case s.store != nil && s.store.path != "":
+		return fmt.Sprintf("the %s stream of %s", s.stream, s.store.path)
+	}
+	return "the synthetic batch"
+}
+
+// checkBatch is how many events go to the plugin at a time from a file or
+// a store.
+const checkBatch = 64
+
+// each calls fn with batches of at most n events in all, each released
+// when fn returns.
+func (s *checkSource) each(mem memory.Allocator, n int, seed uint64, fn func(arrow.RecordBatch) error) error {
+	limit := func(batches []arrow.RecordBatch) error {
+		defer triggertest.Release(batches)
+		for _, rec := range batches {
+			if n <= 0 {
+				return nil
+			}
+			k := min(int64(n), rec.NumRows())
+			part := rec.NewSlice(0, k)
+			err := fn(part)
+			part.Release()
+			if err != nil {
+				return err
+			}
+			n -= int(k)
+		}
+		return nil
+	}
+	switch {
+	case s.from != "":
+		b, err := readMaybeGzip(s.from)
+		if err != nil {
+			return err
+		}
+		batches, err := triggertest.File(mem, b, checkBatch)
+		if err != nil {
+			return fmt.Errorf("--from %s: %w", s.from, err)
+		}
+		return limit(batches)
+	case s.store != nil && s.store.path != "":
+		stream, err := storage.ParseStream(s.stream)
+		if err != nil {
+			return &exitError{code: exitConfig, err: fmt.Errorf("--stream: %w", err)}
+		}
+		st, err := s.store.open()
+		if err != nil {
+			return fmt.Errorf("--store: %w", err)
+		}
+		defer st.Close()
+		cur, err := st.NewCursor(stream, storage.CursorOptions{BatchSize: min(n, checkBatch), Mem: mem})
+		if err != nil {
+			return fmt.Errorf("--store: %w", err)
+		}
+		defer cur.Close()
+		for n > 0 {
+			b, err := cur.Next()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("--store: %w", err)
+			}
+			k := min(int64(n), b.Rec.NumRows())
+			part := b.Rec.NewSlice(0, k)
+			err = fn(part)
+			part.Release()
+			b.Release()
+			if err != nil {
+				return err
+			}
+			n -= int(k)
+		}
+		return nil
+	}
+	batches, err := checkEvents(mem, n, seed)
+	if err != nil {
+		return fmt.Errorf("synthetic events: %w", err)
+	}
+	return limit(batches)
+}
+
+// readMaybeGzip reads the file at path, through gzip when it is gzipped
+// (as the CMS captures are kept).
+func readMaybeGzip(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer zr.Close()
+	return io.ReadAll(zr)
+}
+
+// missingGroups returns the source groups of columns (a plugin's
+// description: the groups it reads; empty means all) that groups lack.
+func missingGroups(columns []string, groups []schemas.SourceGroup) []string {
+	var out []string
+	for _, c := range columns {
+		if !slices.ContainsFunc(groups, func(g schemas.SourceGroup) bool { return g.Name == c }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// groupNames lists groups' names, at most eight.
+func groupNames(groups []schemas.SourceGroup) string {
+	names := make([]string, 0, len(groups))
+	for _, g := range groups {
+		names = append(names, g.Name)
+	}
+	if len(names) > 8 {
+		names = append(names[:8], fmt.Sprintf("... (%d groups)", len(groups)))
+	}
+	return strings.Join(names, ", ")
+}
+
+// statusText names an event's status bits ("ok" for none).
 func statusText(s schemas.EventStatus) string {
-	var names []string
-	if s&schemas.StatusCorrupt != 0 {
-		names = append(names, "corrupt")
-	}
-	if s&schemas.StatusIncomplete != 0 {
-		names = append(names, "incomplete")
-	}
-	if len(names) == 0 {
+	if s == 0 {
 		return "ok"
 	}
-	return strings.Join(names, ",")
+	return strings.Join(s.Names(), ",")
 }
 
 // Fragment sizes of the synthetic events: an event's mean payload bytes per

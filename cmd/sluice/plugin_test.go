@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // TestPluginNewBuildsAndChecks builds sluice, has it write a plugin project
@@ -39,7 +41,10 @@ func TestPluginNewBuildsAndChecks(t *testing.T) {
 		t.Fatalf("detected checkout: %s, want %s", b, root)
 	}
 	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if !strings.Contains(string(gomod), "replace github.com/sluice-daq/sluice => "+root) {
+	// Relative to the project where they share a directory, so that both
+	// may move together (scaffold's tests check the rule).
+	rel, _ := scaffold.ReplacePath(dir, root)
+	if !strings.Contains(string(gomod), "replace github.com/sluice-daq/sluice => "+rel+"\n") {
 		t.Fatalf("go.mod lacks the replace directive:\n%s", gomod)
 	}
 	for _, f := range []string{"main.go", "main_test.go", "Makefile", "README.md", "go.sum"} {
@@ -274,5 +279,58 @@ func TestPluginCheckRefusesNonPlugins(t *testing.T) {
 	}
 	if _, err := run(t, "plugin", "new", "x", "--sluice-dir", bin); err == nil || !strings.Contains(err.Error(), "no go.mod") {
 		t.Errorf("--sluice-dir without a checkout: %v", err)
+	}
+}
+
+// TestPluginCheckRealEvents: plugin check decides the events of a file of
+// any format sluice splits (--from, gzipped too) or of a store (--store),
+// at most --events of them, and warns when the plugin reads source groups
+// the events do not have.
+func TestPluginCheckRealEvents(t *testing.T) {
+	bin := t.TempDir()
+	if b, err := exec.Command("go", "build", "-o", bin+"/", "../../plugins/examples/passthrough", "../../plugins/examples/l0calo").CombinedOutput(); err != nil {
+		t.Fatalf("building the example plugins: %v\n%s", err, b)
+	}
+	pass, l0 := filepath.Join(bin, "passthrough"), filepath.Join(bin, "l0calo")
+	third := filepath.Join("..", "..", "testdata", "third_party")
+	mdf := filepath.Join(third, "lhcb", "MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf")
+	for _, c := range []struct {
+		file   string
+		args   []string
+		events int
+	}{
+		{mdf, nil, 10},
+		{filepath.Join(third, "cms", "mol_run55.dat.gz"), []string{"--events", "5"}, 5},
+		{filepath.Join(third, "besiii", "test_raw_data.raw"), nil, 10},
+	} {
+		out, err := run(t, append([]string{"plugin", "check", pass, "--from", c.file}, c.args...)...)
+		if err != nil {
+			t.Fatalf("--from %s: %v\n%s", c.file, err, out)
+		}
+		if rows := checkRows(t, out); len(rows) != c.events || !strings.Contains(out, fmt.Sprintf("\n%d events: ", c.events)) {
+			t.Fatalf("--from %s: %d rows, want %d:\n%s", c.file, len(rows), c.events, out)
+		}
+		if strings.Contains(out, "warning:") {
+			t.Fatalf("passthrough reads every group, yet a warning:\n%s", out)
+		}
+	}
+	// l0calo reads the emulator's ecal, hcal and muon groups: LHCb data
+	// has none of them.
+	out, err := run(t, "plugin", "check", l0, "--from", mdf)
+	if err != nil || !strings.Contains(out, "warning: the plugin reads source groups ecal, hcal, muon, which these events do not have (they have bank") {
+		t.Fatalf("l0calo on LHCb events: %v\n%s", err, out)
+	}
+	// A store's events.
+	dir := t.TempDir()
+	writeStore(t, dir, schemas.SourceGroup{Name: "det", Sources: []uint32{4, 5}}, storage.Deferred, smallRows(3, 0, 7), schemas.DecisionDefer)
+	out, err = run(t, "plugin", "check", pass, "--store", dir, "--stream", "deferred", "--events", "5")
+	if err != nil || len(checkRows(t, out)) != 5 || !strings.Contains(out, "\n5 events: ") {
+		t.Fatalf("--store: %v\n%s", err, out)
+	}
+	if out, err := run(t, "plugin", "check", pass, "--store", dir); err == nil || !strings.Contains(err.Error(), "holds no events") {
+		t.Fatalf("--store of an empty stream: %v\n%s", err, out)
+	}
+	if _, err := run(t, "plugin", "check", pass, "--store", dir, "--from", mdf); exitCode(err) != exitConfig {
+		t.Fatalf("--store with --from: %v", err)
 	}
 }

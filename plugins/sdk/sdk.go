@@ -5,11 +5,15 @@
 //
 //	type myTrigger struct{ threshold uint32 }
 //
-//	func (t *myTrigger) Describe() sdk.Description { ... }
+//	var lines = sdk.Lines{"big", "scifi_busy"}
+//
+//	func (t *myTrigger) Describe() sdk.Description {
+//		return sdk.Description{Name: "my", Version: "1", Lines: lines}
+//	}
 //	func (t *myTrigger) Configure(p map[string]string) error { ... }
 //	func (t *myTrigger) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 //		for i := range out {
-//			out[i] = sdk.Accept(1) // line 0 fired
+//			out[i] = lines.Accept("big") // or sdk.Accept(1 << 0): a bitmask
 //		}
 //		return nil
 //	}
@@ -38,7 +42,8 @@ type Description struct {
 	Columns []string
 }
 
-// Accept is an accepted event whose given lines fired.
+// Accept is an accepted event whose lines fired: a bitmask, bit i the
+// line Description.Lines[i] names (Lines.Accept takes the names).
 func Accept(lines uint64) schemas.Verdict {
 	return schemas.Verdict{Decision: schemas.DecisionAccept, Lines: lines}
 }

@@ -30,13 +30,44 @@ func CheckName(name string) error {
 	return nil
 }
 
+// ReplacePath is the path go.mod's replace directive of a project in dir
+// gives the sluice checkout sluiceDir: relative to dir ("../sluice",
+// "./vendor/sluice": go wants the leading ./ or ../) when the two share a
+// directory below the root, else sluiceDir itself (a path up to / and
+// down again would break whichever moved). Errors: dir has no absolute
+// form.
+func ReplacePath(dir, sluiceDir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(abs, sluiceDir)
+	if err != nil {
+		return sluiceDir, nil
+	}
+	ups := 0
+	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+		if part == ".." {
+			ups++
+		}
+	}
+	if depth := len(strings.Split(strings.Trim(filepath.ToSlash(abs), "/"), "/")); ups >= depth {
+		return sluiceDir, nil // only the root in common
+	}
+	if rel != ".." && !strings.HasPrefix(rel, "../") {
+		rel = "./" + rel
+	}
+	return rel, nil
+}
+
 // Write writes the project of plugin name into dir (created; it must not
 // exist), building against the sluice checkout sluiceDir (an absolute
 // path); sluice is the command its Makefile's check target runs by default
 // (SLUICE; see Command). go.mod requires sluice through the replace
-// directive plus every module sluice requires, at sluice's versions, and
-// go.sum is sluice's, so that the project builds from the module cache
-// alone.
+// directive (ReplacePath: relative to dir where it can be, so that the
+// checkout and the project may move together) plus every module sluice
+// requires, at sluice's versions, and go.sum is sluice's, so that the
+// project builds from the module cache alone.
 func Write(dir, name, sluiceDir, sluice string) error {
 	if err := CheckName(name); err != nil {
 		return err
@@ -60,11 +91,15 @@ func Write(dir, name, sluiceDir, sluice string) error {
 			goLine = l
 		}
 	}
+	replace, err := ReplacePath(dir, sluiceDir)
+	if err != nil {
+		return err
+	}
 	data := struct {
-		Name, Type, Module, SluiceDir, Sluice, GoLine, Requires string
+		Name, Type, Module, SluiceDir, Replace, Sluice, GoLine, Requires string
 	}{
 		Name: name, Type: strings.ReplaceAll(name, "_", "") + "Trigger", Module: Module,
-		SluiceDir: sluiceDir, Sluice: sluice, GoLine: goLine, Requires: strings.TrimSpace(text[i:]),
+		SluiceDir: sluiceDir, Replace: replace, Sluice: sluice, GoLine: goLine, Requires: strings.TrimSpace(text[i:]),
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err

@@ -11,6 +11,19 @@ import (
 // TestWrite writes a project against this checkout and reads it back: every
 // file, the replace directive, the trigger type, the Makefile's SLUICE; an
 // existing directory and a bad name are refused.
+func TestReplacePath(t *testing.T) {
+	for _, c := range [][3]string{
+		{"/home/a/plugins/x", "/home/a/sluice", "../../sluice"},
+		{"/home/a/sluice/myplugin", "/home/a/sluice", ".."},
+		{"/home/a", "/home/a/src/sluice", "./src/sluice"},
+		{"/tmp/x/demo", "/work/sluice", "/work/sluice"}, // only / in common: absolute
+	} {
+		if got, err := ReplacePath(c[0], c[1]); err != nil || got != c[2] {
+			t.Errorf("ReplacePath(%s, %s) = %q, %v; want %q", c[0], c[1], got, err, c[2])
+		}
+	}
+}
+
 func TestWrite(t *testing.T) {
 	root, err := FindSluiceDir()
 	if err != nil {
@@ -33,8 +46,34 @@ func TestWrite(t *testing.T) {
 	for _, f := range []string{"main.go", "main_test.go", "Makefile", "README.md", "go.mod", "go.sum", ".gitignore"} {
 		read(f)
 	}
-	if gomod := read("go.mod"); !strings.HasPrefix(gomod, "module my_cut\n") || !strings.Contains(gomod, "replace "+Module+" => "+root+"\n") {
+	rel, err := ReplacePath(dir, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gomod := read("go.mod"); !strings.HasPrefix(gomod, "module my_cut\n") || !strings.Contains(gomod, "replace "+Module+" => "+rel+"\n") ||
+		!strings.Contains(gomod, "go mod edit -replace "+Module+"=/path/to/sluice") {
 		t.Errorf("go.mod:\n%s", gomod)
+	}
+	// A checkout beside the project: named relative to it.
+	tmp := t.TempDir()
+	fake := filepath.Join(tmp, "sluice")
+	if err := os.Mkdir(fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil || os.WriteFile(filepath.Join(fake, f), b, 0o644) != nil {
+			t.Fatal(f, err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(filepath.Join(tmp, "plugins", "x"), "x", fake, "sluice"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tmp, "plugins", "x", "go.mod")); !strings.Contains(string(b), "replace "+Module+" => ../../sluice\n") {
+		t.Errorf("go.mod of a project beside its checkout:\n%s", b)
 	}
 	if main := read("main.go"); !strings.Contains(main, "type mycutTrigger struct") || !strings.Contains(main, `Name: "my_cut"`) {
 		t.Errorf("main.go:\n%s", main)

@@ -1,15 +1,17 @@
 package scaffold
 
 // templates are the files of a new plugin project (text/template), by
-// name. The data is a project: Name, Type, Module, SluiceDir, Sluice,
-// GoLine and Requires.
+// name. The data is a project: Name, Type, Module, SluiceDir, Replace
+// (SluiceDir relative to the project), Sluice, GoLine and Requires.
 var templates = map[string]string{
 	"go.mod": `module {{.Name}}
 
 {{.GoLine}}
 
-// The sluice module is not published: build against a local checkout.
-replace {{.Module}} => {{.SluiceDir}}
+// The sluice module is not published: build against a local checkout, at
+// this path relative to this directory. To use another checkout:
+//   go mod edit -replace {{.Module}}=/path/to/sluice
+replace {{.Module}} => {{.Replace}}
 
 require {{.Module}} v0.0.0-00010101000000-000000000000
 
@@ -34,9 +36,13 @@ type {{.Type}} struct {
 	minBytes uint64
 }
 
+// lines are the trigger lines, by name: Decide fires them with
+// lines.Accept("big").
+var lines = sdk.Lines{"big"}
+
 func (t *{{.Type}}) Describe() sdk.Description {
 	// Columns could list the source groups Decide reads; empty means all.
-	return sdk.Description{Name: "{{.Name}}", Version: "0.1.0", Lines: []string{"big"}}
+	return sdk.Description{Name: "{{.Name}}", Version: "0.1.0", Lines: lines}
 }
 
 func (t *{{.Type}}) Configure(params map[string]string) error {
@@ -58,7 +64,7 @@ func (t *{{.Type}}) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error 
 		case ev.Status(i)&schemas.StatusCorrupt != 0:
 			out[i] = sdk.Defer(fmt.Sprintf("event %d has a corrupt fragment", ev.EventID(i)))
 		case n > t.minBytes:
-			out[i] = sdk.Accept(1) // line 0, "big"
+			out[i] = lines.Accept("big")
 		default:
 			out[i] = sdk.Reject()
 		}
@@ -163,10 +169,13 @@ project builds against the local checkout at
 
     {{.SluiceDir}}
 
-through the ` + "`replace`" + ` directive in go.mod; go.mod and go.sum list the
-modules sluice needs at sluice's versions, so nothing is downloaded when they
-are in the module cache (build sluice there once). If the checkout moves,
-edit the replace line.
+through the ` + "`replace`" + ` directive in go.mod, which names it relative to
+this directory (` + "`{{.Replace}}`" + `), so the two may move together; go.mod and
+go.sum list the modules sluice needs at sluice's versions, so nothing is
+downloaded when they are in the module cache (build sluice there once). To
+build against another checkout (or after moving one of them):
+
+    go mod edit -replace {{.Module}}=/path/to/sluice
 
     make test     # go test ./... (the trigger in process, on synthetic events)
     make build    # bin/{{.Name}}
