@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-daq/sluice/plugins/sdk/scaffold"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
