@@ -401,9 +401,11 @@ func TestInspectThirdParty(t *testing.T) {
 		m := jsonOf(t, rep)
 		of, rows := detailRows(t, m)
 		if bb := m["baseband"].(map[string]any); of != "frames" || len(rows) != 2 || rows[1]["frame_bytes"] != 5032.0 || bb["time_range_exact"] != true || bb["frame_rate_source"] != "header" ||
-			bb["channels"] != 1.0 || bb["bits_per_sample"] != 2.0 || bb["complex"] != false || bb["samples_per_frame"] != 20000.0 ||
-			bb["sample_rate_hz"] != 32e6 || bb["vdif_version"] != 1.0 || bb["ref_epoch"] != 28.0 || bb["ref_epoch_start"] != "2014-01-01" ||
 			bb["events"] != 2.0 || bb["frames"] != 16.0 || m["events"] != 2.0 {
+			t.Fatalf("JSON %v", m)
+		}
+		if s, _ := m["baseband"].(map[string]any)["signal"].(map[string]any); s["channels"] != 1.0 || s["bits_per_sample"] != 2.0 || s["complex"] != false ||
+			s["samples_per_frame"] != 20000.0 || s["sample_rate_hz"] != 32e6 || s["vdif_version"] != 1.0 || s["ref_epoch"] != 28.0 || s["ref_epoch_start"] != "2014-01-01" {
 			t.Fatalf("JSON %v", m)
 		}
 	})

@@ -172,21 +172,23 @@ func (v *Report) Lines(line format.LineFunc) {
 		return
 	}
 	line("stations", "%s", strings.Join(v.Stations, ", "))
-	kind := "real"
-	if v.Complex {
-		kind = "complex"
+	if s := v.Signal; s != nil {
+		kind := "real"
+		if s.Complex {
+			kind = "complex"
+		}
+		mixed := ""
+		if s.Mixed {
+			mixed = " (of the first frame; not every frame agrees)"
+		}
+		line("signal", "%s × %d-bit %s samples, %d samples per frame%s", format.Plural(s.Channels, "channel"), s.BitsPerSample, kind, s.SamplesPerFrame, mixed)
+		if s.SampleRateHz > 0 {
+			line("sample rate", "%s per channel", sampleRate(s.SampleRateHz))
+		} else {
+			line("sample rate", "unknown (the frame rate is a lower bound)")
+		}
+		line("VDIF version", "%d, reference epoch %d (%s)", s.VDIFVersion, s.RefEpoch, s.RefEpochStart)
 	}
-	mixed := ""
-	if v.SignalMixed {
-		mixed = " (of the first frame; not every frame agrees)"
-	}
-	line("signal", "%s × %d-bit %s samples, %d samples per frame%s", format.Plural(v.Channels, "channel"), v.BitsPerSample, kind, v.SamplesPerFrame, mixed)
-	if v.SampleRateHz > 0 {
-		line("sample rate", "%s per channel", sampleRate(v.SampleRateHz))
-	} else {
-		line("sample rate", "unknown (the frame rate is a lower bound)")
-	}
-	line("VDIF version", "%d, reference epoch %d (%s)", v.VDIFVersion, v.RefEpoch, v.RefEpochStart)
 	line("EDVs", "%v (legacy frames: %d)", v.EDVs, v.LegacyFrames)
 	line("invalid frames", "%d", v.InvalidFrames)
 	switch v.FrameRateSource {

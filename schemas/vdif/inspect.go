@@ -92,21 +92,8 @@ type Report struct {
 	// Events counts the (second, frame number) events the node builds
 	// from the frames, one frame per thread each (VDIF only).
 	Events int `json:"events,omitempty"`
-	// The signal, as the first frame describes it (SignalMixed: not every
-	// frame agrees): VDIF version, channels, bits per sample, real or
-	// complex samples, samples per frame (per channel), the reference
-	// epoch and its start date (UTC), and the sample rate per channel
-	// (samples per frame × frames/s; 0 while the frame rate is only a
-	// lower bound).
-	VDIFVersion     int     `json:"vdif_version"`
-	Channels        int     `json:"channels,omitempty"`
-	BitsPerSample   int     `json:"bits_per_sample,omitempty"`
-	Complex         bool    `json:"complex"`
-	SamplesPerFrame int     `json:"samples_per_frame,omitempty"`
-	SampleRateHz    float64 `json:"sample_rate_hz,omitempty"`
-	RefEpoch        int     `json:"ref_epoch"`
-	RefEpochStart   string  `json:"ref_epoch_start,omitempty"` // e.g. "2014-01-01"
-	SignalMixed     bool    `json:"signal_mixed,omitempty"`
+	// Signal is what the frames hold (VDIF only).
+	Signal *Signal `json:"signal,omitempty"`
 	// FramesPerSecond per thread, and where it came from
 	// (FrameRateSource): "header" (the EDV's sample rate), "stream" (largest
 	// frame number + 1, a whole second was seen) or "lower-bound" (no whole
@@ -138,6 +125,23 @@ type Report struct {
 	EndTimeCode   string `json:"end_time_code,omitempty"`
 	// Details of the first frames, as many as Inspect was asked for.
 	Details []FrameDetail `json:"detail,omitempty"`
+}
+
+// Signal is a VDIF file's signal as its first frame describes it (Mixed:
+// not every frame agrees): VDIF version, channels, bits per sample, real
+// or complex samples, samples per frame (per channel), the reference epoch
+// and its start date (UTC), and the sample rate per channel (samples per
+// frame × frames/s; 0 while the frame rate is only a lower bound).
+type Signal struct {
+	VDIFVersion     int     `json:"vdif_version"`
+	Channels        int     `json:"channels"`
+	BitsPerSample   int     `json:"bits_per_sample"`
+	Complex         bool    `json:"complex"`
+	SamplesPerFrame int     `json:"samples_per_frame"`
+	SampleRateHz    float64 `json:"sample_rate_hz,omitempty"`
+	RefEpoch        int     `json:"ref_epoch"`
+	RefEpochStart   string  `json:"ref_epoch_start"` // e.g. "2014-01-01"
+	Mixed           bool    `json:"mixed,omitempty"`
 }
 
 // FrameDetail describes one frame.
@@ -211,10 +215,10 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 		events[EventID(&h)] = true
 		if s := signalOf(&h); rep.Frames == 0 {
 			sig0 = s
-			rep.VDIFVersion, rep.Channels, rep.BitsPerSample, rep.Complex = s.version, s.channels, s.bits, s.complex
-			rep.SamplesPerFrame, rep.RefEpoch, rep.RefEpochStart = s.samples, int(s.epoch), EpochTime(s.epoch).Format(time.DateOnly)
+			rep.Signal = &Signal{VDIFVersion: s.version, Channels: s.channels, BitsPerSample: s.bits, Complex: s.complex,
+				SamplesPerFrame: s.samples, RefEpoch: int(s.epoch), RefEpochStart: EpochTime(s.epoch).Format(time.DateOnly)}
 		} else if s != sig0 {
-			rep.SignalMixed = true
+			rep.Signal.Mixed = true
 		}
 		if rep.Frames == 0 || later(&first, &h) {
 			first = h
@@ -260,8 +264,8 @@ func inspectVDIF(r io.Reader, maxFrames int) (*Report, error) {
 		rep.FrameRateSource = "lower-bound"
 	}
 	rep.Events = len(events)
-	if rep.FrameRateSource != "lower-bound" {
-		rep.SampleRateHz = float64(rep.SamplesPerFrame) * float64(rep.FramesPerSecond)
+	if rep.Signal != nil && rep.FrameRateSource != "lower-bound" {
+		rep.Signal.SampleRateHz = float64(rep.Signal.SamplesPerFrame) * float64(rep.FramesPerSecond)
 	}
 	for t := range threads {
 		rep.Threads = append(rep.Threads, t)
