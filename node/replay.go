@@ -110,11 +110,6 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 		if err != nil {
 			return finish(err)
 		}
-		if opts.Progress != nil {
-			p := s
-			p.DurationSeconds = time.Since(start).Seconds()
-			opts.Progress(p)
-		}
 		if opts.Rate > 0 {
 			due := start.Add(time.Duration(float64(s.Replayed) / opts.Rate * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
@@ -124,6 +119,13 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 					return finish(ctx.Err())
 				}
 			}
+		}
+		// After the rate's wait, so that Replayed/DurationSeconds is the
+		// rate replay keeps, not the burst of a batch.
+		if opts.Progress != nil {
+			p := s
+			p.DurationSeconds = time.Since(start).Seconds()
+			opts.Progress(p)
 		}
 	}
 }
@@ -184,7 +186,11 @@ func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, l
 	return Replay(ctx, st, chain, opts)
 }
 
-func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names map[string][]string, b *storage.Batch, s *ReplaySummary) error {
+// replayDurableWait bounds the wait for a committed batch to be synced
+// after a stop: the store's sync interval is much shorter.
+const replayDurableWait = 30 * time.Second
+
+func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names map[string][]string, b *storage.Batch, s *ReplaySummary) (err error) {
 	verdicts, err := chain.Decide(ctx, b.Events)
 	if err != nil {
 		return err
@@ -199,11 +205,18 @@ func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names ma
 	if err != nil {
 		return err
 	}
-	if !ack.Durable {
-		if err := st.WaitDurable(ctx, ack.Seq); err != nil {
-			return err
+	// Committed: the store's ledger has the batch whatever happens next,
+	// so the summary counts it now; a stop (ctx) arriving here must not
+	// leave it out, or the summary would not balance with the store.
+	defer func() {
+		if err == nil && !ack.Durable {
+			// Not bounded by ctx: the outcome is decided, only its sync
+			// is awaited.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayDurableWait)
+			defer cancel()
+			err = st.WaitDurable(wctx, ack.Seq)
 		}
-	}
+	}()
 	s.Batches++
 	s.Bytes += b.Bytes
 	s.Replayed += uint64(len(verdicts))

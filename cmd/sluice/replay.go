@@ -41,7 +41,9 @@ order, runs the replay trigger stages (replay.stages, or the stages marked
 when: replay/both, or all) on each batch, and commits each batch's outcomes in
 one transaction: accepted events move to the accepted stream, rejected ones
 are removed, deferred ones stay. Stopped at any point (SIGINT/SIGTERM, kill)
-and started again, it decides every deferred event exactly once. A progress
+and started again, it decides every deferred event exactly once; stopped by
+a signal it ends as a whole replay does, its summary balanced with the
+store's ledger (the batch committed at the signal included), exit 0. A progress
 bar with rate and ETA is shown on a terminal, plain lines every second
 otherwise. A summary that does not balance exits with status 2.`,
 		Args: cobra.NoArgs,
@@ -155,14 +157,18 @@ type replayProgress struct {
 func newReplayProgress(w io.Writer) *replayProgress { return &replayProgress{w: w} }
 
 func (p *replayProgress) update(s node.ReplaySummary) {
+	rate, eta := replayRate(s)
 	if p.bar == nil && isTerminalWriter(p.w) {
+		// The bar's own events/s and ETA are left out: it times the jumps
+		// between its updates (a whole batch in microseconds at first),
+		// not the replay. The replay's own clock gives them.
 		p.bar = progressbar.NewOptions64(int64(s.Selected),
 			progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionShowElapsedTimeOnFinish())
 	}
 	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("replay %.0f events/s, ETA %s", rate, eta))
 		_ = p.bar.Set64(int64(s.Replayed))
 		return
 	}
@@ -170,13 +176,19 @@ func (p *replayProgress) update(s node.ReplaySummary) {
 		return
 	}
 	p.last = time.Now()
-	rate := float64(s.Replayed) / max(s.DurationSeconds, 1e-9)
-	eta := "?"
-	if rate > 0 && s.Selected >= s.Replayed {
-		eta = (time.Duration(float64(s.Selected-s.Replayed)/rate) * time.Second).Round(time.Second).String()
-	}
 	fmt.Fprintf(p.w, "replay: %d/%d events (%.0f events/s, accepted %d, rejected %d, kept %d), ETA %s\n",
 		s.Replayed, s.Selected, rate, s.Accepted, s.Rejected, s.Kept, eta)
+}
+
+// replayRate is the replay's rate so far (events over the replay's own
+// elapsed time, which includes its --rate waits) and the time left at it.
+func replayRate(s node.ReplaySummary) (rate float64, eta string) {
+	rate = float64(s.Replayed) / max(s.DurationSeconds, 1e-9)
+	eta = "?"
+	if rate > 0 && s.Selected >= s.Replayed {
+		eta = time.Duration(float64(s.Selected-s.Replayed) / rate * float64(time.Second)).Round(time.Second).String()
+	}
+	return rate, eta
 }
 
 func (p *replayProgress) finish(node.ReplaySummary) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -199,5 +200,17 @@ func TestRunThatDidNotStart(t *testing.T) {
 	}
 	if s["balanced"] != false || !strings.HasPrefix(fmt.Sprint(s["not_started"]), "http: ") {
 		t.Fatalf("summary %s", b)
+	}
+}
+
+// TestReplayRate: the rate and ETA replay shows are the replay's own
+// (events over its elapsed time), not a bar's timing of its jumps.
+func TestReplayRate(t *testing.T) {
+	rate, eta := replayRate(node.ReplaySummary{Selected: 1000, Replayed: 10, DurationSeconds: 0.05})
+	if rate != 200 || eta != "5s" {
+		t.Fatalf("rate %v, eta %s", rate, eta)
+	}
+	if rate, eta := replayRate(node.ReplaySummary{Selected: 5}); rate != 0 || eta != "?" {
+		t.Fatalf("before the first batch: rate %v, eta %s", rate, eta)
 	}
 }
