@@ -13,10 +13,10 @@ import (
 // existing directory and a bad name are refused.
 func TestReplacePath(t *testing.T) {
 	for _, c := range [][3]string{
-		{"/home/a/plugins/x", "/home/a/sluice", "../../sluice"},
-		{"/home/a/sluice/myplugin", "/home/a/sluice", ".."},
-		{"/home/a", "/home/a/src/sluice", "./src/sluice"},
-		{"/tmp/x/demo", "/work/sluice", "/work/sluice"}, // only / in common: absolute
+		{"/srv/a/plugins/x", "/srv/a/sluice", "../../sluice"},
+		{"/srv/a/sluice/myplugin", "/srv/a/sluice", ".."},
+		{"/srv/a", "/srv/a/src/sluice", "./src/sluice"},
+		{"/tmp/x/demo", "/srv/sluice", "/srv/sluice"}, // only / in common: absolute
 	} {
 		if got, err := ReplacePath(c[0], c[1]); err != nil || got != c[2] {
 			t.Errorf("ReplacePath(%s, %s) = %q, %v; want %q", c[0], c[1], got, err, c[2])
