@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluice-daq/sluice/schemas/cms"
 	"github.com/sluice-daq/sluice/schemas/format"
 	"github.com/sluice-daq/sluice/schemas/formats"
+	"github.com/sluice-daq/sluice/schemas/lhcb"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -369,5 +371,70 @@ func TestStoreExportForeign(t *testing.T) {
 	_, err = run(t, "store", "export", "--path", dir, "--format", "mdf", "--out", filepath.Join(t.TempDir(), "x.mdf"))
 	if err == nil || !strings.Contains(err.Error(), "these events are not lhcb-mdf events: run 1 event 199781 has no fragment of source") {
 		t.Errorf("--format mdf of BESIII events: %v", err)
+	}
+}
+
+// TestStoreExportMEPHeaders: events built from MEP input (whose wrapper's
+// MDF header has run 0 and trigger mask 0) are exported as MDF records
+// whose headers carry each event's run, orbit and bunch from its ODIN bank
+// and a trigger mask of its stored verdict (lhcb.TriggerMaskOf: the fired
+// lines, then the decision).
+func TestStoreExportMEPHeaders(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "third_party", "lhcb", "upgrade_mc_minbias_scifi_v5_pf10_retinacluster.mep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := formats.Detect(b[:format.HeadBytes]).(format.Splitter)
+	groups, err := sp.Sources(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frags := split(t, sp, b, groups)
+	dir := t.TempDir()
+	storeBuilt(t, dir, groups, frags) // accepted, lines 1
+	out := filepath.Join(t.TempDir(), "x.mdf")
+	if _, err := run(t, "store", "export", "--path", dir, "--format", "mdf", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := lhcb.NewReader(bytes.NewReader(got))
+	n := 0
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		banks, err := lhcb.AppendBanks(nil, rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var odin *lhcb.ODIN
+		for _, bk := range banks {
+			if bk.Type == lhcb.BankTypeODIN {
+				o, err := lhcb.DecodeODIN(bk.Version, bk.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				odin = &o
+			}
+		}
+		h := rec.Header
+		if odin == nil || odin.Run == 0 || h.Run != odin.Run || h.Orbit != odin.Orbit || h.Bunch != uint32(odin.BunchID) {
+			t.Fatalf("record %d: header run %d orbit %d bunch %d, ODIN %+v", n, h.Run, h.Orbit, h.Bunch, odin)
+		}
+		want := lhcb.TriggerMaskOf(schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1})
+		if h.TriggerMask != want || want != [4]uint32{1, 0, 1, 0} {
+			t.Fatalf("record %d: trigger mask %x, want %x", n, h.TriggerMask, want)
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("%d records exported, want the MEP's 10 events", n)
 	}
 }

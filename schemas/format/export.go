@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/schemas"
@@ -74,15 +75,33 @@ type joinWriter struct {
 }
 
 // Write joins every row of rec (the event columns of the export schema)
-// and writes the records. A row that does not join stops the writing
+// and writes the records, through VerdictJoiner.JoinVerdict with each
+// row's decision and lines when the joiner has it and rec has the export
+// schema's decision columns. A row that does not join stops the writing
 // with an error naming its run and event id.
 func (jw *joinWriter) Write(rec arrow.RecordBatch) error {
 	eb, err := schemas.NewEventBatch(rec)
 	if err != nil {
 		return err
 	}
+	vj, _ := jw.j.(VerdictJoiner)
+	var dec *array.Uint8
+	var lines *array.Uint64
+	if vj != nil {
+		d, l := rec.Schema().FieldIndices(schemas.ColDecision), rec.Schema().FieldIndices(schemas.ColLines)
+		if len(d) == 1 && len(l) == 1 {
+			dec, _ = rec.Column(d[0]).(*array.Uint8)
+			lines, _ = rec.Column(l[0]).(*array.Uint64)
+		}
+	}
 	for i := range eb.Len() {
-		if jw.buf, err = jw.j.Join(jw.buf[:0], eb, i); err != nil {
+		if dec != nil && lines != nil {
+			v := schemas.Verdict{Decision: schemas.Decision(dec.Value(i)), Lines: lines.Value(i)}
+			jw.buf, err = vj.JoinVerdict(jw.buf[:0], eb, i, v)
+		} else {
+			jw.buf, err = jw.j.Join(jw.buf[:0], eb, i)
+		}
+		if err != nil {
 			if errors.Is(err, ErrForeignEvents) {
 				return err // names the run and event already
 			}

@@ -132,6 +132,16 @@ type EventJoiner interface {
 	Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error)
 }
 
+// VerdictJoiner is an EventJoiner whose records have a place for the
+// event's trigger decision (an MDF header's trigger mask): the export
+// joins through JoinVerdict with the stored verdict when it has one.
+type VerdictJoiner interface {
+	EventJoiner
+	// JoinVerdict is Join with row i's trigger verdict (its decision and
+	// lines as stored).
+	JoinVerdict(dst []byte, eb *schemas.EventBatch, i int, v schemas.Verdict) ([]byte, error)
+}
+
 // Exporter is a format built events are written in a batch at a time,
 // with their trigger decisions: a file of the export schema
 // (schemas.ExportSchema).

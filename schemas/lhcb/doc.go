@@ -35,5 +35,11 @@
 // # Mapping to sluice
 //
 // See split.go (MDF event -> fragments, the header fragment, source ids) and
-// join.go (built event -> MDF record).
+// join.go (built event -> MDF record). An event of a MEP is split with the
+// MEP record's header, its run, orbit and bunch taken from the event's
+// ODIN bank; exported (`sluice store export --format mdf`), an event whose
+// header has no trigger mask (a MEP's events) gets one from its stored
+// verdict (TriggerMaskOf: words 0-1 the fired lines, word 2 the
+// decision), while an MDF event keeps its own and comes back byte for
+// byte.
 package lhcb

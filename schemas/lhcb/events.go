@@ -12,7 +12,11 @@ import (
 type Event struct {
 	Index  uint64 // position of the event in the stream, from 0
 	Offset int64  // stream offset of the record holding the event
-	Header Header // for an event from a MEP: the MEP record's header, data type set to banks
+	// Header is the record's MDF header; for an event from a MEP, the MEP
+	// record's header with the data type set to banks and the run, orbit
+	// and bunch of the event's ODIN bank (the MEP wrapper's are not the
+	// event's: LHCb writes 0 there).
+	Header Header
 	// Body is the raw banks, valid until the callback returns. For an event
 	// from a MEP it is rebuilt (bank headers added to the fragments), so
 	// offsets in it are not stream offsets.
@@ -60,9 +64,9 @@ func forEachEvent(r io.Reader, mode ChecksumMode, fn func(ev *Event) error) erro
 		if err != nil {
 			return schemas.WithOffset(err, bodyAt)
 		}
-		h := rec.Header
-		h.DataType = DataTypeBanks
 		for k := 0; k < m.PackingFactor; k++ {
+			h := rec.Header
+			h.DataType = DataTypeBanks
 			banks = m.Event(k, banks[:0])
 			body = body[:0]
 			for _, b := range banks {
@@ -70,6 +74,13 @@ func forEachEvent(r io.Reader, mode ChecksumMode, fn func(ev *Event) error) erro
 				// cannot be a raw bank payload.
 				if body, err = AppendBank(body, b); err != nil {
 					return schemas.Errorf(formatMEP, "fragment", bodyAt, schemas.ErrSizeOverflow, "event %d: %v", k, err)
+				}
+				if b.Type == BankTypeODIN {
+					// An ODIN bank that does not decode is the splitter's
+					// to report; the header keeps the MEP's fields then.
+					if o, err := DecodeODIN(b.Version, b.Data); err == nil {
+						h.Run, h.Orbit, h.Bunch = o.Run, o.Orbit, uint32(o.BunchID)
+					}
 				}
 			}
 			if err := fn(&Event{Index: index, Offset: rec.Offset, Header: h, Body: body, Record: rec}); err != nil {

@@ -40,6 +40,29 @@ func NewJoiner() *Joiner { return &Joiner{frags: map[uint32][]byte{}, cursor: ma
 // list, or the banks do not make the record size the header gives
 // (ErrInconsistent).
 func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
+	return j.join(dst, eb, i, nil)
+}
+
+var _ format.VerdictJoiner = (*Joiner)(nil)
+
+// JoinVerdict is Join with the event's trigger verdict, written into a
+// header that has no trigger mask of its own (all four words zero, as the
+// events of a MEP have: the MEP wrapper's mask is not theirs) as
+// TriggerMaskOf(v). A header with a mask keeps it, so that an MDF event
+// comes back byte for byte.
+func (j *Joiner) JoinVerdict(dst []byte, eb *schemas.EventBatch, i int, v schemas.Verdict) ([]byte, error) {
+	return j.join(dst, eb, i, &v)
+}
+
+// TriggerMaskOf is the MDF trigger mask sluice writes for a verdict: words
+// 0 and 1 the lines that fired (bit i the deciding stage's line i; word 0
+// lines 0-31, word 1 lines 32-63), word 2 the decision (1 accept, 2
+// reject, 3 defer), word 3 zero.
+func TriggerMaskOf(v schemas.Verdict) [4]uint32 {
+	return [4]uint32{uint32(v.Lines), uint32(v.Lines >> 32), uint32(v.Decision), 0}
+}
+
+func (j *Joiner) join(dst []byte, eb *schemas.EventBatch, i int, v *schemas.Verdict) ([]byte, error) {
 	clear(j.frags)
 	clear(j.cursor)
 	eb.EachFragment(i, func(source uint32, payload []byte) bool {
@@ -89,6 +112,9 @@ func (j *Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error)
 	}
 	if int(h.Size) != hl+len(j.body) {
 		return dst, schemas.Errorf(formatJoin, "header fragment", 0, schemas.ErrInconsistent, "event %d: the header gives a %d-byte record, the banks make %d", eb.EventID(i), h.Size, hl+len(j.body))
+	}
+	if v != nil && h.TriggerMask == [4]uint32{} {
+		h.TriggerMask = TriggerMaskOf(*v)
 	}
 	return AppendRecord(dst, h, j.body, j.Level)
 }
