@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/internal/shmspace"
 )
 
 // SyncPolicy says when written events are made durable (fsync'ed). Its
@@ -154,6 +155,7 @@ func (o Options) Preflight() conf.Problems {
 		if err := tryWrite(o.Dir); err != nil {
 			ps.Add("path", o.Dir, "want a directory the node can write (%v)", err)
 		}
+		o.preflightSize(o.Dir, &ps)
 		return ps
 	}
 	parent := filepath.Dir(filepath.Clean(o.Dir))
@@ -164,6 +166,8 @@ func (o Options) Preflight() conf.Problems {
 				ps.Add("path", o.Dir, "want a path that can be created: %s is a file", parent)
 			} else if err := tryWrite(parent); err != nil {
 				ps.Add("path", o.Dir, "want a path that can be created: cannot write in %s (%v)", parent, err)
+			} else {
+				o.preflightSize(parent, &ps)
 			}
 			return ps
 		}
@@ -173,6 +177,20 @@ func (o Options) Preflight() conf.Problems {
 			return ps
 		}
 		parent = next
+	}
+}
+
+// preflightSize refuses a min_free_bytes the file system holding dir could
+// never leave free (more than its size): every write would be refused, and
+// the node used to start without a word and hold its readout from the
+// first batch.
+func (o Options) preflightSize(dir string, ps *conf.Problems) {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return
+	}
+	if total := st.Blocks * uint64(st.Bsize); uint64(o.MinFreeBytes) >= total {
+		ps.Add("min_free_bytes", o.MinFreeBytes, "want less than the size of the file system holding %s (%s): no write could leave that much free", dir, shmspace.Bytes(total))
 	}
 }
 

@@ -33,6 +33,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	c.validateMemory(ps)
 	c.validateSources(ps)
 	c.validateBuilder(ps)
+	c.validateBounds(ps)
 	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
