@@ -286,9 +286,8 @@ ledger's gec/fraction) and the stored bytes.`,
 				return err
 			}
 			defer s.Close()
-			// The line names are read from the store itself; through a
-			// node's Flight endpoint they are not served, and bits show as
-			// lineN.
+			// The line names the store recorded (also served through a
+			// node's Flight endpoint, its "lines" action).
 			var names map[string][]string
 			if ln, ok := s.(interface {
 				LineNames() (map[string][]string, error)

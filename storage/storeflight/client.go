@@ -139,6 +139,27 @@ func (c *Client) Stats() (storage.Stats, error) {
 	return st, nil
 }
 
+// LineNames is the store's recorded trigger line names by stage (as
+// storage.Store.LineNames).
+func (c *Client) LineNames() (map[string][]string, error) {
+	var names map[string][]string
+	r, err := c.c.DoAction(c.call(), &flight.Action{Type: ActionLines})
+	if err != nil {
+		return nil, fmt.Errorf("flight %s: lines: %w", c.ep.URI, err)
+	}
+	res, err := r.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("flight %s: lines: %w", c.ep.URI, err)
+	}
+	if err := json.Unmarshal(res.GetBody(), &names); err != nil {
+		return nil, fmt.Errorf("flight %s: lines: %w", c.ep.URI, err)
+	}
+	if names == nil {
+		names = map[string][]string{}
+	}
+	return names, nil
+}
+
 // List calls fn with the selected events of stream in key order, at most
 // limit (1..MaxList), until fn returns false (as storage.Store.List).
 func (c *Client) List(stream storage.Stream, sel storage.Selection, limit int, fn func(storage.EventInfo) bool) error {

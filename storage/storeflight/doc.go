@@ -21,7 +21,9 @@
 //	| DoAction    | "stat", body empty              | one result: storage.Stats as JSON          |
 //	| DoAction    | "ls", body a Query as JSON      | one result per event: storage.EventInfo as |
 //	|             |                                 | JSON (limit required, at most MaxList)     |
-//	| ListActions |                                 | stat, ls                                   |
+//	| DoAction    | "lines", body empty             | one result: the trigger line names by      |
+//	|             |                                 | stage as JSON ({"stage": ["line", …]})     |
+//	| ListActions |                                 | stat, ls, lines                            |
 //
 // Query (JSON): {"version":1, "stream":"accepted", "min_run":0,
 // "max_run":0, "min_event":0, "max_event":0, "limit":0} — storage.Selection's

@@ -18,6 +18,8 @@ const MaxList = 1 << 20
 const (
 	ActionStat = "stat"
 	ActionList = "ls"
+	// ActionLines: the trigger line names the store recorded, by stage.
+	ActionLines = "lines"
 )
 
 // EndpointFile is the name of the file in the store's directory that

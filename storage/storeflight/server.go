@@ -216,6 +216,7 @@ func (v *service) ListActions(_ *flight.Empty, fs flight.FlightService_ListActio
 	for _, a := range []*flight.ActionType{
 		{Type: ActionStat, Description: "the store's statistics (storage.Stats as JSON)"},
 		{Type: ActionList, Description: "the events a Query selects (one storage.EventInfo as JSON per result; limit required)"},
+		{Type: ActionLines, Description: "the trigger line names by stage (JSON object of stage to names, bit order)"},
 	} {
 		if err := fs.Send(a); err != nil {
 			return err
@@ -232,6 +233,16 @@ func (v *service) DoAction(a *flight.Action, fs flight.FlightService_DoActionSer
 			return status.Error(codes.Internal, err.Error())
 		}
 		b, err := json.Marshal(st)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return fs.Send(&flight.Result{Body: b})
+	case ActionLines:
+		names, err := v.s.store.LineNames()
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		b, err := json.Marshal(names)
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -261,5 +272,5 @@ func (v *service) DoAction(a *flight.Action, fs flight.FlightService_DoActionSer
 		}
 		return nil
 	}
-	return status.Errorf(codes.InvalidArgument, "flight: unknown action %q (want %s or %s)", a.GetType(), ActionStat, ActionList)
+	return status.Errorf(codes.InvalidArgument, "flight: unknown action %q (want %s, %s or %s)", a.GetType(), ActionStat, ActionList, ActionLines)
 }

@@ -117,6 +117,14 @@ func TestServeStore(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("stats through Flight\n%+v\nwant\n%+v", got.Streams, want.Streams)
 	}
+	if err := s.SetLineNames(map[string][]string{"hlt1": {"big", "small"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantNames, _ := s.LineNames()
+	gotNames, err := c.LineNames()
+	if err != nil || !reflect.DeepEqual(gotNames, wantNames) || len(gotNames["hlt1"]) != 2 {
+		t.Fatalf("line names through Flight %v (%v), want %v", gotNames, err, wantNames)
+	}
 	events := map[storage.Stream]uint64{}
 	for _, ss := range want.Streams {
 		events[ss.Stream] = ss.Events
