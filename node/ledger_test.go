@@ -133,13 +133,9 @@ func TestLedgerTable(t *testing.T) {
 func TestRateMeter(t *testing.T) {
 	var m rateMeter
 	t0 := time.Unix(100, 0)
-	l := Ledger{FragmentsReceived: 100, EventsBuilt: 10, BytesReceived: 1000}
-	m.update(t0, &l)
-	l = Ledger{FragmentsReceived: 300, EventsBuilt: 30, BytesReceived: 5000, EventsAccepted: 4}
-	if r := m.update(t0.Add(100*time.Millisecond), &l); r.EventsPerSecond != 0 {
-		t.Fatalf("sampled before the minimum interval: %+v", r)
-	}
-	r := m.update(t0.Add(2*time.Second), &l)
+	// The inputs opened at t0 (counters 0); first read 2 s later.
+	l := Ledger{FragmentsReceived: 200, EventsBuilt: 20, BytesReceived: 4000, EventsAccepted: 4}
+	r := m.update(t0.Add(2*time.Second), t0, &l)
 	if r.FragmentsPerSecond != 100 || r.EventsPerSecond != 10 || r.BytesPerSecond != 2000 || r.AcceptedPerSecond != 2 {
 		t.Fatalf("rates = %+v", r)
 	}

@@ -507,7 +507,7 @@ func (n *Node) snapshot() Ledger {
 // Status is the node's current status (GET /status).
 func (n *Node) Status() Status {
 	n.mu.Lock()
-	final, parts, in, replay, started, fn := n.final, n.parts, n.inputs, n.replay, n.started, n.farm
+	final, parts, in, replay, started, fn, running := n.final, n.parts, n.inputs, n.replay, n.started, n.farm, n.running
 	n.mu.Unlock()
 	var l Ledger
 	if final != nil {
@@ -518,7 +518,7 @@ func (n *Node) Status() Status {
 	}
 	s := Status{
 		Node: n.cfg.Node.ID, State: n.rc.State(), Run: n.cfg.Run, Ledger: l,
-		Rates: n.rates.update(time.Now(), &l),
+		Rates: n.rates.update(time.Now(), running, &l),
 		Buffers: Buffers{
 			QueueBatches: len(n.queue), QueueCapacity: cap(n.queue), QueueBytes: n.gate.held(),
 			MemoryBudgetBytes: uint64(n.cfg.Node.MemoryBudget),

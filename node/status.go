@@ -122,26 +122,34 @@ type ReplayStatus struct {
 // most once per minInterval so that frequent /status calls and scrapes see
 // stable figures.
 type rateMeter struct {
-	mu    sync.Mutex
-	last  time.Time
-	prev  [5]uint64
-	rates Rates
+	mu       sync.Mutex
+	last     time.Time
+	prev     [5]uint64
+	rates    Rates
+	measured bool // rates were computed once
 }
 
 const minRateInterval = 500 * time.Millisecond
 
-func (m *rateMeter) update(now time.Time, l *Ledger) Rates {
+// update returns the rates over the interval since the last update at
+// least minRateInterval ago. The first interval starts when the inputs
+// opened (start; the counters were 0 then), so the first rates are right
+// whenever /status is first read, not 0 or a burst over a short gap.
+func (m *rateMeter) update(now, start time.Time, l *Ledger) Rates {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := [5]uint64{l.FragmentsReceived, l.EventsBuilt, l.BytesReceived, l.EventsAccepted, l.EventsStored}
 	if m.last.IsZero() {
-		m.last, m.prev = now, cur
-		return m.rates
+		if start.IsZero() {
+			return m.rates // not running yet: nothing to measure
+		}
+		m.last = start
 	}
 	dt := now.Sub(m.last).Seconds()
-	if dt < minRateInterval.Seconds() {
+	if dt <= 0 || (m.measured && dt < minRateInterval.Seconds()) {
 		return m.rates
 	}
+	m.measured = true
 	r := func(i int) float64 { return float64(cur[i]-m.prev[i]) / dt }
 	m.rates = Rates{FragmentsPerSecond: r(0), EventsPerSecond: r(1), BytesPerSecond: r(2), AcceptedPerSecond: r(3), StoredPerSecond: r(4)}
 	m.last, m.prev = now, cur

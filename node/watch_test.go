@@ -84,3 +84,26 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The first rates /status gives are over the time since the inputs
+// opened, whenever it is first read: not 0, not a burst over a short gap.
+func TestFirstRatesFromTheStart(t *testing.T) {
+	var m rateMeter
+	start := time.Unix(1000, 0)
+	l := Ledger{EventsBuilt: 300, FragmentsReceived: 1200}
+	if r := m.update(start.Add(-time.Second), time.Time{}, &l); r.EventsPerSecond != 0 {
+		t.Fatalf("rates before the run: %+v", r)
+	}
+	// First read 100 ms after the start: 300 events in 0.1 s.
+	if r := m.update(start.Add(100*time.Millisecond), start, &l); r.EventsPerSecond != 3000 || r.FragmentsPerSecond != 12000 {
+		t.Fatalf("first rates %+v, want 3000 events/s", r)
+	}
+	// A read 10 ms later keeps them (too short an interval).
+	l.EventsBuilt = 400
+	if r := m.update(start.Add(110*time.Millisecond), start, &l); r.EventsPerSecond != 3000 {
+		t.Fatalf("rates over 10 ms: %+v", r)
+	}
+	if r := m.update(start.Add(1100*time.Millisecond), start, &l); r.EventsPerSecond != 100 {
+		t.Fatalf("second rates %+v, want 100 events/s", r)
+	}
+}
