@@ -250,5 +250,4 @@ func (t *trimmer) mappings() ([]mapping, error) {
 	return out, nil
 }
 
-
 func (t *trimmer) stats() (peak int64, trims uint64) { return t.peak.Load(), t.trims.Load() }
