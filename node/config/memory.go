@@ -204,7 +204,11 @@ type inputMem struct{ total, shared uint64 }
 func inputMemory(in Input) inputMem {
 	var m inputMem
 	if mb, ok := in.Options.(transport.Memory); ok {
-		m.total += uint64(mb.MemoryBytes())
+		n := uint64(mb.MemoryBytes())
+		m.total += n
+		if mb.SharedMemory() { // a peer input's receive pool
+			m.shared += n
+		}
 	}
 	if in.Emulator != nil {
 		if mb, ok := in.Emulator.Sender.(transport.Memory); ok {
@@ -282,7 +286,7 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 	// Inputs with problems of their own are fixed first: their sizes may
 	// be what is wrong.
 	if p.InputsUsed > p.Inputs && !anyUnder(*ps, "inputs") {
-		ps.Add("node.memory_split.inputs", s.Inputs, "want room for what the inputs create (%s: %s): a larger share, or a smaller ring_size, credit_window, reorder_window or max_datagram",
+		ps.Add("node.memory_split.inputs", s.Inputs, "want room for what the inputs create (%s: %s): a larger share, or a smaller ring_size, credit_window, reorder_window, max_datagram, pool or send_ring",
 			size(p.InputsUsed), c.inputsMemoryList())
 	}
 }

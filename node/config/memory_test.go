@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -62,5 +63,33 @@ func TestShareYAML(t *testing.T) {
 	}
 	if got := Percent(15).Of(1000); got != 150 {
 		t.Errorf("15%% of 1000 = %d", got)
+	}
+}
+
+// A peer input's receive pool is part of the inputs share and, being
+// mmap'd, outside Go's limit: the default pool fits the default share, a
+// larger one is refused naming pool (it once went uncounted: a 256 MiB pool
+// beside a 77 MiB share).
+func TestPeerInputPoolInBudget(t *testing.T) {
+	cfg := func(pool string) string {
+		return `
+inputs:
+  - uri: peer://127.0.0.1:0?transport=tcp
+` + pool + `
+sources: [{name: a, sources: "0-15"}]
+`
+	}
+	c, err := Parse([]byte(cfg("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Memory()
+	mapped := uint64(c.Store.WithMemory(int64(p.Store)).MappedBound())
+	if p.InputsUsed != 64<<20 || p.GoMemLimit != p.Budget-64<<20-mapped {
+		t.Errorf("inputs used %d, GoMemLimit %d: want the 64MiB pool in both", p.InputsUsed, p.GoMemLimit)
+	}
+	_, err = Parse([]byte(cfg("    pool: 256MiB")))
+	if err == nil || !strings.Contains(err.Error(), "node.memory_split.inputs") || !strings.Contains(err.Error(), "inputs[0] 256MiB") || !strings.Contains(err.Error(), "pool") {
+		t.Errorf("256MiB pool in a 77MiB inputs share: %v", err)
 	}
 }

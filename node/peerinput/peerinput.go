@@ -86,7 +86,7 @@ func checkTarget(u transport.URI) error {
 
 // Defaults of Options and SenderOptions.
 const (
-	DefaultPool      = 256 << 20
+	DefaultPool      = 64 << 20 // within the default budget's inputs share (15 % of 512 MiB)
 	DefaultMaxPacket = 64 << 20
 	DefaultSendRing  = 64 << 20
 )
@@ -100,7 +100,7 @@ type Options struct {
 	Farm  string `yaml:"farm" doc:"peers of another farm are refused"`
 	Token string `yaml:"token" doc:"the farm's shared secret (proved by HMAC, never sent)"`
 	// Pool is the receive pool, registered memory the packets land in:
-	// part of the node's memory budget (default 256 MiB).
+	// part of the node's memory budget, its inputs share (default 64 MiB).
 	Pool conf.ByteSize `yaml:"pool" doc:"receive pool the packets land in (part of the memory budget)"`
 	// MaxPacket is the largest packet taken (default 64 MiB).
 	MaxPacket conf.ByteSize `yaml:"max_packet" doc:"largest packet taken"`
@@ -150,6 +150,13 @@ func checkPeerTimeout(ps *conf.Problems, d time.Duration) {
 	}
 }
 
+// MemoryBytes is the receive pool: the node's memory budget counts it in
+// its inputs part.
+func (o *Options) MemoryBytes() int64 { return int64(o.Pool) }
+
+// SharedMemory: the pool is mmap'd, outside the Go heap.
+func (*Options) SharedMemory() bool { return true }
+
 // Ends: the input ends once the expected senders said goodbye, if it was
 // told how many there are.
 func (o *Options) Ends() bool { return o.ExpectStreams > 0 }
@@ -185,11 +192,16 @@ func (in *Input) ListenAddr() string { return in.tr.Addr() }
 func (in *Input) Peer() peer.Transport { return in.tr }
 
 // Stats are the input's counters; packets cut off by a lost peer count as
-// truncated_at_disconnect.
+// truncated_at_disconnect, and peers whose hello failed (another farm, a
+// wrong token, ...) as Refused.
 func (in *Input) Stats() transport.Stats {
 	s := in.c.Snapshot()
-	if n := in.tr.Stats().DataTruncated; n > 0 {
+	ps := in.tr.Stats()
+	if n := ps.DataTruncated; n > 0 {
 		s.Discarded[transport.TruncatedAtDisconnect] += n
+	}
+	for _, n := range ps.Refused {
+		s.Refused += n
 	}
 	return s
 }
@@ -289,6 +301,17 @@ type SenderOptions struct {
 	PeerTimeout time.Duration `yaml:"peer_timeout" doc:"the receiver silent this long is lost (0 = 500ms, 5 heartbeats)"`
 }
 
+// MemoryBytes is the send ring and the sender transport's own receive
+// pool (1 MiB): what an embedded emulator sending to a peer input holds.
+func (o *SenderOptions) MemoryBytes() int64 { return int64(o.SendRing) + senderPool }
+
+// SharedMemory: both are mmap'd, outside the Go heap.
+func (*SenderOptions) SharedMemory() bool { return true }
+
+// senderPool is the receive pool of a sender's own transport: it receives
+// control messages only.
+const senderPool = 1 << 20
+
 // DefaultSenderOptions are the settings of a sender configured with none.
 func DefaultSenderOptions() SenderOptions {
 	return SenderOptions{Node: "ru", SendRing: DefaultSendRing}
@@ -334,7 +357,7 @@ func Dial(ctx context.Context, u transport.URI, o SenderOptions) (*Sender, error
 	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
 		listen = "127.0.0.1:0"
 	}
-	tr, err := peer.Open(Kind(u), peer.Config{Node: o.Node, Farm: o.Farm, Token: o.Token, Listen: listen, PoolBytes: 1 << 20, MaxData: 1 << 20,
+	tr, err := peer.Open(Kind(u), peer.Config{Node: o.Node, Farm: o.Farm, Token: o.Token, Listen: listen, PoolBytes: senderPool, MaxData: 1 << 20,
 		PeerTimeout: o.PeerTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)

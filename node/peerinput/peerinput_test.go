@@ -178,3 +178,39 @@ func TestChecks(t *testing.T) {
 		t.Fatalf("dial with an unknown transport: %v", err)
 	}
 }
+
+// A sender with a wrong token or of another farm is refused, and the input
+// counts it (connections_refused in /status and the metrics; it once
+// stayed at 0 while the transport counted).
+func TestInputCountsRefusedPeers(t *testing.T) {
+	u, _ := transport.ParseURI("peer://127.0.0.1:0?transport=tcp")
+	o := peerinput.DefaultOptions()
+	o.Farm, o.Token, o.Pool, o.MaxPacket = "f1", "s3cret", 4<<20, 1<<20
+	in, err := peerinput.Listen(u, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx, &sink{t: t, got: map[uint64]int{}}) }()
+	to, _ := transport.ParseURI(fmt.Sprintf("peer://%s?transport=tcp", in.Addr()))
+	for _, set := range [][2]string{{"f1", "wrong"}, {"f2", "s3cret"}} {
+		so := peerinput.DefaultSenderOptions()
+		so.Farm, so.Token, so.SendRing = set[0], set[1], 1<<20
+		if snd, err := peerinput.Dial(ctx, to, so); !errors.Is(err, peer.ErrRefused) {
+			if err == nil {
+				snd.Close(ctx, 0)
+			}
+			t.Fatalf("farm %q token %q: %v, want refused", set[0], set[1], err)
+		}
+	}
+	for in.Stats().Refused < 2 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := in.Stats().Refused; n != 2 {
+		t.Errorf("refused %d, want 2", n)
+	}
+	cancel()
+	<-done
+}

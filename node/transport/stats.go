@@ -76,7 +76,8 @@ type Stats struct {
 	// "enobufs", "enomem", "econnaborted", "other"); absent when none.
 	AcceptErrors map[string]uint64
 	// Refused: TCP, connections closed at once because max_connections
-	// were open.
+	// were open; peer, peers whose hello was refused (another farm, a
+	// wrong token, ...).
 	Refused uint64
 }
 

@@ -687,7 +687,7 @@ func (t *Transport) onEpError(ep C.ucp_ep_h, st C.ucs_status_t) {
 		if c.dialed && !c.heard {
 			// Nothing ever came back: no listener took the connection
 			// (UCX's sockaddr connect reports a refusal this way).
-			c.abortHandshake(fmt.Errorf("%w: nothing accepts connections there (UCX: %s)", peer.ErrUnreachable, statusErr(st)))
+			c.abortHandshake(fmt.Errorf("%w: nothing accepts UCX connections there (UCX: %s; a tcp peer input there looks the same)", peer.ErrUnreachable, statusErr(st)))
 		} else {
 			c.abortHandshake(fmt.Errorf("%w: endpoint error: %s", peer.ErrPeerLost, statusErr(st)))
 		}
