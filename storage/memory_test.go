@@ -80,11 +80,21 @@ func TestMappingsMatchSmaps(t *testing.T) {
 		o.MemTableSize, o.ValueLogFileSize = 0, 0
 	})
 	put(t, s, Deferred, genEvents(1, 0, 100, 1, 100<<10)) // ~10 MiB through the value log
-	maps, err := s.trim.mappings()
+	// Under the trimmer's lock, as trim measures: the store's own trims
+	// (its background tick, Put) neither share the read buffer nor page
+	// out between the two readings.
+	var maps []mapping
+	var want map[uintptr]int64
+	err := func() error {
+		s.trim.mu.Lock()
+		defer s.trim.mu.Unlock()
+		m, err := s.trim.mappings()
+		maps, want = m, smapsRSS(t, s.trim.dir)
+		return err
+	}()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := smapsRSS(t, s.trim.dir)
 	var got, resident int64
 	for _, m := range maps {
 		w, ok := want[m.start]
