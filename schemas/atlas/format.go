@@ -40,16 +40,7 @@ func (fullEventFormat) Sources(r io.Reader) ([]schemas.SourceGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	var groups []schemas.SourceGroup
-	for _, id := range summary.SortedKeys(seen) {
-		name := fmt.Sprintf("subdet%02x", id>>16&0xFF)
-		if len(groups) == 0 || groups[len(groups)-1].Name != name {
-			groups = append(groups, schemas.SourceGroup{Name: name})
-		}
-		g := &groups[len(groups)-1]
-		g.Sources = append(g.Sources, id)
-	}
-	return append(groups, schemas.SourceGroup{Name: "header", Sources: []uint32{HeaderSource}}), nil
+	return summary.SubdetectorGroups(seen, HeaderSource), nil
 }
 
 // Split splits every full event (SplitFullEvent): one piece per event,

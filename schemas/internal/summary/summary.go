@@ -79,3 +79,21 @@ func ReadRecord(r io.Reader, buf []byte, n uint64, off int64, format string) ([]
 	}
 	return buf, nil
 }
+
+// SubdetectorGroups groups ROB source ids (ATLAS eformat: the
+// sub-detector in bits 16-23) into one group per sub-detector, named
+// subdetXX in hex, in ascending id order, then a group "header" holding
+// header (the event header's pseudo-source). ATLAS and BESIII events,
+// both eformat, group their sources this way.
+func SubdetectorGroups(ids map[uint32]bool, header uint32) []schemas.SourceGroup {
+	var groups []schemas.SourceGroup
+	for _, id := range SortedKeys(ids) {
+		name := fmt.Sprintf("subdet%02x", id>>16&0xFF)
+		if len(groups) == 0 || groups[len(groups)-1].Name != name {
+			groups = append(groups, schemas.SourceGroup{Name: name})
+		}
+		g := &groups[len(groups)-1]
+		g.Sources = append(g.Sources, id)
+	}
+	return append(groups, schemas.SourceGroup{Name: "header", Sources: []uint32{header}})
+}
