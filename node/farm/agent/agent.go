@@ -592,6 +592,14 @@ func (a *Agent) becomeEM(ctx context.Context, l *control.Leadership, prev farm.L
 // covered reports whether the RUs this node knows read out every source
 // of the run.
 func (a *Agent) covered() bool {
+	if a.stopped {
+		// The run is stopping: RUs that finished and left (a folded
+		// node, the old EM among them, leaves once nothing is in flight
+		// there) send nothing more. Waiting for their sources would leave
+		// the rest of the farm without an EM, holding its packets for ever
+		// (seen in make farm when the EM's node ended first).
+		return true
+	}
 	have := map[uint32]bool{}
 	for _, m := range a.members {
 		if m.roles&farm.RoleRU == 0 {

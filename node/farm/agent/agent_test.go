@@ -483,3 +483,33 @@ func TestAgentMaskLead(t *testing.T) {
 		t.Fatalf("b's BU: %+v, want its 2 assignments incomplete (without the masked sources)", s.BU)
 	}
 }
+
+// TestAgentLeadAfterStop: once the operator stopped the run, an EM elected
+// after an RU (here the old EM's own node) finished and left leads
+// without waiting for that RU's sources (it waited for ever, and the
+// others with it: make farm hung when the EM's node ended first).
+func TestAgentLeadAfterStop(t *testing.T) {
+	f := newTestFarm(t, "push")
+	f.start("a", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{0, 1})
+	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
+	f.start("b", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{2, 3})
+	f.start("c", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{4})
+	f.ready(3)
+	if _, err := f.client().SetRunState(context.Background(), control.RunState{State: control.StateStopped, Run: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("every agent to see the stop", 5*time.Second, func() bool {
+		for _, n := range []string{"a", "b", "c"} {
+			if !f.agents[n].stoppedNow() {
+				return false
+			}
+		}
+		return true
+	})
+	f.stop("a") // the EM's node ends first and leaves
+	delete(f.agents, "a")
+	f.waitFor("a new EM to lead without a's sources", 10*time.Second, func() bool {
+		s, ok := f.leaderStatus()
+		return ok && s.EM != nil && s.Leader != "a"
+	}, f.dump)
+}

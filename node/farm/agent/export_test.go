@@ -1,0 +1,10 @@
+package agent
+
+// stoppedNow reports whether the agent has taken the run's stop (tests).
+func (a *Agent) stoppedNow() bool {
+	done := make(chan bool, 1)
+	if a.post(a.ctx, func() { done <- a.stopped }) != nil {
+		return false
+	}
+	return <-done
+}
