@@ -28,6 +28,9 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
+// leaveTimeout bounds the lease revoke of a node leaving the farm.
+const leaveTimeout = 3 * time.Second
+
 // Sentinel errors.
 var (
 	// ErrFenced: this node's membership lease was revoked or expired; its
@@ -303,7 +306,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.dups[i].Incarnation = a.inc
 	}
 	a.log.Info("farm: joined", "incarnation", fmt.Sprintf("%x", a.inc), "roles", a.cfg.Roles.String())
-	defer ms.Leave(context.WithoutCancel(ctx))
+	defer func() {
+		// Bounded: etcd's client retries an unanswered revoke for ever,
+		// and a node must still exit when etcd is slow or gone (its lease
+		// then expires by itself). Seen as a node that said stopped and
+		// never exited while etcd did not answer.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		defer cancel()
+		if err := ms.Leave(lctx); err != nil {
+			a.log.Warn("farm: leaving", "err", err)
+		}
+	}()
 	if err := a.startRoles(); err != nil {
 		return err
 	}
