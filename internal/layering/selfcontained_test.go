@@ -12,8 +12,9 @@ import (
 
 // outside matches names of places that a clone of the repository does not
 // have: the development machine's directories and the design notes kept
-// beside the repository.
-var outside = regexp.MustCompile(`/work/|/home/[a-z]|\.\./shared|\b(CALIBRATION|FORMATS|DESIGN|FARM|DEVELOPERS)\.md\b`)
+// beside the repository. Each name's first letter is in a class of its
+// own, so that this file does not itself name them.
+var outside = regexp.MustCompile(`/[w]ork/|/[h]ome/[a-z]|\.\./[s]hared|\b([C]ALIBRATION|[F]ORMATS|[D]ESIGN|[F]ARM|[D]EVELOPERS)\.md\b`)
 
 // relPath matches a relative path that climbs directories.
 var relPath = regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
