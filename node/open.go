@@ -115,6 +115,9 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		if lg, ok := in.(transport.Logged); ok {
 			lg.SetLogger(log)
 		}
+		if pl, ok := in.(transport.PacketLimited); ok {
+			pl.LimitPacket(int64(cfg.Memory().Builder))
+		}
 		p.Inputs = append(p.Inputs, in)
 		if l, ok := in.(transport.Listener); ok {
 			log.Info("input listening", "input", ic.URI, "addr", l.ListenAddr())

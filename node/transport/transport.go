@@ -47,6 +47,15 @@ type Logged interface {
 	SetLogger(*slog.Logger)
 }
 
+// PacketLimited is an Input that allocates each packet at the size its
+// data claims (a file's packet headers): the node gives it, before Run,
+// the largest packet its memory budget lets it hold (the builder's share,
+// which holds the packets handed to it), and the input refuses a larger
+// claim with an error instead of allocating it.
+type PacketLimited interface {
+	LimitPacket(bytes int64)
+}
+
 // Sender is the sending end of a transport: what a readout board does, and
 // what the emulator (package emulator) runs. Not safe for concurrent use.
 type Sender interface {
