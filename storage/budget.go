@@ -23,7 +23,8 @@ type guard struct {
 
 	mu       sync.Mutex
 	size     uint64        // store bytes at the last directory scan
-	pending  uint64        // bytes admitted since that scan
+	pending  uint64        // bytes admitted that the last scan may not have seen
+	written  uint64        // of pending, bytes whose write has ended (wrote)
 	headroom int64         // last computed headroom (bytes; may be negative)
 	refused  uint64        // bytes of the last refused write, until one is admitted
 	ready    chan struct{} // closed while writes are admitted
@@ -119,18 +120,37 @@ func (g *guard) admit(need uint64, m *metrics) error {
 	return nil
 }
 
+// wrote is called once the write of n admitted bytes has ended (whether
+// it succeeded or not): from then on a directory scan sees its bytes.
+func (g *guard) wrote(n uint64) {
+	g.mu.Lock()
+	g.written += n
+	g.mu.Unlock()
+}
+
 // refresh re-measures, with a directory scan (every GuardInterval and
 // after GC), and lifts the backpressure once there is headroom again: room
 // for the write that was refused, not merely a positive headroom, or the
 // writer would be woken only to be refused again.
+//
+// Only the bytes of writes that had ended before the scan began leave the
+// pending count: a write admitted but still going on may have put none of
+// its bytes in the files yet. (Dropping all of pending at each scan let a
+// store under load pass max_bytes by about one batch: a scan between a
+// batch's admission and its write forgot it.)
 func (g *guard) refresh(m *metrics) {
+	g.mu.Lock()
+	seen := g.written
+	g.mu.Unlock()
 	free, size, err := g.measure()
 	if err != nil {
 		return // unmeasurable now: keep the last state
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.size, g.pending = size, 0
+	g.size = size
+	g.pending -= seen
+	g.written -= seen
 	head, _ := g.decide(free, size, 0)
 	g.setHeadroom(head, m)
 	if head > 0 && uint64(head) >= g.refused {

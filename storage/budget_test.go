@@ -119,6 +119,42 @@ func TestMaxStoreBytes(t *testing.T) {
 	}
 }
 
+// TestGuardScanDuringWrite: a directory scan that runs while an admitted
+// write has not put its bytes in the files yet must not forget them (the
+// cause of TestMaxStoreBytes passing its cap by about one batch under
+// load); once the write has ended, the scan's figure replaces them.
+func TestGuardScanDuringWrite(t *testing.T) {
+	dir := t.TempDir()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	g := newGuard(dir, 0, 4*mib, unix.Statfs)
+	g.refresh(m) // the empty directory
+	if err := g.admit(3*mib, m); err != nil {
+		t.Fatal(err)
+	}
+	g.refresh(m) // scans while the 3 MiB are still being written
+	if err := g.admit(2*mib, m); !errors.Is(err, ErrDiskBudget) {
+		t.Fatalf("admit after a scan during a write: %v, want ErrDiskBudget (3 + 2 MiB > 4 MiB cap)", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), make([]byte, 3*mib), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.wrote(3 * mib)
+	g.refresh(m)
+	if g.pending != 0 || g.size < 3*mib {
+		t.Fatalf("after the write ended and a scan: size %d pending %d, want size >= 3 MiB and nothing pending", g.size, g.pending)
+	}
+	if err := g.admit(2*mib, m); !errors.Is(err, ErrDiskBudget) {
+		t.Fatalf("admit 2 MiB more: %v, want ErrDiskBudget", err)
+	}
+	if err := g.admit(mib/2, m); err != nil {
+		t.Fatalf("admit 0.5 MiB more: %v", err)
+	}
+}
+
 // TestDiskFullTmpfs fills a 64 MiB tmpfs: the guard must refuse writes
 // before the file system is full (badger would die with SIGBUS writing
 // through its memory maps), and every acknowledged event must be readable.

@@ -122,6 +122,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 			s.m.refused.Inc()
 			return ca, err
 		}
+		defer s.guard.wrote(uint64(size))
 	}
 	// The commit arena holds the encoded values until the transaction has
 	// committed; it is reused, as fresh memory is costly to touch.

@@ -313,6 +313,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		s.m.refused.Inc()
 		return Ack{}, err
 	}
+	defer s.guard.wrote(uint64(size))
 	// The arena holds every key and value until Flush returns: a
 	// WriteBatch keeps references, not copies, until its commit.
 	if cap(s.arena) < size {
