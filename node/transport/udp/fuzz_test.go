@@ -1,11 +1,14 @@
 package udp
 
 import (
+	"context"
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/node/transport/internal/rxbuf"
 	"github.com/sluice-daq/sluice/schemas"
@@ -111,6 +114,111 @@ func FuzzSeqWindow(f *testing.F) {
 		}
 		if w.held != 0 {
 			t.Fatalf("%d datagrams still held after flush", w.held)
+		}
+	})
+}
+
+// FuzzUDPReads feeds a byte stream to the input's receive path cut into
+// datagrams at points the fuzzer chooses, and those datagrams into reads
+// (recvmmsg batches) and senders, as nats-server's parser fuzzers split
+// their input, so that packets end at every offset, windows fill and
+// expire between reads, and end markers come early, late or twice. Each
+// cuts byte is one datagram: its low 7 bits its length (0: 8 bytes, an
+// end marker when the stream still has them), bit 7 starts a new read
+// after the latency budget ran out and switches sender. Every datagram must
+// be accounted for exactly once (delivered, discarded by reason or an end
+// marker), nothing stays held, and no input panics.
+func FuzzUDPReads(f *testing.F) {
+	mfp := schemas.AppendMFP(nil, 3, 100, 0, 3, [][]byte{[]byte("abc"), {}, []byte("0123456789")}, nil)
+	var stream []byte
+	var cuts []byte
+	for seq := range uint64(4) {
+		d := binary.LittleEndian.AppendUint64(nil, 10+seq)
+		d = append(d, mfp...)
+		stream = append(stream, d...)
+		cuts = append(cuts, byte(len(d)))
+	}
+	f.Add(stream, cuts, false)
+	f.Add(stream, []byte{byte(len(mfp) + 8), 0x80 | byte(len(mfp)+8), 0, 7, 50}, false)
+	f.Add(append(binary.LittleEndian.AppendUint64(nil, 5), mfp[:30]...), []byte{12, 0x80 | 8, 30}, false)
+	if b, err := os.ReadFile(sampleVDIF); err == nil {
+		if fr, err := vdif.DecodeFrame(b); err == nil {
+			vtp := vdif.AppendVTP(nil, 9, fr.Bytes)
+			f.Add(vtp, []byte{100, 100, 100}, true)
+		}
+	}
+	f.Fuzz(func(t *testing.T, stream, cuts []byte, vtp bool) {
+		cfg := Options{ReorderWindow: 4, LatencyBudget: time.Millisecond, MaxDatagram: 256}.withDefaults()
+		in := &Input{cfg: cfg, decode: DecodeMFPDatagram}
+		if vtp {
+			in.decode = DecodeVTPDatagram
+		}
+		in.pool.Held = &in.c
+		sink := transporttest.NewCheckSink(0)
+		r := udpReceiver{in: in, ctx: context.Background(), sink: sink, streams: map[netip.AddrPort]*seqWindow{}}
+		senders := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2")}
+		from := 0
+		now := time.Unix(1e9, 0)
+		var datagrams, markers, repeated uint64
+		send := func(d []byte) {
+			b := in.pool.Get(udpHeadroom + int(cfg.MaxDatagram))
+			n := copy(b.B[udpHeadroom:], d)
+			datagrams++
+			if n == seqSize {
+				if w := r.streams[senders[from]]; w != nil && w.ended {
+					repeated++
+				} else {
+					markers++
+				}
+			}
+			if _, err := r.datagram(b, n, senders[from], now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rest := stream
+		for _, c := range cuts[:min(len(cuts), 64)] {
+			if c&0x80 != 0 {
+				now = now.Add(2 * cfg.LatencyBudget)
+				if err := r.expire(now); err != nil {
+					t.Fatal(err)
+				}
+				from = 1 - from
+			}
+			k := int(c & 0x7f)
+			if k == 0 {
+				k = seqSize
+			}
+			k = min(k, len(rest))
+			send(rest[:k])
+			rest = rest[k:]
+		}
+		for len(rest) > 0 {
+			k := min(len(rest), int(cfg.MaxDatagram))
+			send(rest[:k])
+			rest = rest[k:]
+		}
+		now = now.Add(time.Hour)
+		if err := r.expire(now); err != nil {
+			t.Fatal(err)
+		}
+		st := in.c.Snapshot()
+		d := st.Discarded
+		// A sender's second end marker carries nothing and counts nowhere.
+		accounted := st.Packets + d[transport.Truncated] + d[transport.Malformed] + d[transport.Late] + d[transport.Duplicate] + markers + repeated
+		if accounted != datagrams {
+			t.Fatalf("%d datagrams accounted (%d packets, discarded %v, %d end markers, %d repeated) of %d received",
+				accounted, st.Packets, d, markers, repeated, datagrams)
+		}
+		for a, w := range r.streams {
+			if w.held != 0 {
+				t.Fatalf("sender %s: %d datagrams still held after its budget ran out", a, w.held)
+			}
+		}
+		if st.HeldBytes != 0 {
+			t.Fatalf("%d bytes held after the sink released everything", st.HeldBytes)
+		}
+		if c := sink.Counts(); c.Packets != int(st.Packets) {
+			t.Fatalf("sink saw %d packets, input counted %d", c.Packets, st.Packets)
 		}
 	})
 }

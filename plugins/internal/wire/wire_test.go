@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -248,4 +249,102 @@ func TestRegionReservedAtCreation(t *testing.T) {
 	if free, _, _ := shmspace.Free(dir); free != 1<<20 {
 		t.Fatalf("a 1MiB region leaves %d bytes of 2MiB free, want its pages reserved", free)
 	}
+}
+
+// FuzzLayoutSplit builds event batches in the arena from the fuzzer's
+// bytes, cut into fragments at points it chooses (each cuts byte one
+// fragment's length; 255: the source is missing), two sources an event,
+// and reads their layout over the region cut at a point it chooses, as
+// nats-server's fuzzers split a stream across reads: so that the last
+// buffer ends at, inside or before the end of what the plugin maps. A
+// region that holds every buffer must give back every fragment byte for
+// byte; one that cuts any buffer must be refused with an error, never a
+// panic or a read past the region.
+func FuzzLayoutSplit(f *testing.F) {
+	a, err := NewArena(f.TempDir(), 1<<20)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer a.Close()
+	f.Add([]byte("0123456789abcdefghij"), []byte{3, 7, 0, 255, 10}, uint16(0))
+	f.Add([]byte("0123456789abcdefghij"), []byte{20, 1}, uint16(1))
+	f.Add([]byte{}, []byte{255, 255}, uint16(9))
+	groups := []schemas.SourceGroup{{Name: "tracker", Sources: []uint32{4, 9}}}
+	f.Fuzz(func(t *testing.T, payload, cuts []byte, cut uint16) {
+		var events []synthbatch.Event
+		var frags [][]byte
+		rest := payload
+		for _, c := range cuts[:min(len(cuts), 64)] {
+			if c == 255 {
+				frags = append(frags, nil)
+			} else {
+				k := min(int(c), len(rest))
+				frags = append(frags, rest[:k:k])
+				rest = rest[k:]
+			}
+			if len(frags) == 2 {
+				events = append(events, synthbatch.Event{ID: uint64(len(events)), Fragments: [][][]byte{frags}})
+				frags = nil
+			}
+		}
+		if len(events) == 0 {
+			return
+		}
+		rec, err := synthbatch.Build(a, groups, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Release()
+		sb, _ := SchemaBytes(rec.Schema())
+		l, ok := a.Layout(rec, sb)
+		if !ok {
+			t.Fatal("a batch built in the arena has no layout")
+		}
+		end := layoutEnd(l.Columns)
+		at := end - int(cut)%(end+1)
+		var r LayoutReader
+		got, err := r.Read(l, a.Data[:at])
+		if at < end {
+			if err == nil {
+				got.Release()
+				t.Fatalf("layout read over a region cut at %d, its buffers end at %d", at, end)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("layout over the whole region: %v", err)
+		}
+		defer got.Release()
+		ev, err := schemas.NewEventBatch(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Len() != len(events) {
+			t.Fatalf("%d events read, %d built", ev.Len(), len(events))
+		}
+		for i, want := range events {
+			k := 0
+			ev.Fragments(0, i, func(src uint32, p []byte) bool {
+				if w := want.Fragments[0][k]; !bytes.Equal(p, w) {
+					t.Fatalf("event %d source %d: %q, built %q", i, src, p, w)
+				}
+				k++
+				return true
+			})
+		}
+	})
+}
+
+// layoutEnd is where the last present, non-empty buffer of the columns ends.
+func layoutEnd(cols []*pluginpb.ArrayLayout) int {
+	end := 0
+	for _, c := range cols {
+		for _, b := range c.GetBuffers() {
+			if !b.GetAbsent() && b.GetLength() > 0 {
+				end = max(end, int(b.GetOffset()+b.GetLength()))
+			}
+		}
+		end = max(end, layoutEnd(c.GetChildren()))
+	}
+	return end
 }
