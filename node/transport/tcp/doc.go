@@ -22,6 +22,11 @@
 // (transport.Protocol). Credits return in batches of 1/8 of the window, or at
 // once when the sink holds nothing more of the connection. A frame cut by a
 // disconnect is counted as transport.TruncatedAtDisconnect and never handed on.
-// The receiver reads into pooled 1 MiB chunks and hands frames on as views
-// of them, so the credit window also bounds the chunks held.
+// The receiver reads into pooled chunks (an eighth of the window, 4 KiB to
+// 1 MiB) and hands frames on as views of them. A chunk the receiver has
+// read past but whose frames the sink still holds counts whole against
+// the window (the grants withhold the rest of it until it is freed), so
+// that one connection holds at most its window plus one chunk however
+// its frames are pinned: the node's memory budget counts that per expected
+// stream (Options.MemoryBytes).
 package tcp

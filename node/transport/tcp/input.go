@@ -51,6 +51,8 @@ type Input struct {
 	rcvbuf      atomic.Int64
 	open        atomic.Int64 // connections accepted and not yet closed (MaxConnections)
 	log         *slog.Logger
+	sizes       chunkSizes
+	warnOnce    sync.Once // overPlan
 }
 
 // Listen listens on addr (HOST:PORT; port 0 picks one, see Addr) with the
@@ -68,7 +70,7 @@ func Listen(addr string, cfg Options) (*Input, error) {
 		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
 	}
 	ln := l.(*net.TCPListener)
-	in := &Input{ln: ln, cfg: cfg}
+	in := &Input{ln: ln, cfg: cfg, sizes: chunkSizesFor(int64(cfg.CreditWindow))}
 	in.pool.Held = &in.c
 	return in, nil
 }
@@ -128,7 +130,9 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 			continue
 		}
 		in.c.Connected()
-		in.open.Add(1)
+		if n := in.open.Add(1); n == int64(in.cfg.streams())+1 && in.cfg.ExpectStreams == 0 {
+			in.overPlan(n)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -155,7 +159,7 @@ type tcpConn struct {
 	in       *Input
 	conn     *net.TCPConn
 	avail    atomic.Int64 // credit granted and not yet used
-	returned atomic.Int64 // bytes released by the sink, not yet granted back
+	returned atomic.Int64 // credit to grant back; negative while pinned chunks are owed (see leave)
 	held     atomic.Int64 // bytes handed to the sink, not yet released
 	batch    int64        // grant once this much was returned (or nothing is held)
 	wake     chan struct{}
@@ -205,11 +209,16 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 // arrived, many frames at once, and a frame is copied only when it
 // straddles the end of a chunk (the bytes already received move to the
 // start of the next one). A chunk goes back to the pool when the reader
-// has left it and the sink released every frame in it. It returns whether
-// the stream ended cleanly, and an error only when the sink failed.
+// has left it and the sink released every frame in it; while the sink
+// still holds a frame of a chunk the reader left, the whole chunk counts
+// against the connection's credit window (leave), so that frames held by
+// the builder pin at most the window's bytes of chunks, not a chunk each.
+// It returns whether the stream ended cleanly, and an error only when the
+// sink failed.
 func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sink) (bool, error) {
-	ch := in.newChunk(chunkSize)
-	defer func() { ch.unref() }()
+	sz := in.sizes
+	ch := in.newChunk(sz.chunk)
+	defer func() { tc.leave(ch) }()
 	r, w := 0, 0 // ch.b[r:w] is received and not yet handed on
 	for {
 		// Invariant: r is at a frame boundary.
@@ -233,9 +242,11 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 			tc.held.Add(l)
 			in.c.Hold(l)
 			ch.refs.Add(1)
+			ch.held.Add(l)
 			c := ch
 			release := func() {
 				in.c.Hold(-l)
+				c.held.Add(-l)
 				tc.returnCredit(int(l))
 				c.unref()
 			}
@@ -250,24 +261,24 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 			}
 		}
 		switch {
-		case r > 0 && w-r <= maxTailMove && ch.refs.Load() == 1:
+		case r > 0 && w-r <= sz.maxTailMove && ch.refs.Load() == 1:
 			// Nothing aliases the chunk: reuse it from its start, so a
 			// sink that releases promptly keeps the reader in the same
 			// few cache-warm pages instead of streaming through the chunk.
 			copy(ch.b, ch.b[r:w])
 			r, w = 0, w-r
-		case r+need > len(ch.b) || len(ch.b)-w < minRead:
+		case r+need > len(ch.b) || len(ch.b)-w < sz.minRead:
 			// Move the start of the frame at r to a fresh chunk.
-			next := in.newChunk(max(chunkSize, need))
+			next := in.newChunk(max(sz.chunk, need))
 			copy(next.b, ch.b[r:w])
-			ch.unref()
+			tc.leave(ch)
 			ch, r, w = next, 0, w-r
 		}
 		// Read up to maxRead bytes, or, for a frame of at least minRead, up
 		// to its end and the next length prefix: the read that completes a
 		// large frame then leaves only a prefix behind to move above.
-		end := w + maxRead
-		if need >= minRead {
+		end := w + sz.maxRead
+		if need >= sz.minRead {
 			end = r + need + 4
 		}
 		end = min(end, len(ch.b))
@@ -282,19 +293,35 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 	}
 }
 
-// Receive chunks: chunkSize is the usual size (a frame larger than that
-// gets a chunk of its own size), a chunk with less than minRead bytes of
-// room left is replaced rather than read into with small reads, and one
-// read takes at most maxRead bytes of small frames, which keeps a reader
-// whose sink releases promptly within a few cache-warm pages. A
-// partial frame of at most maxTailMove bytes is moved to the start of its
-// chunk when the sink has released everything before it.
+// chunkSizes are the sizes of an input's receive chunks, from its credit
+// window: chunk is the usual size (a frame larger than that gets a chunk
+// of its own size), a chunk with less than minRead bytes of room left is
+// replaced rather than read into with small reads, and one read takes at
+// most maxRead bytes of small frames, which keeps a reader whose sink
+// releases promptly within a few cache-warm pages. A partial frame of at
+// most maxTailMove bytes is moved to the start of its chunk when the sink
+// has released everything before it.
+type chunkSizes struct{ chunk, minRead, maxRead, maxTailMove int }
+
+// Chunk size limits: maxChunk for large windows (1 MiB at the default
+// 8 MiB), at least minChunk; between, an eighth of the window.
 const (
-	chunkSize   = 1 << 20
-	minRead     = 64 << 10
-	maxRead     = 256 << 10
-	maxTailMove = 4 << 10
+	maxChunk = 1 << 20
+	minChunk = 4 << 10
 )
+
+// chunkSizesFor scales the chunks to the window: a chunk an eighth of it
+// (a power of two, 4 KiB to 1 MiB), so that a connection's memory, its
+// window of pinned chunks (see leave) plus the chunk it reads into, is at
+// most 9/8 of the window for frames up to a chunk's size. The read sizes
+// keep their proportions to the 1 MiB chunk: 64 and 256 KiB there.
+func chunkSizesFor(window int64) chunkSizes {
+	c := maxChunk
+	for c > minChunk && int64(c) > window/8 {
+		c >>= 1
+	}
+	return chunkSizes{chunk: c, minRead: c / 16, maxRead: c / 4, maxTailMove: min(4<<10, c/16)}
+}
 
 // chunk is a pooled receive buffer that the reader and the frames handed
 // out of it share.
@@ -302,6 +329,9 @@ type chunk struct {
 	buf  *rxbuf.Buf
 	b    []byte
 	refs atomic.Int32 // the reader's reference plus one per frame not released
+	held atomic.Int64 // bytes of the frames not released
+	owed int64        // credit withheld for it since the reader left it (leave)
+	tc   *tcpConn     // the connection owed is withheld from
 }
 
 func (in *Input) newChunk(size int) *chunk {
@@ -311,8 +341,29 @@ func (in *Input) newChunk(size int) *chunk {
 	return c
 }
 
+// leave drops the reader's reference to c. If frames of it are still held,
+// the rest of the chunk is withheld from the connection's credit until the
+// last of them is released: the chunk stays in memory for them, and a
+// connection whose frames the builder keeps (waiting for other sources)
+// must not pin a chunk for each of them beyond its window. The frames' own
+// bytes are already counted as used credit; a frame released before owed
+// is set is counted twice for a moment (its credit returns at once), which
+// errs by at most one chunk.
+func (tc *tcpConn) leave(c *chunk) {
+	if c.refs.Load() > 1 {
+		c.owed = max(0, int64(len(c.b))-c.held.Load())
+		c.tc = tc
+		tc.returned.Add(-c.owed)
+	}
+	c.unref()
+}
+
 func (c *chunk) unref() {
 	if c.refs.Add(-1) == 0 {
+		if c.owed > 0 {
+			c.tc.returned.Add(c.owed)
+			c.tc.signal()
+		}
 		c.buf.Put()
 	}
 }
@@ -348,7 +399,8 @@ func (tc *tcpConn) grants(done <-chan struct{}, finished chan<- struct{}) {
 		case <-tc.wake:
 		}
 		n := tc.returned.Swap(0)
-		if n == 0 {
+		if n <= 0 {
+			tc.returned.Add(n) // still owed for pinned chunks (leave)
 			continue
 		}
 		// Count the credit before the sender can use it.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
@@ -69,9 +70,18 @@ func (s *holdSink) releaseOldest() {
 // than a receive chunk over one connection to a sink that holds some of
 // them: every frame must arrive whole, in order, and stay unchanged until
 // released, through the reader's tail moves, chunk changes and bounded
-// reads; all credit must come back.
+// reads; all credit must come back. With the default window (1 MiB
+// chunks) and a small one (32 KiB chunks, where held frames pin chunks
+// that count against the window).
 func TestTCPMixedSizesHeldFramesIntact(t *testing.T) {
-	sizes := []int{40, 3000, 70 << 10, 65 << 10, 200, chunkSize + 12345, 5000, minRead, 17}
+	for _, window := range []int64{8 << 20, 256 << 10} {
+		t.Run(conf.ByteSize(window).String(), func(t *testing.T) { testMixedSizes(t, window) })
+	}
+}
+
+func testMixedSizes(t *testing.T, window int64) {
+	sz := chunkSizesFor(window)
+	sizes := []int{40, 3000, sz.chunk * 7 / 10, sz.chunk * 65 / 100, 200, sz.chunk + 12345, 5000, sz.minRead, 17}
 	var want [][]byte
 	for i := range 120 {
 		n := sizes[i%len(sizes)]
@@ -82,7 +92,7 @@ func TestTCPMixedSizesHeldFramesIntact(t *testing.T) {
 		p := schemas.AppendMFP(nil, 7, uint64(i), 0, 0, [][]byte{payload}, nil)
 		want = append(want, p)
 	}
-	in, err := Listen("127.0.0.1:0", Options{CreditWindow: 8 << 20, ExpectStreams: 1})
+	in, err := Listen("127.0.0.1:0", Options{CreditWindow: conf.ByteSize(window), ExpectStreams: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

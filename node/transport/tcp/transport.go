@@ -69,12 +69,29 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// MemoryBytes is the receive buffers a sender's credit lets it fill, per
-// expected stream (at least one): the window bounds what each connection
-// holds unreleased. The kernel's socket buffers (SocketBuffer) are not
-// included: they are kernel memory.
+// MemoryBytes is the receive buffers the input holds at most: per stream
+// its credit window (frames the sink holds, counted with the rest of each
+// chunk they pin) plus the chunk it reads into (an eighth of the window,
+// 4 KiB to 1 MiB), for ExpectStreams streams, or MaxConnections when that
+// is 0, or one. A frame larger than a chunk reads into a chunk of its own,
+// its size rounded up to a power of two, which that stream holds on top.
+// The kernel's socket buffers (SocketBuffer) are not included: they are
+// kernel memory.
 func (o *Options) MemoryBytes() int64 {
-	return int64(o.withDefaults().CreditWindow) * int64(max(1, o.ExpectStreams))
+	d := o.withDefaults()
+	w := int64(d.CreditWindow)
+	return (w + int64(chunkSizesFor(w).chunk)) * int64(d.streams())
+}
+
+// streams is the number of streams the input's memory is planned for.
+func (o Options) streams() int {
+	switch {
+	case o.ExpectStreams > 0:
+		return o.ExpectStreams
+	case o.MaxConnections > 0:
+		return o.MaxConnections
+	}
+	return 1
 }
 
 // SharedMemory: receive buffers are on the Go heap.
