@@ -35,11 +35,12 @@ INVARIANT_PKGS ?= ./builder/ ./storage/ ./node/transport/shm/
 invariants:
 	$(GO) test -tags invariants -timeout 20m $(INVARIANT_PKGS)
 
-# The tests that measure the process's peak resident memory (VmHWM), which
-# the race detector's shadow memory swamps: the unit run skips them.
-MEMORY_TESTS ?= ./node/transport/tcp/
+# The tests of large memory use, which the unit run skips under the race
+# detector: peak resident memory (VmHWM; the detector's shadow memory
+# swamps it) and exports of events of 64 MiB and more (minutes with it).
+MEMORY_TESTS ?= ./node/transport/tcp/ ./schemas/table/
 memory:
-	$(GO) test $(GOTAGS) -run 'Memory' -timeout 10m $(MEMORY_TESTS)
+	$(GO) test $(GOTAGS) -run 'Memory|Huge' -timeout 10m $(MEMORY_TESTS)
 
 # A short run of every fuzz target over its seed corpus and beyond.
 fuzz:
