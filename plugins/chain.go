@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -62,6 +63,40 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 		c.stages = append(c.stages, s)
 	}
 	return c, nil
+}
+
+// ErrNoStage: the chain has no stage of that name.
+var ErrNoStage = errors.New("trigger chain: no such stage")
+
+// SetDeferralFraction sets the fraction of events stage defers by its
+// fraction policy (StageConfig.Deferral.Fraction, chosen by the same hash
+// of the event id, so a larger fraction defers a superset of the events a
+// smaller one did) from the next batch on; the node's fill planner moves
+// it within its bounds. f outside [0, 1] is clamped. ErrNoStage when the
+// chain has no such stage. Safe for concurrent use with Decide.
+func (c *Chain) SetDeferralFraction(stage string, f float64) error {
+	f = min(max(f, 0), 1)
+	if f != f { // NaN
+		f = 0
+	}
+	for _, s := range c.stages {
+		if s.cfg.Name == stage {
+			s.fraction.Store(math.Float64bits(f))
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrNoStage, stage)
+}
+
+// DeferralFraction is the fraction stage defers now (see
+// SetDeferralFraction); ErrNoStage when there is no such stage.
+func (c *Chain) DeferralFraction(stage string) (float64, error) {
+	for _, s := range c.stages {
+		if s.cfg.Name == stage {
+			return math.Float64frombits(s.fraction.Load()), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q", ErrNoStage, stage)
 }
 
 // StageInfo describes one stage of a chain.

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -216,6 +217,53 @@ func TestDeferFraction(t *testing.T) {
 	// The plugin answered only for the others.
 	if n := metricValue(t, reg, "sluice_trigger_events_total", "stage", "hlt", "decision", "accept"); int(n) != 2*(4000-deferred) {
 		t.Fatalf("%v accepts counted, want %d", n, 2*(4000-deferred))
+	}
+}
+
+// TestSetDeferralFraction: the fraction moved while the chain runs (the
+// node's fill planner) defers about the new share from the next batch on,
+// and a larger fraction defers a superset of the events a smaller one did.
+func TestSetDeferralFraction(t *testing.T) {
+	mem := checkedMem(t)
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Deferral: Deferral{Fraction: 0.25}},
+	}, Options: Options{Allocator: mem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if f, err := c.DeferralFraction("hlt"); err != nil || f != 0.25 {
+		t.Fatalf("configured fraction read back as %v, %v", f, err)
+	}
+	deferredAt := func(f float64) map[uint64]bool {
+		if err := c.SetDeferralFraction("hlt", f); err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint64]bool{}
+		for id, r := range runChain(t, c, synthetic(t, mem, 0, 4000, 400, 16)) {
+			if r.Decision == schemas.DecisionDefer {
+				out[id] = true
+			}
+		}
+		return out
+	}
+	low, high, none := deferredAt(0.1), deferredAt(0.6), deferredAt(0)
+	if len(low) < 300 || len(low) > 500 || len(high) < 2200 || len(high) > 2600 || len(none) != 0 {
+		t.Fatalf("deferred %d at 0.1, %d at 0.6, %d at 0 of 4000", len(low), len(high), len(none))
+	}
+	for id := range low {
+		if !high[id] {
+			t.Fatalf("event %d deferred at 0.1 but not at 0.6", id)
+		}
+	}
+	if err := c.SetDeferralFraction("hlt", 7); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := c.DeferralFraction("hlt"); f != 1 {
+		t.Fatalf("fraction 7 clamped to %v, want 1", f)
+	}
+	if err := c.SetDeferralFraction("nope", 0.5); !errors.Is(err, ErrNoStage) {
+		t.Fatalf("unknown stage: %v", err)
 	}
 }
 

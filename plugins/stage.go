@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -47,13 +48,17 @@ type stage struct {
 	counters []atomic.Uint64 // per line: firings seen by the prescale
 	prescale []uint64        // per line; 0 or 1: none
 	salt     uint64          // mixes the stage name into the deferral hash
-	cnt      counters        // what the stage did, for State
+	// fraction is the deferral fraction in force (float64 bits): the
+	// configured one until Chain.SetDeferralFraction changes it.
+	fraction atomic.Uint64
+	cnt      counters // what the stage did, for State
 }
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
 func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*stage, error) {
 	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances)}
 	s.log = s.icfg.log.With("stage", cfg.Name, "plugin_path", cfg.Plugin)
+	s.fraction.Store(math.Float64bits(cfg.Deferral.Fraction))
 	for _, c := range cfg.Name {
 		s.salt = (s.salt ^ uint64(c)) * 0x100000001B3
 	}
@@ -160,7 +165,7 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 // undeferred marks the rows the fraction policy defers and returns the others.
 func (s *stage) undeferred(ev *schemas.EventBatch, out []schemas.Verdict) []int {
 	rows := make([]int, 0, len(out))
-	f := s.cfg.Deferral.Fraction
+	f := math.Float64frombits(s.fraction.Load())
 	for i := range out {
 		// splitmix64 of the event id: uniform in [0, 2^64), fixed per event.
 		z := ev.EventID(i) ^ s.salt + 0x9E3779B97F4A7C15
