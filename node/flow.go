@@ -21,6 +21,7 @@ type flow struct {
 	storedAcc   uint64
 	storedDef   uint64
 	storedBytes uint64
+	storedDefB  uint64 // of storedBytes, the deferred stream's (the fill plan's backlog size)
 	replaced    uint64
 	unacked     uint64
 	dropped     map[string]uint64

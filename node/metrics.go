@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-daq/sluice/node/fill"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -72,6 +73,17 @@ var metricDefs = []metricDef{
 	{"sluice_replay_active", "1 while inter-fill replay runs inside the node.", nil},
 	{"sluice_replay_events_total", "Deferred events decided by inter-fill replay, by decision.", []string{"decision"}},
 	{"sluice_log_records_suppressed_total", "Log records dropped by the rate limiter.", nil},
+	{"sluice_fill_beam", "1 in a fill (STABLE BEAMS), 0 in an inter-fill, as the accelerator state source says (absent: no source).", nil},
+	{"sluice_fill_deferral_fraction", "Deferral fraction the fill plan set on its stage.", nil},
+	{"sluice_fill_plan_reason", "What set the planned fraction: 1 for the current reason, 0 for the others.", []string{"reason"}},
+	{"sluice_fill_backlog_bytes", "Bytes of the deferred backlog, as the fill plan estimates them (events times the mean stored deferred event).", nil},
+	{"sluice_fill_expected_replay_seconds", "Time the deferred backlog takes to replay at the measured replay rate.", nil},
+	{"sluice_fill_next_fill_seconds", "Time until the next fill is expected to begin.", nil},
+	{"sluice_fill_remaining_seconds", "In a fill, the time until it is expected to end (0 in an inter-fill).", nil},
+	{"sluice_fill_inter_fill_seconds", "Length of the coming inter-fill (in one: what is left of it).", nil},
+	{"sluice_fill_replay_rate_events_per_second", "Replay rate the fill plan uses (measured, at most replay.rate).", nil},
+	{"sluice_fill_backlog_at_fill_start_events", "Deferred events the last inter-fill left unreplayed when the last fill began.", nil},
+	{"sluice_fill_source_errors", "1 while the accelerator state source fails (the last state stands).", nil},
 }
 
 func newStatusCollector(status func() Status) *statusCollector {
@@ -165,6 +177,26 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_replay_events_total", s.Replay.Kept, "defer")
 	counter("sluice_replay_events_total", s.Replay.Events-s.Replay.Accepted-s.Replay.Kept, "reject")
 	counter("sluice_log_records_suppressed_total", s.LogSuppressed)
+	if f := s.Fill; f != nil {
+		p := &f.Plan
+		gauge("sluice_fill_beam", boolFloat(p.Beam))
+		gauge("sluice_fill_deferral_fraction", p.Fraction)
+		for _, r := range fill.Reasons {
+			gauge("sluice_fill_plan_reason", boolFloat(r == p.Reason), string(r))
+		}
+		gauge("sluice_fill_backlog_bytes", float64(p.BacklogBytes))
+		gauge("sluice_fill_expected_replay_seconds", p.ReplaySeconds)
+		gauge("sluice_fill_next_fill_seconds", p.NextFillSeconds)
+		gauge("sluice_fill_remaining_seconds", p.FillRemainingSeconds)
+		gauge("sluice_fill_inter_fill_seconds", p.InterFillSeconds)
+		gauge("sluice_fill_replay_rate_events_per_second", p.ReplayRate)
+		var left uint64
+		if k := len(f.FillStarts); k > 0 {
+			left = f.FillStarts[k-1].BacklogEvents
+		}
+		gauge("sluice_fill_backlog_at_fill_start_events", float64(left))
+		gauge("sluice_fill_source_errors", boolFloat(f.SourceError != ""))
+	}
 }
 
 // splitLossKey splits an InputLosses key "input/reason" at its last slash

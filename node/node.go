@@ -69,6 +69,7 @@ type Node struct {
 	drainExpired chan struct{}
 	queue        chan batch
 	replay       *interFill
+	fill         *fillPlanner
 	watch        *watcher // set in Run before the stages start
 	lat          *latencies
 }
@@ -294,10 +295,23 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 		n.watch.run(stopWatching, n.watchSample)
 	}()
 	var replay *interFill
-	if n.cfg.Replay.InterFill > 0 && parts.ReplayStore != nil && parts.NewReplayChain != nil {
+	var planner *fillPlanner
+	stopPlanning := make(chan struct{})
+	if n.cfg.ReplaysInRun() && parts.ReplayStore != nil && parts.NewReplayChain != nil {
 		replay = newInterFill(n, parts)
+		if n.cfg.Fill.Enabled() && parts.Chain != nil {
+			p, err := newFillPlanner(n, parts, replay)
+			if err != nil {
+				n.fail(err)
+			} else {
+				planner = p
+				// The chain ready before the first inter-fill begins.
+				go replay.prepare(ctx)
+				go planner.run(ctx, stopPlanning)
+			}
+		}
 		n.mu.Lock()
-		n.replay = replay
+		n.replay, n.fill = replay, planner
 		n.mu.Unlock()
 		go replay.watch(ctx, in.allIdle)
 	}
@@ -335,6 +349,10 @@ wait:
 	// is counted not stored (put).
 	expire := time.AfterFunc(n.drainTimeout(), func() { close(n.drainExpired) })
 	defer expire.Stop()
+	close(stopPlanning)
+	if planner != nil {
+		<-planner.done
+	}
 	if replay != nil {
 		replay.stop()
 	}
@@ -507,7 +525,7 @@ func (n *Node) snapshot() Ledger {
 // Status is the node's current status (GET /status).
 func (n *Node) Status() Status {
 	n.mu.Lock()
-	final, parts, in, replay, started, fn, running := n.final, n.parts, n.inputs, n.replay, n.started, n.farm, n.running
+	final, parts, in, replay, started, fn, running, planner := n.final, n.parts, n.inputs, n.replay, n.started, n.farm, n.running, n.fill
 	n.mu.Unlock()
 	var l Ledger
 	if final != nil {
@@ -557,6 +575,9 @@ func (n *Node) Status() Status {
 	}
 	if replay != nil {
 		s.Replay = replay.status()
+	}
+	if planner != nil {
+		s.Fill = planner.statusOf()
 	}
 	if w := n.watchOf(); w != nil {
 		s.Warnings = w.status()

@@ -55,7 +55,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	if err := refuseRerun(st, cfg, p.RunEventsAtStart); err != nil {
 		return fail(err)
 	}
-	replay := cfg.Replay.InterFill > 0 && len(cfg.ReplayStages()) > 0
+	replay := cfg.ReplaysInRun()
 	var arena *plugins.Arena
 	if stages := cfg.OnlineStages(); len(stages) > 0 || replay {
 		// What a node killed with SIGKILL left in /dev/shm first: the

@@ -236,8 +236,12 @@ func replayBatch(ctx context.Context, st *storage.Store, chain Decider, names ma
 	return nil
 }
 
-// interFill runs deferred replay inside `sluice run` while every input has
-// been idle for the configured time, and stops it as soon as data returns.
+// interFill runs deferred replay inside `sluice run`: while the beam is off
+// (the fill planner's accelerator state, fill.Config), and, with
+// replay.inter_fill, while every input has been idle that long. It stops a
+// pass as soon as the beam returns, or data returns with no beam state
+// saying the beam is off. A stopped pass leaves every event it did not
+// commit deferred, so the next decides it exactly once (Replay).
 type interFill struct {
 	n     *Node
 	parts *Parts
@@ -252,6 +256,63 @@ type interFill struct {
 	watched chan struct{}
 	st      ReplayStatus
 	armed   bool // a pass may start: set when data arrived since the last pass
+	// beam is the accelerator's state as the fill planner last saw it
+	// (beamUnknown without a planner); storedAt is the deferred events
+	// the node had stored when the current or last pass began, so that a
+	// beam-off pass that ended starts again only for new ones.
+	beam     beamState
+	storedAt uint64
+	begun    bool // a pass began since the beam was last on
+	// rate is the replay rate measured over the passes (events/s,
+	// smoothed; 0: none measured yet).
+	rate float64
+}
+
+// beamState is what the fill planner says of the beam.
+type beamState int
+
+const (
+	beamUnknown beamState = iota
+	beamOn
+	beamOff
+)
+
+// setBeam records the planner's view of the beam (the watch loop acts on it).
+func (r *interFill) setBeam(b beamState) {
+	r.mu.Lock()
+	r.beam = b
+	if b == beamOn {
+		r.begun = false
+	}
+	r.mu.Unlock()
+}
+
+// replayRate is the measured replay rate (0: none yet).
+func (r *interFill) replayRate() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rate
+}
+
+// prepare starts the replay chain ahead of the first pass, so that the
+// first inter-fill does not spend its start waiting for plugin processes.
+func (r *interFill) prepare(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.quit:
+		return // stopping: a chain opened now would outlive stop
+	default:
+	}
+	if r.chain != nil {
+		return
+	}
+	c, err := r.parts.NewReplayChain(ctx)
+	if err != nil {
+		r.n.log.Error("inter-fill replay: cannot start the replay chain", "err", err)
+		return
+	}
+	r.chain = c
 }
 
 func newInterFill(n *Node, parts *Parts) *interFill {
@@ -278,7 +339,27 @@ func (r *interFill) watch(ctx context.Context, allIdle func(time.Duration) bool)
 		r.mu.Lock()
 		active := r.cancel != nil
 		armed := r.armed
+		beam, storedAt, begun := r.beam, r.storedAt, r.begun
 		r.mu.Unlock()
+		switch beam {
+		case beamOn:
+			if active {
+				r.n.log.Info("inter-fill replay: the beam is back; stopping replay")
+				r.halt()
+			}
+			continue
+		case beamOff:
+			// Data arriving does not stop it: the beam is off. A pass
+			// that ended (the backlog replayed) starts again for events
+			// deferred since it began.
+			if !active && (!begun || r.storedDeferred() > storedAt) {
+				r.begin(ctx, "the beam is off")
+			}
+			continue
+		}
+		if idle <= 0 {
+			continue
+		}
 		switch {
 		case active && !allIdle(2*interFillPoll):
 			r.n.log.Info("inter-fill replay: data returned; stopping replay")
@@ -291,14 +372,24 @@ func (r *interFill) watch(ctx context.Context, allIdle func(time.Duration) bool)
 			r.armed = true
 			r.mu.Unlock()
 		case !active && armed && allIdle(idle):
-			r.begin(ctx)
+			r.begin(ctx, "inputs idle")
 		}
 	}
 }
 
-func (r *interFill) begin(ctx context.Context) {
+// storedDeferred is the deferred events the node has stored in this run.
+func (r *interFill) storedDeferred() uint64 {
+	f := r.n.flow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.storedDef
+}
+
+func (r *interFill) begin(ctx context.Context, why string) {
+	stored := r.storedDeferred()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.storedAt, r.begun = stored, true
 	if r.chain == nil {
 		c, err := r.parts.NewReplayChain(ctx)
 		if err != nil {
@@ -312,7 +403,7 @@ func (r *interFill) begin(ctx context.Context) {
 	r.cancel, r.done, r.armed = cancel, make(chan struct{}), false
 	r.st.Active = true
 	r.st.Passes++
-	r.n.log.Info("inter-fill replay: inputs idle; replaying deferred events")
+	r.n.log.Info("inter-fill replay: "+why+"; replaying deferred events")
 	go func() {
 		defer close(r.done)
 		var last ReplaySummary
@@ -322,6 +413,17 @@ func (r *interFill) begin(ctx context.Context) {
 			r.st.Events += s.Replayed - last.Replayed
 			r.st.Accepted += s.Accepted - last.Accepted
 			r.st.Kept += s.Kept - last.Kept
+			// The pass's rate so far (Replay paces itself before
+			// Progress, so this is the rate it keeps), smoothed over
+			// passes; a pass of one batch says little.
+			if s.Batches >= 2 && s.DurationSeconds > 0 {
+				pass := float64(s.Replayed) / s.DurationSeconds
+				if r.rate == 0 {
+					r.rate = pass
+				} else {
+					r.rate += 0.3 * (pass - r.rate)
+				}
+			}
 			r.mu.Unlock()
 			last = s
 		}

@@ -414,6 +414,7 @@ func (n *Node) acked(a pendingAck) {
 		f.storedAcc += uint64(a.events)
 	} else {
 		f.storedDef += uint64(a.events)
+		f.storedDefB += uint64(a.bytes)
 	}
 	f.storedBytes += uint64(a.bytes)
 	f.replaced += uint64(a.replaced)

@@ -21,7 +21,9 @@ type Status struct {
 	Plugins       []PluginStatus `json:"plugins"`
 	Store         StoreStatus    `json:"store"`
 	Replay        ReplayStatus   `json:"replay"`
-	LogSuppressed uint64         `json:"log_records_suppressed"`
+	// Fill is fill-aware deferral's plan (nil: no fill source configured).
+	Fill          *FillStatus `json:"fill,omitempty"`
+	LogSuppressed uint64      `json:"log_records_suppressed"`
 	// Warnings are the sources reported silent and the last interval's
 	// warnings (see config.Warnings).
 	Warnings WarningStatus `json:"warnings"`

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/fill"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
@@ -40,6 +41,9 @@ type Config struct {
 	Trigger plugins.Trigger    `yaml:"trigger"`
 	Store   storage.Options    `yaml:"store"`
 	Replay  Replay             `yaml:"replay"`
+	// Fill makes deferral fill-aware: the accelerator's state, and the
+	// plan of the deferral fraction around its fills (no source: off).
+	Fill fill.Config `yaml:"fill"`
 	HTTP    HTTP               `yaml:"http"`
 	Flight  storeflight.Config `yaml:"flight"` // the store over Arrow Flight
 	Log     Log                `yaml:"log"`
@@ -140,6 +144,25 @@ func (c *Config) Groups() ([]schemas.SourceGroup, error) {
 
 // OnlineStages are the stages run by `sluice run`, in order.
 func (c *Config) OnlineStages() []plugins.StageConfig { return c.Trigger.Online() }
+
+// ReplaysInRun says whether `sluice run` replays deferred events itself:
+// in inter-fills (fill), or once its inputs are idle (replay.inter_fill),
+// with replay stages to do it.
+func (c *Config) ReplaysInRun() bool {
+	return (c.Replay.InterFill > 0 || c.Fill.Enabled()) && len(c.ReplayStages()) > 0
+}
+
+// FillStage is the online stage whose deferral fraction the fill plan
+// sets: fill.stage, or the first online stage ("" when there is none).
+func (c *Config) FillStage() string {
+	if c.Fill.Stage != "" {
+		return c.Fill.Stage
+	}
+	if on := c.OnlineStages(); len(on) > 0 {
+		return on[0].Name
+	}
+	return ""
+}
 
 // ReplayStages are the stages run in replay, in chain order: those listed
 // in replay.stages, else those marked when: replay/both, else all.

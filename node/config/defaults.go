@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/fill"
 	"github.com/sluice-daq/sluice/storage"
 	"github.com/sluice-daq/sluice/storage/storeflight"
 )
@@ -39,6 +40,7 @@ func base() *Config {
 		Warnings: Warnings{Interval: 10 * time.Second, SilentAfter: 10 * time.Second,
 			IncompleteFraction: 0.01, LateFraction: 0.01, BackpressureFraction: 0.5},
 		Farm: farm.DefaultConfig(),
+		Fill: fill.DefaultConfig(),
 	}
 }
 
@@ -54,6 +56,9 @@ func (c *Config) fillDefaults() {
 		fillInputDefaults(&c.Inputs[i])
 	}
 	c.Trigger.SetDefaults()
+	if c.Fill.EtcdKey != "" && len(c.Fill.Etcd) == 0 {
+		c.Fill.Etcd = c.Farm.Etcd
+	}
 }
 
 // Default is the configuration DefaultYAML describes.

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -37,6 +39,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)
+	c.validateFill(ps)
 	*ps = append(*ps, c.HTTP.Validate().In("http")...)
 	*ps = append(*ps, c.Flight.Validate().In("flight")...)
 	*ps = append(*ps, c.Farm.Validate().In("farm")...)
@@ -125,6 +128,22 @@ func (c *Config) validateReplay(ps *conf.Problems) {
 	}
 }
 
+func (c *Config) validateFill(ps *conf.Problems) {
+	*ps = append(*ps, c.Fill.Validate().In("fill")...)
+	if !c.Fill.Enabled() {
+		return
+	}
+	online := c.OnlineStages()
+	if len(online) == 0 {
+		ps.Add("fill", nil, "want an online trigger stage whose deferral fraction the fill plan sets")
+	} else if s := c.Fill.Stage; s != "" && !slices.ContainsFunc(online, func(st plugins.StageConfig) bool { return st.Name == s }) {
+		ps.Add("fill.stage", s, "want the name of an online trigger stage")
+	}
+	if len(c.ReplayStages()) == 0 {
+		ps.Add("fill", nil, "want a replay stage (trigger.stages with when: replay, or replay.stages) to replay the deferred events in the inter-fills")
+	}
+}
+
 // Preflight checks what the configuration refers to on this machine: the
 // plugin binaries are executable files, and each plugin, started once and
 // configured, accepts the stage's parameters, declares the lines the stage
@@ -144,6 +163,7 @@ func (c *Config) Preflight() error {
 	c.preflightSharedMemory(&ps)
 	ps = append(ps, c.Store.Preflight().In("store")...)
 	ps = append(ps, c.HTTP.Preflight().In("http")...)
+	ps = append(ps, c.Fill.Preflight().In("fill")...)
 	return errOf("", ps)
 }
 
