@@ -31,6 +31,9 @@ var forbidden = map[string][]string{
 	"node/transport": {"cmd", "node", "node/config", "node/emulator", "node/farm", "node/peer", "builder", "plugins", "storage"},
 	"node/peer":      {"cmd", "node", "node/config", "node/emulator", "node/farm", "node/transport", "builder", "plugins", "storage"},
 	"node/farm":      {"cmd", "node", "node/config", "node/emulator"},
+	// The accelerator state and the deferral planner know nothing of the
+	// node's parts: the node feeds them its measurements.
+	"node/fill": {"cmd", "node", "node/config", "node/emulator", "node/farm", "node/peer", "node/transport", "builder", "plugins", "storage"},
 }
 
 // under reports whether pkg is prefix or inside it.

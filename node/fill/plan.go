@@ -117,7 +117,7 @@ func (c Config) Plan(in Inputs) Plan {
 	}
 	now := in.Now
 	if !p.Beam {
-		var left, length time.Duration
+		var left time.Duration
 		switch {
 		case !st.NextFill.IsZero():
 			left = st.NextFill.Sub(now)
@@ -127,8 +127,7 @@ func (c Config) Plan(in Inputs) Plan {
 			left = c.ExpectedInterFill
 		}
 		left = max(left, 0)
-		length = left
-		p.NextFillSeconds, p.InterFillSeconds = left.Seconds(), length.Seconds()
+		p.NextFillSeconds, p.InterFillSeconds = left.Seconds(), left.Seconds()
 		p.Fraction, p.Reason = c.MinFraction, ReasonBeamOff
 		switch {
 		case in.BacklogEvents == 0:
@@ -215,9 +214,7 @@ func (c Config) Plan(in Inputs) Plan {
 func (c Config) clamp(f float64, p *Plan) float64 {
 	switch {
 	case math.IsNaN(f) || f < c.MinFraction:
-		if !(math.IsNaN(f) || f < c.MinFraction) || c.MinFraction > 0 || f < 0 {
-			p.Clamped = "min"
-		}
+		p.Clamped = "min"
 		return c.MinFraction
 	case f > c.MaxFraction:
 		p.Clamped = "max"
