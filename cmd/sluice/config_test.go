@@ -138,3 +138,44 @@ store: {path: /proc/sluice-store}
 		}
 	}
 }
+
+// A fill schedule that cannot be used is a configuration problem: `sluice
+// run` exits 3 naming fill.schedule and what is wrong in the file (the
+// entry and field), before opening anything.
+func TestConfigBadFillSchedule(t *testing.T) {
+	dir := t.TempDir()
+	sched := filepath.Join(dir, "schedule.yaml")
+	if err := os.WriteFile(sched, []byte("format: 1\nfills:\n  - {fill: 1, start: 2026-12-01T08:00:00Z, end: 2026-12-01T07:00:00Z}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(schedule string) string {
+		file := filepath.Join(t.TempDir(), "node.yaml")
+		doc := `
+inputs: [{uri: "tcp://127.0.0.1:0"}]
+sources: [{name: ecal, sources: "0-3"}]
+trigger:
+  stages:
+    - {name: hlt1, plugin: /bin/true}
+    - {name: hlt2, plugin: /bin/true, when: replay}
+store: {path: ` + filepath.Join(dir, "store") + `}
+http: {address: off}
+fill: {schedule: ` + schedule + `}
+`
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	for _, c := range []struct{ schedule, want string }{
+		{sched, `fill.schedule: "` + sched + `": want a valid schedule file: bad accelerator schedule: fills[0].end: 2026-12-01T07:00:00Z: want after its start`},
+		{filepath.Join(dir, "none.yaml"), "fill.schedule: \"" + filepath.Join(dir, "none.yaml") + "\": want a readable schedule file: no such file or directory"},
+	} {
+		out, err := run(t, "run", "--config", cfg(c.schedule))
+		if code := exitCode(err); code != exitConfig {
+			t.Fatalf("exit status %d, want %d: %v\n%s", code, exitConfig, err, out)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("sluice run's error lacks %q:\n%v", c.want, err)
+		}
+	}
+}
