@@ -59,13 +59,27 @@ type fillPlanner struct {
 	// since is when the beam was seen to turn on or off, for sources that
 	// do not say (fill.State.Since zero).
 	since    time.Time
-	prevAt   time.Time
-	prevSeen uint64
-	prevOthr uint64
 	prevBeam bool
-	rate     float64 // events/s the stage sees in a fill (smoothed)
-	other    float64 // events/s deferred for other reasons (smoothed)
+	// win are the counters over the last rateWindow of the current fill;
+	// rate and other the event rates measured over it (kept from the last
+	// fill while the beam is off: the next fill starts from them).
+	win   []rateSample
+	rate  float64 // events/s the stage sees
+	other float64 // events/s deferred for other reasons
 }
+
+// rateSample is the planned stage's counters at one plan.
+type rateSample struct {
+	at          time.Time
+	seen, other uint64
+}
+
+// rateWindow is the span the event rates are measured over; a rate is
+// taken once the window spans minRatePolls plans.
+const (
+	rateWindow   = 2 * time.Second
+	minRatePolls = 3
+)
 
 func newFillPlanner(n *Node, parts *Parts, replay *interFill) (*fillPlanner, error) {
 	setter, ok := parts.Chain.(fractionSetter)
@@ -159,16 +173,20 @@ func (p *fillPlanner) tick(ctx context.Context, now time.Time) {
 	}
 	// The stage's event rate, measured in fills only (the next fill
 	// starts from the last one's).
-	if dt := now.Sub(p.prevAt).Seconds(); beam && p.prevBeam && dt > 0 {
-		r, o := float64(seen-p.prevSeen)/dt, float64(other-p.prevOthr)/dt
-		if p.rate == 0 {
-			p.rate, p.other = r, o
-		} else {
-			p.rate += 0.5 * (r - p.rate)
-			p.other += 0.5 * (o - p.other)
+	if beam {
+		if !p.prevBeam {
+			p.win = p.win[:0]
+		}
+		p.win = append(p.win, rateSample{at: now, seen: seen, other: other})
+		for len(p.win) > minRatePolls && now.Sub(p.win[1].at) >= rateWindow {
+			p.win = p.win[1:]
+		}
+		if first := p.win[0]; len(p.win) > minRatePolls {
+			dt := now.Sub(first.at).Seconds()
+			p.rate, p.other = float64(seen-first.seen)/dt, float64(other-first.other)/dt
 		}
 	}
-	p.prevAt, p.prevSeen, p.prevOthr, p.prevBeam = now, seen, other, beam
+	p.prevBeam = beam
 	var headroom int64
 	if p.parts.Store != nil {
 		headroom = p.parts.Store.Headroom()

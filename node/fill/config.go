@@ -33,10 +33,11 @@ type Config struct {
 	// replay (the rest is margin: a late replay start, a slower replay).
 	Safety float64 `yaml:"safety"`
 	// StoreShare is the share of the store's headroom (its disk budget
-	// left) the deferred backlog may take.
+	// left), and of MaxBacklogBytes, the plan lets the deferred backlog
+	// take: the rest is margin for an event rate above its estimate.
 	StoreShare float64 `yaml:"store_share"`
 	// MaxBacklogBytes caps the deferred stream's bytes (0: only the
-	// store's budget, through StoreShare).
+	// store's budget); the plan aims at StoreShare of it.
 	MaxBacklogBytes conf.ByteSize `yaml:"max_backlog_bytes"`
 	// ExpectedFill and ExpectedInterFill are the lengths assumed when the
 	// source does not say when the current fill or inter-fill ends.

@@ -190,15 +190,17 @@ func (c Config) Plan(in Inputs) Plan {
 				float64(in.HeadroomBytes), c.StoreShare, p.BudgetEvents, in.EventBytes, a*100)
 		}
 		if c.MaxBacklogBytes > 0 {
-			room := float64(c.MaxBacklogBytes) - float64(in.BacklogBytes)
+			// A cap, not a target: the plan aims at store_share of it,
+			// so that a rate above its estimate does not overshoot.
+			room := float64(c.MaxBacklogBytes)*c.StoreShare - float64(in.BacklogBytes)
 			fb := room / bytes
 			if fb*coming < p.BudgetEvents {
 				p.BudgetEvents = max(fb*coming, 0)
 			}
 			if fb < f {
 				f, reason = fb, ReasonBacklogBudget
-				p.Detail = fmt.Sprintf("max_backlog_bytes %d holds %.0f more deferred events of %.0f bytes (the backlog has %d bytes)",
-					uint64(c.MaxBacklogBytes), max(room/in.EventBytes, 0), in.EventBytes, in.BacklogBytes)
+				p.Detail = fmt.Sprintf("max_backlog_bytes %d × store_share %.2f holds %.0f more deferred events of %.0f bytes (the backlog has %d bytes)",
+					uint64(c.MaxBacklogBytes), c.StoreShare, max(room/in.EventBytes, 0), in.EventBytes, in.BacklogBytes)
 			}
 		}
 	}

@@ -45,7 +45,8 @@ func TestPlan(t *testing.T) {
 		{name: "store budget binds", in: func(in *Inputs) { in.HeadroomBytes = 750000 }, fraction: 0.2, reason: ReasonStoreBudget},
 		{name: "store full", in: func(in *Inputs) { in.HeadroomBytes = 0 }, fraction: 0, reason: ReasonStoreBudget, clamped: "min"},
 		{name: "everything accepted: the store budget is not deferral's", in: func(in *Inputs) { in.HeadroomBytes = 10 << 20; in.AcceptShare = 1 }, fraction: 0.5, reason: ReasonInterFill},
-		{name: "backlog budget binds", cfg: func(c *Config) { c.MaxBacklogBytes = 200000 }, in: func(in *Inputs) { in.BacklogBytes = 100000 }, fraction: 0.1, reason: ReasonBacklogBudget},
+		// 0.8 × 250000 - 100000 bytes left for 1000 events of 1000 bytes.
+		{name: "backlog budget binds", cfg: func(c *Config) { c.MaxBacklogBytes = 250000 }, in: func(in *Inputs) { in.BacklogBytes = 100000 }, fraction: 0.1, reason: ReasonBacklogBudget},
 		{name: "backlog budget spent", cfg: func(c *Config) { c.MaxBacklogBytes = 200000 }, in: func(in *Inputs) { in.BacklogBytes = 300000 }, fraction: 0, reason: ReasonBacklogBudget, clamped: "min"},
 		// No end known: expected_fill 10h from the start an hour ago, and
 		// the expected inter-fill of 2h: 10 × 7200 × 0.5 = 36000 of 324000.
