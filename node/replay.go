@@ -403,7 +403,7 @@ func (r *interFill) begin(ctx context.Context, why string) {
 	r.cancel, r.done, r.armed = cancel, make(chan struct{}), false
 	r.st.Active = true
 	r.st.Passes++
-	r.n.log.Info("inter-fill replay: "+why+"; replaying deferred events")
+	r.n.log.Info("inter-fill replay: " + why + "; replaying deferred events")
 	go func() {
 		defer close(r.done)
 		var last ReplaySummary

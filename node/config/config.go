@@ -33,20 +33,20 @@ import (
 // Config is one node's configuration, one field per section; the
 // commented default file (DefaultYAML) documents every key for operators.
 type Config struct {
-	Node    Node               `yaml:"node"`
-	Run     uint32             `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
-	Inputs  []Input            `yaml:"inputs"`  // at least one
-	Sources []SourceGroup      `yaml:"sources"` // expected sources, grouped (one payload column per group)
-	Builder Builder            `yaml:"builder"`
-	Trigger plugins.Trigger    `yaml:"trigger"`
-	Store   storage.Options    `yaml:"store"`
-	Replay  Replay             `yaml:"replay"`
+	Node    Node            `yaml:"node"`
+	Run     uint32          `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
+	Inputs  []Input         `yaml:"inputs"`  // at least one
+	Sources []SourceGroup   `yaml:"sources"` // expected sources, grouped (one payload column per group)
+	Builder Builder         `yaml:"builder"`
+	Trigger plugins.Trigger `yaml:"trigger"`
+	Store   storage.Options `yaml:"store"`
+	Replay  Replay          `yaml:"replay"`
 	// Fill makes deferral fill-aware: the accelerator's state, and the
 	// plan of the deferral fraction around its fills (no source: off).
-	Fill fill.Config `yaml:"fill"`
-	HTTP    HTTP               `yaml:"http"`
-	Flight  storeflight.Config `yaml:"flight"` // the store over Arrow Flight
-	Log     Log                `yaml:"log"`
+	Fill   fill.Config        `yaml:"fill"`
+	HTTP   HTTP               `yaml:"http"`
+	Flight storeflight.Config `yaml:"flight"` // the store over Arrow Flight
+	Log    Log                `yaml:"log"`
 	// Warnings are the node's WARN records about quiet trouble, at most one
 	// of each kind per interval, naming the sources or inputs.
 	Warnings Warnings    `yaml:"warnings"`

@@ -113,7 +113,9 @@ log: {format: json}
 	// The schedule, from a second from now (the node reads the file again
 	// when it changes).
 	t0 := time.Now().Add(time.Second).UTC()
-	stamp := func(d float64) string { return t0.Add(time.Duration(d * float64(time.Second))).Format(time.RFC3339Nano) }
+	stamp := func(d float64) string {
+		return t0.Add(time.Duration(d * float64(time.Second))).Format(time.RFC3339Nano)
+	}
 	writeSchedule(fmt.Sprintf(`format: 1
 fills:
   - {fill: 9001, start: %s, end: %s}
