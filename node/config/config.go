@@ -33,24 +33,24 @@ import (
 // Config is one node's configuration, one field per section; the
 // commented default file (DefaultYAML) documents every key for operators.
 type Config struct {
-	Node    Node            `yaml:"node"`
-	Run     uint32          `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
-	Inputs  []Input         `yaml:"inputs"`  // at least one
-	Sources []SourceGroup   `yaml:"sources"` // expected sources, grouped (one payload column per group)
-	Builder Builder         `yaml:"builder"`
-	Trigger plugins.Trigger `yaml:"trigger"`
-	Store   storage.Options `yaml:"store"`
-	Replay  Replay          `yaml:"replay"`
-	// Fill makes deferral fill-aware: the accelerator's state, and the
-	// plan of the deferral fraction around its fills (no source: off).
-	Fill   fill.Config        `yaml:"fill"`
-	HTTP   HTTP               `yaml:"http"`
-	Flight storeflight.Config `yaml:"flight"` // the store over Arrow Flight
-	Log    Log                `yaml:"log"`
+	Node    Node               `yaml:"node"`
+	Run     uint32             `yaml:"run"`     // run number written in every event; `sluice run --run` overrides it
+	Inputs  []Input            `yaml:"inputs"`  // at least one
+	Sources []SourceGroup      `yaml:"sources"` // expected sources, grouped (one payload column per group)
+	Builder Builder            `yaml:"builder"`
+	Trigger plugins.Trigger    `yaml:"trigger"`
+	Store   storage.Options    `yaml:"store"`
+	Replay  Replay             `yaml:"replay"`
+	HTTP    HTTP               `yaml:"http"`
+	Flight  storeflight.Config `yaml:"flight"` // the store over Arrow Flight
+	Log     Log                `yaml:"log"`
 	// Warnings are the node's WARN records about quiet trouble, at most one
 	// of each kind per interval, naming the sources or inputs.
 	Warnings Warnings    `yaml:"warnings"`
 	Farm     farm.Config `yaml:"farm"` // empty id: the node runs alone
+	// Fill makes deferral fill-aware: the accelerator's state, and the
+	// plan of the deferral fraction around its fills (no source: off).
+	Fill fill.Config `yaml:"fill"`
 	// Rerun (sluice run --rerun) takes a run number that already ended on
 	// the store again, its stored events replaced by the new ones with the
 	// same event ids; without it such a start is refused (ErrRerun in
