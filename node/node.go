@@ -297,7 +297,9 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	var replay *interFill
 	var planner *fillPlanner
 	stopPlanning := make(chan struct{})
-	if n.cfg.ReplaysInRun() && parts.ReplayStore != nil && parts.NewReplayChain != nil {
+	// Whether there are replay stages is the parts' to say (OpenParts
+	// gives a replay chain only with some: config.ReplaysInRun).
+	if (n.cfg.Replay.InterFill > 0 || n.cfg.Fill.Enabled()) && parts.ReplayStore != nil && parts.NewReplayChain != nil {
 		replay = newInterFill(n, parts)
 		if n.cfg.Fill.Enabled() && parts.Chain != nil {
 			p, err := newFillPlanner(n, parts, replay)
