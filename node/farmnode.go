@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -579,25 +580,30 @@ func (f *farmNode) sweep(now time.Time) {
 	}
 }
 
-// idle: nothing of the farm is in flight on this node.
-func (f *farmNode) idle() bool {
+// busy says what of the farm is still in flight on this node ("" when
+// nothing is): the node finishes a stopped run only once it is idle, so
+// this is what an operator reads when a stopped node does not exit.
+func (f *farmNode) busy() string {
 	st := f.agent.Load().Status()
 	f.mu.Lock()
-	live := len(f.live) + len(f.jobs)
+	live, jobs := len(f.live), len(f.jobs)
 	f.mu.Unlock()
-	if live > 0 {
-		return false
+	var why []string
+	if live > 0 || jobs > 0 {
+		why = append(why, fmt.Sprintf("BU pipeline: %d assignments building or undecided, %d queued", live, jobs))
 	}
 	if st.RU != nil && (st.RU.Held > 0 || st.RU.Pending > 0 || st.RU.Sent > 0) {
-		return false
+		why = append(why, fmt.Sprintf("RU: %d packets held (%d bytes), %d assignments waiting for data, %d sent and not released",
+			st.RU.Held, st.RU.HeldBytes, st.RU.Pending, st.RU.Sent))
 	}
 	if st.BU != nil && st.BU.InFlight > 0 {
-		return false
+		why = append(why, fmt.Sprintf("BU: %d assignments in flight", st.BU.InFlight))
 	}
 	if st.EM != nil && (st.EM.Queued > 0 || st.EM.Open > 0 || st.EM.Undecided > 0) {
-		return false
+		why = append(why, fmt.Sprintf("EM: %d elements announced and not assigned, %d assignments open, %d undecided",
+			st.EM.Queued, st.EM.Open, st.EM.Undecided))
 	}
-	return true
+	return strings.Join(why, "; ")
 }
 
 // ledger is the farm part of the node's ledger.
@@ -648,9 +654,10 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 	})
 	wg.Go(func() { f.feed(actx) })
 	wg.Go(func() {
-		states, _ := f.ctl.WatchRunState(actx)
+		states, watchErr := f.ctl.WatchRunState(actx)
+		var rewatch <-chan time.Time
 		stopped := false
-		var idleSince time.Time
+		var idleSince, stoppedAt, told time.Time
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -659,13 +666,23 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 				return
 			case st, ok := <-states:
 				if !ok {
+					// The watch ended (etcd lost its leader, a compaction):
+					// watch again, or the stop would never be seen.
 					states = nil
+					if err := <-watchErr; err != nil && actx.Err() == nil {
+						f.log.Warn("farm: watching the run state; watching again", "err", err)
+					}
+					rewatch = time.After(200 * time.Millisecond)
 					continue
 				}
 				f.seenRunState(st)
-				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped {
+				if st.Run == f.n.cfg.Run && st.State == farmctl.StateStopped && !stopped {
 					stopped = true
+					f.log.Info("farm: run stopped; finishing what is in flight here")
 				}
+			case <-rewatch:
+				rewatch = nil
+				states, watchErr = f.ctl.WatchRunState(actx)
 			case <-f.agent.Load().Drained():
 				// Asked to drain (sluice farm drain): nothing of the farm
 				// is left here and the peers were told; the node leaves.
@@ -676,8 +693,14 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 				if !stopped {
 					continue
 				}
-				if !f.idle() {
+				if why := f.busy(); why != "" {
 					idleSince = time.Time{}
+					if stoppedAt.IsZero() {
+						stoppedAt = now
+					} else if now.Sub(stoppedAt) >= 5*time.Second && now.Sub(told) >= 5*time.Second {
+						told = now
+						f.log.Info("farm: run stopped; waiting for what is in flight here", "for", now.Sub(stoppedAt).Round(time.Second).String(), "waiting", why)
+					}
 					continue
 				}
 				if idleSince.IsZero() {

@@ -189,8 +189,15 @@ func (p *proc) wait(t *testing.T, limit time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(limit):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		// SIGQUIT first: the Go runtime writes every goroutine's stack to
+		// stderr, which says where a node that does not end is stuck.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
 		t.Fatalf("sluice %v did not end within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], limit, p.stdout.String(), p.log())
 	}
 	var ee *exec.ExitError

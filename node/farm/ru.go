@@ -78,7 +78,7 @@ type RUStats struct {
 	Sent       int   `json:"sent_assignments"`    // sent, not released
 	Freed      uint64
 	Duplicate  uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
-	Late       uint64            `json:"late_packets"`      // data for elements whose assignments already went without it
+	Late       uint64            `json:"late_packets"`      // packets with data for elements whose assignments already went (or were released) without it
 	Stale      uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
 	Voided     uint64            `json:"voided"`            // assignments of an older EM replaced by a newer one's
 	Missing    map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
@@ -136,8 +136,15 @@ type RU struct {
 	byUnit  map[unitSig]*ruAssign
 	pending []*ruAssign // not sent yet, oldest first
 	kept    []ruKept    // releases applied lately, oldest first
-	stats   RUStats
-	out     []RUOutput
+	// done[key]: the elements of released assignments. The EM gives
+	// elements out once (a returned assignment is not released), so a
+	// packet arriving for them later — a readout behind the others, whose
+	// data the BUs built without — is late and freed at once; without
+	// this it was held for the rest of the run and the node never
+	// finished a stopped run.
+	done  map[UnitKey]*rangeSet
+	stats RUStats
+	out   []RUOutput
 }
 
 // NewRU returns an RU tracker.
@@ -149,7 +156,7 @@ func NewRU(cfg RUConfig, clock Clock) (*RU, error) {
 		return nil, fmt.Errorf("ru: release policy %v: want received, decided or durable", cfg.Release)
 	}
 	r := &RU{cfg: cfg, clock: clock, sources: map[uint32]bool{}, held: map[UnitKey]map[uint32][]*ruPacket{},
-		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}}
+		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}, done: map[UnitKey]*rangeSet{}}
 	for _, s := range cfg.Sources {
 		r.sources[s] = true
 	}
@@ -218,12 +225,23 @@ func (r *RU) Add(p *Packet) error {
 	bySource[p.Source] = list
 	r.stats.Held++
 	r.stats.HeldBytes += int64(p.Bytes)
-	// Assignments already sent cannot take it: it came too late for them.
+	// Assignments already sent or released cannot take it: it came too
+	// late for them (they went without it, counted missing by source).
+	late := false
 	for _, a := range r.assigns {
 		if a.sent && KeyOf(a.a.Unit) == p.Key && unitOverlap(a.a.Unit, p.First, last) > 0 {
 			rp.assigned += unitOverlap(a.a.Unit, p.First, last)
-			r.stats.Late++
+			late = true
 		}
+	}
+	if d := r.done[p.Key]; d != nil {
+		if n := d.overlap(p.First, last); n > 0 {
+			rp.assigned += n
+			late = true
+		}
+	}
+	if late {
+		r.stats.Late++
 	}
 	for _, a := range r.pending {
 		if KeyOf(a.a.Unit) == p.Key {
@@ -401,6 +419,14 @@ func (r *RU) Release(rel Release) {
 		}
 		r.forget(a)
 		r.detach(a, true)
+		d := r.done[KeyOf(a.a.Unit)]
+		if d == nil {
+			d = &rangeSet{}
+			r.done[KeyOf(a.a.Unit)] = d
+		}
+		for _, rg := range a.a.Unit.Ranges {
+			d.add(rg.First, rg.Last())
+		}
 		r.kept = append(r.kept, ruKept{InventoryEntry{ID: a.a.ID, Supersedes: a.a.Supersedes, Epoch: a.a.Epoch,
 			Incarnation: a.a.Incarnation, BU: a.a.BU, Reached: e.Outcome, Unit: a.a.Unit}, r.clock.Now()})
 	}

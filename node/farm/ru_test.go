@@ -184,6 +184,45 @@ func TestRUMissingData(t *testing.T) {
 	}
 }
 
+// TestRULateAfterRelease: a readout behind the others sends its packets
+// after the assignment went without them and its BU released it (the
+// events built without this source): the packets are late, counted and
+// freed at once — held, they kept a stopped node from ever finishing —
+// while a packet reaching past the released elements stays for the
+// assignment of the rest.
+func TestRULateAfterRelease(t *testing.T) {
+	clk := newClock()
+	r := newTestRU(t, clk, OutcomeDecided, 1, 2)
+	r.Assign(asg(1, "a", 1, 0, 4))
+	r.Add(pkt(1, 0, 4))
+	clk.advance(10 * time.Millisecond)
+	r.Tick()
+	if s := sends(r.Outputs()); len(s) != 1 || s[0].Header.Flags&DataMissing == 0 {
+		t.Fatalf("send %+v", s)
+	}
+	r.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 1, Outcome: OutcomeDecided}}})
+	if f := frees(r.Outputs()); len(f) != 1 || f[0] != "s1@0" {
+		t.Fatalf("release freed %v", f)
+	}
+	r.Add(pkt(2, 0, 2))
+	r.Add(pkt(2, 2, 4)) // 2-3 released, 4-5 not yet assigned
+	if f := frees(r.Outputs()); len(f) != 1 || f[0] != "s2@0" {
+		t.Fatalf("late packets: freed %v, want s2@0", f)
+	}
+	if st := r.Stats(); st.Late != 2 || st.Held != 1 || st.HeldBytes != 400 {
+		t.Fatalf("stats %+v", st)
+	}
+	r.Assign(asg(2, "a", 1, 4, 2))
+	r.Add(pkt(1, 4, 2))
+	if s := sends(r.Outputs()); len(s) != 1 || s[0].Header.Packets != 2 || s[0].Header.Flags&DataMissing != 0 {
+		t.Fatalf("send of the rest %+v", s)
+	}
+	r.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 2, Outcome: OutcomeDecided}}})
+	if f := frees(r.Outputs()); len(f) != 2 || r.Stats().Held != 0 {
+		t.Fatalf("freed %v, stats %+v", f, r.Stats())
+	}
+}
+
 // TestRUProperty: random packets (sources in any order, sizes not aligned
 // to assignments), assignments of consecutive elements, reassignments and
 // releases: a packet is never freed while an unreleased assignment that
