@@ -100,10 +100,16 @@ func fillInputDefaults(in *Input) {
 
 func (c *Config) validateInputs(ps *conf.Problems) {
 	// A farm's builder-only node gets every fragment from the RUs over the
-	// peer transport: it needs no input of its own (inputs it has still
-	// feed its builder, as a single node's).
-	if roles, err := c.Farm.ParsedRoles(); len(c.Inputs) == 0 && !(c.Farm.Enabled() && err == nil && roles&farm.RoleRU == 0) {
+	// peer transport: it has no input of its own. One it had would feed a
+	// builder that builds only what the EM assigns it, so its fragments
+	// would all be discarded (they name no assignment): refused here.
+	roles, err := c.Farm.ParsedRoles()
+	buOnly := c.Farm.Enabled() && err == nil && roles&farm.RoleRU == 0
+	switch {
+	case len(c.Inputs) == 0 && !buOnly:
 		ps.Add("inputs", nil, "want at least one input (%s)", transport.Forms())
+	case len(c.Inputs) > 0 && buOnly:
+		ps.Add("inputs", len(c.Inputs), "want none on a builder-only farm node (farm.roles: bu): its fragments come from the RUs over the peer transport; read these sources on an RU (farm.roles: ru or both)")
 	}
 	seen := map[string]int{}
 	for i, in := range c.Inputs {

@@ -81,13 +81,18 @@ func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
 		ff.files[n], ff.stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(faultLoop), true)
 		editFile(t, ff.files[n], durable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
 	}
-	// The role-only node: farm-c's file, another id, no readout (a TCP
-	// input nobody sends to), one role.
+	// The role-only node: farm-c's file, another id, one role, no
+	// readout (a BU has no input; another role-only node a TCP input
+	// nobody sends to).
 	x := map[string]string{"bu": "farm-d", "em": "farm-e"}[extra]
 	ff.files[x], ff.stores[x] = farmConfig(t, "farm-c", farmID, etcd, token, "1", true)
+	inputs := "\ninputs:\n  - uri: tcp://127.0.0.1:0\n\nsources:\n"
+	if extra == "bu" {
+		inputs = "\n\nsources:\n"
+	}
 	edits := [][2]string{durable,
 		{`\n  id: farm-c\n`, "\n  id: " + x + "\n"},
-		{`(?s)\ninputs:\n.*?\nsources:\n`, "\ninputs:\n  - uri: tcp://127.0.0.1:0\n\nsources:\n"},
+		{`(?s)\ninputs:\n.*?\nsources:\n`, inputs},
 		{`roles: both`, "roles: " + extra},
 	}
 	if extra == "bu" {

@@ -219,7 +219,7 @@ func buOnlyConfig(t *testing.T, from, id string) string {
 	if i < 0 || j < i {
 		t.Fatalf("%s: no inputs section before the sources", from)
 	}
-	text = text[:i] + "\ninputs:\n  - uri: tcp://127.0.0.1:0\n" + text[j:]
+	text = text[:i] + "\n" + text[j:] // a BU has no input of its own
 	for old, repl := range map[string]string{
 		"id: farm-a":         "id: " + id,
 		"roles: both":        "roles: bu",

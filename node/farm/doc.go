@@ -29,7 +29,7 @@
 //	|   4 |    1 | version  | 1                                                |
 //	|   5 |    1 | kind     | 1 hello, 2 bye, 3 heartbeat, 4 credit, 5 assign, |
 //	|     |      |          | 6 request, 7 data, 8 release, 9 announce,        |
-//	|     |      |          | 10 inventory, 11 duplicate                       |
+//	|     |      |          | 10 inventory, 11 duplicate, 12 end               |
 //	|   6 |    2 | reserved | 0                                                |
 //	|   8 |    4 | size     | bytes of the whole message, header included      |
 //
@@ -169,6 +169,24 @@
 //	|  44 |    4 | n_ranges     | 1 or more                                    |
 //	|  48 |  str | bu           | the BU's node id                             |
 //	|     | 12·k | ranges       | as in assign                                 |
+//
+// End (kind 12), the RU holding the trigger source → every RU (itself
+// included), once per numbering space, when its readout ended or the run
+// was stopped (it names nothing after the stop: the trigger stopped):
+// the elements it named, all of them. No assignment can hold any other
+// element, so an RU frees the packets of the others at once — those of a
+// readout that read further than the trigger source — and any that come
+// later, counted never_announced by source. Without it such packets were
+// held for ever and a stopped node never finished. Sent again to an RU
+// that joins later.
+//
+//	|  12 |    4 | run          |                                              |
+//	|  16 |    4 | resync       |                                              |
+//	|  20 |    1 | unit         | 1 event ids, 2 packet sequence numbers       |
+//	|  21 |    3 | reserved     | 0                                            |
+//	|  24 |    8 | count        | elements: the sum of the ranges' n (u64)     |
+//	|  32 |    4 | n_ranges     | 0 or more                                    |
+//	|  36 | 12·k | ranges       | as in assign                                 |
 //
 // Outcomes: 1 received (every RU's data is in), 2 decided (built and the
 // trigger decided), 3 durable (accepted events synced to the store), 4

@@ -36,12 +36,13 @@ const (
 	KindAnnounce
 	KindInventory
 	KindDuplicate
+	KindEnd
 )
 
 // kindLast is the highest kind this version knows.
-const kindLast = KindDuplicate
+const kindLast = KindEnd
 
-var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce", "inventory", "duplicate"}
+var kindNames = [...]string{"", "hello", "bye", "heartbeat", "credit", "assign", "request", "data", "release", "announce", "inventory", "duplicate", "end"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {

@@ -73,6 +73,10 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeInventory(b) }, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}, KindInventory, 35},
 		{"duplicate", func() ([]byte, error) { return AppendDuplicate(nil, sampleDuplicate()) },
 			func(b []byte) (any, error) { return DecodeDuplicate(b) }, sampleDuplicate(), KindDuplicate, 48 + 5 + 36},
+		{"end", func() ([]byte, error) { return AppendEnd(nil, End{Unit: sampleAssign().Unit}) },
+			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Unit: sampleAssign().Unit}, KindEnd, 36 + 36},
+		{"end-empty", func() ([]byte, error) { return AppendEnd(nil, End{Unit: Unit{Run: 3, Kind: UnitPackets}}) },
+			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Unit: Unit{Run: 3, Kind: UnitPackets}}, KindEnd, 36},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
 	} {
@@ -248,6 +252,8 @@ func TestEncodeErrors(t *testing.T) {
 		{"release-empty", second(AppendRelease(nil, Release{BU: "b"}))},
 		{"release-outcome", second(AppendRelease(nil, Release{BU: "b", Entries: []ReleaseEntry{{Assignment: 1}}}))},
 		{"announce-empty", second(AppendAnnounce(nil, Announce{Unit: Unit{Kind: UnitEvents}}))},
+		{"end-kind", second(AppendEnd(nil, End{Unit: Unit{Kind: 9}}))},
+		{"end-order", second(AppendEnd(nil, End{Unit: Unit{Kind: UnitEvents, Ranges: []Range{{5, 1}, {6, 1}}}}))},
 		{"duplicate-no-bu", second(AppendDuplicate(nil, Duplicate{Unit: sampleAssign().Unit}))},
 		{"duplicate-empty", second(AppendDuplicate(nil, Duplicate{BU: "b", Unit: Unit{Kind: UnitEvents}}))},
 	} {
@@ -348,6 +354,11 @@ func FuzzDecodeInventory(f *testing.F) {
 func FuzzDecodeDuplicate(f *testing.F) {
 	fuzzRoundTrip(f, [][]byte{seed(AppendDuplicate(nil, sampleDuplicate()))},
 		DecodeDuplicate, func(d Duplicate) ([]byte, error) { return AppendDuplicate(nil, d) })
+}
+
+func FuzzDecodeEnd(f *testing.F) {
+	fuzzRoundTrip(f, [][]byte{seed(AppendEnd(nil, End{Unit: sampleAssign().Unit})), seed(AppendEnd(nil, End{Unit: Unit{Kind: UnitEvents}}))},
+		DecodeEnd, func(e End) ([]byte, error) { return AppendEnd(nil, e) })
 }
 
 func sampleDuplicate() Duplicate {
