@@ -23,6 +23,7 @@ var farmMetricDefs = []metricDef{
 	{"sluice_farm_ru_held_packets", "Multi-fragment packets this node's readout unit holds (not yet released by every builder unit that needs them).", nil},
 	{"sluice_farm_ru_packets_freed_total", "Packets this node's readout unit freed once every assignment needing them was released.", nil},
 	{"sluice_farm_ru_packets_dropped_total", "Packets this node's readout unit dropped, by reason (duplicate, late).", []string{"reason"}},
+	{"sluice_farm_ru_elements_never_announced_total", "Elements (events, or packets) of this readout unit's packets that the trigger source never named before it ended the run: freed unsent.", nil},
 	{"sluice_farm_bu_assignments_in_flight", "Assignments this node's builder unit holds that are not yet released.", nil},
 	{"sluice_farm_bu_in_flight_bytes", "Payload bytes received by this node's builder unit for assignments not yet released.", nil},
 	{"sluice_farm_bu_assignments_completed_total", "Assignments whose data all arrived at this node's builder unit, by completeness (incomplete: some readout unit's data missing).", []string{"completeness"}},
@@ -83,6 +84,11 @@ func (c *farmCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_farm_ru_packets_freed_total", ru.Freed)
 		counter("sluice_farm_ru_packets_dropped_total", ru.Duplicate, "duplicate")
 		counter("sluice_farm_ru_packets_dropped_total", ru.Late, "late")
+		var never uint64
+		for _, n := range ru.NeverAnnounced {
+			never += n
+		}
+		counter("sluice_farm_ru_elements_never_announced_total", never)
 	}
 	if bu := f.BU; bu != nil {
 		gauge("sluice_farm_bu_assignments_in_flight", float64(bu.InFlight))

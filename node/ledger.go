@@ -255,6 +255,16 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		}
 		if ru := f.Agent.RU; ru != nil {
 			row("farm readout unit: packets freed", ru.Freed)
+			if ru.Late != 0 {
+				row("  late (their events built without them)", ru.Late)
+			}
+			if len(ru.NeverAnnounced) != 0 {
+				var never uint64
+				for _, n := range ru.NeverAnnounced {
+					never += n
+				}
+				row("  elements the trigger source never named", never)
+			}
 			row("  still held", ru.Held)
 		}
 	}

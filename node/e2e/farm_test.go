@@ -98,7 +98,7 @@ func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept boo
 		"id: demo":                    "id: " + farmID,
 		"token_file: data/farm/token": "token_file: " + token,
 		"etcd: [127.0.0.1:2379]":      "etcd: [" + etcd + "]",
-		"lease_ttl: 2s":               "lease_ttl: 1s",
+		"lease_ttl: 2s":               "lease_ttl: 5s",
 		"sync_interval: 200ms":        "sync_interval: 50ms",
 		"max_open_events: 640":        "max_open_events: 320",
 	} {

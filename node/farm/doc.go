@@ -184,9 +184,9 @@
 //	|  16 |    4 | resync       |                                              |
 //	|  20 |    1 | unit         | 1 event ids, 2 packet sequence numbers       |
 //	|  21 |    3 | reserved     | 0                                            |
-//	|  24 |    8 | count        | elements: the sum of the ranges' n (u64)     |
-//	|  32 |    4 | n_ranges     | 0 or more                                    |
-//	|  36 | 12·k | ranges       | as in assign                                 |
+//	|  24 |    4 | n_spans      | 0 or more                                    |
+//	|  28 | 16·k | named        | (first u64, last u64) inclusive, ascending,  |
+//	|     |      |              | separated by at least one element not named  |
 //
 // Outcomes: 1 received (every RU's data is in), 2 decided (built and the
 // trigger decided), 3 durable (accepted events synced to the store), 4

@@ -73,10 +73,10 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeInventory(b) }, Inventory{Epoch: 1, Incarnation: 2, Node: "ru"}, KindInventory, 35},
 		{"duplicate", func() ([]byte, error) { return AppendDuplicate(nil, sampleDuplicate()) },
 			func(b []byte) (any, error) { return DecodeDuplicate(b) }, sampleDuplicate(), KindDuplicate, 48 + 5 + 36},
-		{"end", func() ([]byte, error) { return AppendEnd(nil, End{Unit: sampleAssign().Unit}) },
-			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Unit: sampleAssign().Unit}, KindEnd, 36 + 36},
-		{"end-empty", func() ([]byte, error) { return AppendEnd(nil, End{Unit: Unit{Run: 3, Kind: UnitPackets}}) },
-			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Unit: Unit{Run: 3, Kind: UnitPackets}}, KindEnd, 36},
+		{"end", func() ([]byte, error) { return AppendEnd(nil, sampleEnd()) },
+			func(b []byte) (any, error) { return DecodeEnd(b) }, sampleEnd(), KindEnd, 28 + 3*16},
+		{"end-empty", func() ([]byte, error) { return AppendEnd(nil, End{Key: UnitKey{Run: 3, Kind: UnitPackets}}) },
+			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Key: UnitKey{Run: 3, Kind: UnitPackets}}, KindEnd, 28},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
 	} {
@@ -252,8 +252,10 @@ func TestEncodeErrors(t *testing.T) {
 		{"release-empty", second(AppendRelease(nil, Release{BU: "b"}))},
 		{"release-outcome", second(AppendRelease(nil, Release{BU: "b", Entries: []ReleaseEntry{{Assignment: 1}}}))},
 		{"announce-empty", second(AppendAnnounce(nil, Announce{Unit: Unit{Kind: UnitEvents}}))},
-		{"end-kind", second(AppendEnd(nil, End{Unit: Unit{Kind: 9}}))},
-		{"end-order", second(AppendEnd(nil, End{Unit: Unit{Kind: UnitEvents, Ranges: []Range{{5, 1}, {6, 1}}}}))},
+		{"end-kind", second(AppendEnd(nil, End{Key: UnitKey{Kind: 9}}))},
+		{"end-touching", second(AppendEnd(nil, End{Key: key1, Named: []Span{{5, 5}, {6, 9}}}))},
+		{"end-backwards", second(AppendEnd(nil, End{Key: key1, Named: []Span{{5, 4}}}))},
+		{"end-after-max", second(AppendEnd(nil, End{Key: key1, Named: []Span{{5, ^uint64(0)}, {1, 2}}}))},
 		{"duplicate-no-bu", second(AppendDuplicate(nil, Duplicate{Unit: sampleAssign().Unit}))},
 		{"duplicate-empty", second(AppendDuplicate(nil, Duplicate{BU: "b", Unit: Unit{Kind: UnitEvents}}))},
 	} {
@@ -357,8 +359,12 @@ func FuzzDecodeDuplicate(f *testing.F) {
 }
 
 func FuzzDecodeEnd(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendEnd(nil, End{Unit: sampleAssign().Unit})), seed(AppendEnd(nil, End{Unit: Unit{Kind: UnitEvents}}))},
+	fuzzRoundTrip(f, [][]byte{seed(AppendEnd(nil, sampleEnd())), seed(AppendEnd(nil, End{Key: key1}))},
 		DecodeEnd, func(e End) ([]byte, error) { return AppendEnd(nil, e) })
+}
+
+func sampleEnd() End {
+	return End{Key: UnitKey{Run: 300, Resync: 2, Kind: UnitEvents}, Named: []Span{{0, 1 << 40}, {1<<40 + 2, 1<<40 + 2}, {1 << 63, ^uint64(0)}}}
 }
 
 func sampleDuplicate() Duplicate {

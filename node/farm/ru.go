@@ -20,6 +20,11 @@ type RUConfig struct {
 	// has not arrived before it is sent without it (flag DataMissing,
 	// counted by source).
 	Wait time.Duration
+	// Names: this RU holds the trigger source (TriggerSource): its
+	// packets name the elements (announced to the EM), and it tells the
+	// other RUs which it named when it names no more (End).
+	Names         bool
+	TriggerSource uint32
 	// Retain is how long the RU remembers the releases it applied, to
 	// tell a new EM (the old one may have died having relayed a release
 	// to some RUs only; default 10s).
@@ -72,17 +77,20 @@ type RUOutput struct {
 
 // RUStats counts what the RU tracker did and ignored.
 type RUStats struct {
-	Held       int   `json:"held_packets"`
-	HeldBytes  int64 `json:"held_bytes"`
-	Pending    int   `json:"pending_assignments"` // assigned, waiting for data
-	Sent       int   `json:"sent_assignments"`    // sent, not released
-	Freed      uint64
-	Duplicate  uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
-	Late       uint64            `json:"late_packets"`      // packets with data for elements whose assignments already went (or were released) without it
-	Stale      uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
-	Voided     uint64            `json:"voided"`            // assignments of an older EM replaced by a newer one's
-	Missing    map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
-	BytesPerBU map[string]int64  `json:"bytes_held_per_bu"` // bytes of sent, unreleased assignments
+	Held      int   `json:"held_packets"`
+	HeldBytes int64 `json:"held_bytes"`
+	Pending   int   `json:"pending_assignments"` // assigned, waiting for data
+	Sent      int   `json:"sent_assignments"`    // sent, not released
+	Freed     uint64
+	Duplicate uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
+	Late      uint64            `json:"late_packets"`      // packets with data for elements whose assignments already went (or were released) without it
+	Stale     uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
+	Voided    uint64            `json:"voided"`            // assignments of an older EM replaced by a newer one's
+	Missing   map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
+	// NeverAnnounced: elements of held packets that the trigger source
+	// never named (after its End), by source: freed unsent.
+	NeverAnnounced map[uint32]uint64 `json:"never_announced_by_source,omitempty"`
+	BytesPerBU     map[string]int64  `json:"bytes_held_per_bu"` // bytes of sent, unreleased assignments
 }
 
 type ruPacket struct {
@@ -142,7 +150,13 @@ type RU struct {
 	// data the BUs built without — is late and freed at once; without
 	// this it was held for the rest of the run and the node never
 	// finished a stopped run.
-	done  map[UnitKey]*rangeSet
+	done map[UnitKey]*rangeSet
+	// named[key]: the elements this RU's trigger-source packets named
+	// (Names), until it stopped naming in that space (quiet); ended[key]:
+	// a space's End, the only elements any assignment can hold.
+	named map[UnitKey]*rangeSet
+	quiet map[UnitKey]bool
+	ended map[UnitKey]*rangeSet
 	stats RUStats
 	out   []RUOutput
 }
@@ -156,11 +170,13 @@ func NewRU(cfg RUConfig, clock Clock) (*RU, error) {
 		return nil, fmt.Errorf("ru: release policy %v: want received, decided or durable", cfg.Release)
 	}
 	r := &RU{cfg: cfg, clock: clock, sources: map[uint32]bool{}, held: map[UnitKey]map[uint32][]*ruPacket{},
-		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}, done: map[UnitKey]*rangeSet{}}
+		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}, done: map[UnitKey]*rangeSet{},
+		named: map[UnitKey]*rangeSet{}, quiet: map[UnitKey]bool{}, ended: map[UnitKey]*rangeSet{}}
 	for _, s := range cfg.Sources {
 		r.sources[s] = true
 	}
 	r.stats.Missing = map[uint32]uint64{}
+	r.stats.NeverAnnounced = map[uint32]uint64{}
 	r.stats.BytesPerBU = map[string]int64{}
 	return r, nil
 }
@@ -186,6 +202,10 @@ func (r *RU) Stats() RUStats {
 	s.Missing = make(map[uint32]uint64, len(r.stats.Missing))
 	for k, v := range r.stats.Missing {
 		s.Missing[k] = v
+	}
+	s.NeverAnnounced = make(map[uint32]uint64, len(r.stats.NeverAnnounced))
+	for k, v := range r.stats.NeverAnnounced {
+		s.NeverAnnounced[k] = v
 	}
 	s.BytesPerBU = make(map[string]int64, len(r.stats.BytesPerBU))
 	for k, v := range r.stats.BytesPerBU {
@@ -242,6 +262,16 @@ func (r *RU) Add(p *Packet) error {
 	}
 	if late {
 		r.stats.Late++
+	}
+	if e := r.ended[p.Key]; e != nil {
+		r.unnamed(rp, e)
+	} else if r.cfg.Names && p.Source == r.cfg.TriggerSource && !r.quiet[p.Key] {
+		nm := r.named[p.Key]
+		if nm == nil {
+			nm = &rangeSet{}
+			r.named[p.Key] = nm
+		}
+		nm.add(p.First, last)
 	}
 	for _, a := range r.pending {
 		if KeyOf(a.a.Unit) == p.Key {
@@ -587,6 +617,60 @@ func (r *RU) Tick() {
 		i++
 	}
 	r.kept = r.kept[i:]
+}
+
+// Names reports whether a packet of key (of the trigger source) names
+// its elements: not once this RU ended the space (EndOf) or got its End.
+func (r *RU) Names(key UnitKey) bool { return !r.quiet[key] && r.ended[key] == nil }
+
+// EndOf is this RU's End of the space of key (Names): the elements its
+// trigger-source packets named. From now on it names nothing in that
+// space; the caller sends the End to every RU, this one included.
+func (r *RU) EndOf(key UnitKey) End {
+	e := End{Key: key}
+	if nm := r.named[key]; nm != nil {
+		for _, sp := range nm.r {
+			e.Named = append(e.Named, Span{First: sp.lo, Last: sp.hi})
+		}
+	}
+	r.quiet[key] = true
+	return e
+}
+
+// End applies the End of a space (from the RU holding the trigger
+// source): the held packets' elements it did not name can be in no
+// assignment, so they count as never announced, and a packet left with
+// none an assignment may still need is freed. Later packets of the space
+// are treated the same on arrival. A repeated End is ignored.
+func (r *RU) End(e End) {
+	if r.ended[e.Key] != nil {
+		return
+	}
+	set := &rangeSet{}
+	for _, sp := range e.Named {
+		set.add(sp.First, sp.Last)
+	}
+	r.ended[e.Key] = set
+	var check []*ruPacket
+	for _, list := range r.held[e.Key] {
+		for _, rp := range list {
+			r.unnamed(rp, set)
+			check = append(check, rp)
+		}
+	}
+	for _, rp := range check {
+		r.maybeFree(rp)
+	}
+}
+
+// unnamed counts the elements of rp that set (an End's named elements)
+// lacks as never announced: no assignment will cover them.
+func (r *RU) unnamed(rp *ruPacket, set *rangeSet) {
+	last := rp.p.First + uint64(rp.p.N) - 1
+	if out := uint64(rp.p.N) - set.overlap(rp.p.First, last); out > 0 {
+		rp.assigned += out
+		r.stats.NeverAnnounced[rp.p.Source] += out
+	}
 }
 
 // Stop ends the run: pending assignments go as they are, and every packet

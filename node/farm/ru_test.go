@@ -3,6 +3,7 @@ package farm
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -217,6 +218,62 @@ func TestRULateAfterRelease(t *testing.T) {
 	if s := sends(r.Outputs()); len(s) != 1 || s[0].Header.Packets != 2 || s[0].Header.Flags&DataMissing != 0 {
 		t.Fatalf("send of the rest %+v", s)
 	}
+	r.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 2, Outcome: OutcomeDecided}}})
+	if f := frees(r.Outputs()); len(f) != 2 || r.Stats().Held != 0 {
+		t.Fatalf("freed %v, stats %+v", f, r.Stats())
+	}
+}
+
+// TestRUEnd: the RU holding the trigger source ends the space with the
+// elements it named; another RU, whose readout read further, frees the
+// packets of the elements never named at once (and those that come
+// later), counted by source, and keeps those an assignment holds.
+func TestRUEnd(t *testing.T) {
+	trig, err := NewRU(RUConfig{Sources: []uint32{1}, Release: OutcomeDecided, Wait: time.Second, Names: true, TriggerSource: 1}, newClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	trig.Add(pkt(1, 0, 2))
+	trig.Add(pkt(1, 3, 2))
+	if !trig.Names(key1) {
+		t.Fatal("the trigger RU names nothing before its end")
+	}
+	e := trig.EndOf(key1)
+	if want := []Span{{0, 1}, {3, 4}}; !reflect.DeepEqual(e.Named, want) || e.Key != key1 {
+		t.Fatalf("end %+v, want named %v", e, want)
+	}
+	trig.Add(pkt(1, 5, 1))
+	if trig.Names(key1) {
+		t.Fatal("the trigger RU still names after its end")
+	}
+	trig.End(e) // its own, back: the packet after the end was never named
+	if f := frees(trig.Outputs()); len(f) != 1 || f[0] != "s1@5" || trig.Stats().NeverAnnounced[1] != 1 {
+		t.Fatalf("trigger RU freed %v, stats %+v", f, trig.Stats())
+	}
+
+	clk := newClock()
+	r := newTestRU(t, clk, OutcomeDecided, 2)
+	r.Add(pkt(2, 0, 4)) // 0-1 and 3 named, 2 not
+	r.Add(pkt(2, 4, 4)) // 4 named
+	r.Add(pkt(2, 8, 4)) // none named
+	r.Assign(asg(1, "a", 1, 0, 2))
+	if s := sends(r.Outputs()); len(s) != 1 {
+		t.Fatalf("send %+v", s)
+	}
+	r.End(e)
+	if f := frees(r.Outputs()); len(f) != 1 || f[0] != "s2@8" {
+		t.Fatalf("end freed %v, want s2@8", f)
+	}
+	if st := r.Stats(); st.NeverAnnounced[2] != 1+3+4 || st.Held != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	r.End(End{Key: key1}) // repeated: ignored
+	r.Add(pkt(2, 20, 3))
+	if f := frees(r.Outputs()); len(f) != 1 || f[0] != "s2@20" || r.Stats().NeverAnnounced[2] != 11 {
+		t.Fatalf("later packet: freed %v, stats %+v", f, r.Stats())
+	}
+	r.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 1, Outcome: OutcomeDecided}}})
+	r.Assign(asg(2, "a", 1, 3, 2))
 	r.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{{Assignment: 2, Outcome: OutcomeDecided}}})
 	if f := frees(r.Outputs()); len(f) != 2 || r.Stats().Held != 0 {
 		t.Fatalf("freed %v, stats %+v", f, r.Stats())

@@ -185,6 +185,9 @@ type Agent struct {
 	early2      []func()             // messages for the EM before this node became it
 	pool        *sendPool
 	stopped     bool
+	// endMsg is this node's End (it holds the trigger source and names no
+	// more): sent to every RU, and to each that joins later.
+	endMsg []byte
 	// dups are duplicate reports for the EM, sent once one leads.
 	dups []farm.Duplicate
 	// done is closed when Run returns: posts fail from then on.
@@ -410,7 +413,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) startRoles() error {
 	if a.cfg.Roles&farm.RoleRU != 0 {
-		ru, err := farm.NewRU(farm.RUConfig{Sources: a.cfg.Sources, Release: a.policy, Wait: a.cfg.Wait}, a.clock)
+		ru, err := farm.NewRU(farm.RUConfig{Sources: a.cfg.Sources, Release: a.policy, Wait: a.cfg.Wait,
+			Names: slices.Contains(a.cfg.Sources, a.cfg.TriggerSource), TriggerSource: a.cfg.TriggerSource}, a.clock)
 		if err != nil {
 			return err
 		}
@@ -492,6 +496,9 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 	}
 	if m.Node != a.cfg.Node {
 		a.connect(ctx, nm)
+		if roles&farm.RoleRU != 0 && a.endMsg != nil {
+			a.send(m.Node, uint16(farm.KindEnd), a.endMsg)
+		}
 	}
 	a.tryLead(ctx)
 }
@@ -701,6 +708,32 @@ func (a *Agent) runState(_ context.Context, st control.RunState) {
 	if a.em != nil {
 		a.em.Flush()
 	}
+	a.endNaming() // the trigger stopped
+}
+
+// endNaming: when this node's RU holds the trigger source, it names no
+// more elements of the run (its readout ended, or the run was stopped)
+// and tells every RU, itself included, which it named (farm.End): they
+// free what no assignment can hold.
+func (a *Agent) endNaming() {
+	if a.ru == nil || a.endMsg != nil || !slices.Contains(a.cfg.Sources, a.cfg.TriggerSource) {
+		return
+	}
+	e := a.ru.EndOf(farm.UnitKey{Run: a.cfg.Run.Run, Kind: a.unit})
+	body, err := farm.AppendEnd(nil, e)
+	if err != nil {
+		a.log.Error("farm: encode end", "err", err)
+		return
+	}
+	a.endMsg = body
+	a.log.Info("farm: the trigger source names no more events of the run; telling the RUs", "named_spans", len(e.Named))
+	rus := a.rus()
+	if !slices.Contains(rus, a.cfg.Node) {
+		rus = append(rus, a.cfg.Node)
+	}
+	for _, n := range rus {
+		a.send(n, uint16(farm.KindEnd), body)
+	}
 }
 
 // Outcome is the BU's pipeline reporting how far assignment id got
@@ -722,6 +755,7 @@ func (a *Agent) EndOfData(ctx context.Context) error {
 		if a.em != nil {
 			a.em.Flush()
 		}
+		a.endNaming()
 	})
 }
 

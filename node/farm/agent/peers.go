@@ -353,6 +353,16 @@ func (a *Agent) control(from string, typ uint16, body []byte) error {
 			return err
 		}
 		a.onAnnounce(an)
+	case uint16(farm.KindEnd):
+		e, err := farm.DecodeEnd(body)
+		if err != nil {
+			return err
+		}
+		if a.ru == nil {
+			a.drop("end_not_ru")
+			return nil
+		}
+		a.ru.End(e)
 	case uint16(farm.KindBye):
 		b, err := farm.DecodeBye(body)
 		if err != nil {

@@ -380,7 +380,7 @@ func (a *Agent) addPacket(ctx context.Context, p schemas.MFP, release func()) {
 		release()
 		return
 	}
-	if p.SourceID == a.cfg.TriggerSource {
+	if p.SourceID == a.cfg.TriggerSource && a.ru.Names(key) {
 		a.toEM(ctx, farm.Announce{Unit: farm.Unit{Run: key.Run, Resync: key.Resync, Kind: key.Kind, Ranges: []farm.Range{{First: first, N: n}}}})
 	}
 }
