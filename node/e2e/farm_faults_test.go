@@ -392,7 +392,8 @@ func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 // suspected (the EM sees the BU's connection fail), suspected → the last
 // of its unreleased assignments reassigned, and SIGKILL → that. The
 // reference is what detection by the membership lease alone would cost:
-// the lease TTL (1 s in these tests, 2 s by default) and etcd's expiry
+// the lease TTL (5 s in these tests, so that a loaded machine does not
+// fence a live node; 2 s by default) and etcd's expiry
 // check on top.
 func TestFarmFailoverTimes(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SLUICE_FAILOVER_RUNS"))
@@ -415,7 +416,7 @@ func TestFarmFailoverTimes(t *testing.T) {
 		}
 		return fmt.Sprintf("%v / %v / %v", ds[0], ds[len(ds)/2], ds[len(ds)-1])
 	}
-	fmt.Printf("farm failover (BU SIGKILL, %d runs, min / median / max): SIGKILL → suspected %s; suspected → last reassigned %s; SIGKILL → last reassigned %s (lease-only detection: TTL 1 s + expiry check)\n",
+	fmt.Printf("farm failover (BU SIGKILL, %d runs, min / median / max): SIGKILL → suspected %s; suspected → last reassigned %s; SIGKILL → last reassigned %s (lease-only detection: TTL 5 s in these tests + expiry check)\n",
 		len(total), mmm(susp), mmm(re), mmm(total))
 }
 
