@@ -181,7 +181,8 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 		pool = rxPoolRUOnly
 	}
 	tr, err := peer.Open(fc.Transport, peer.Config{Node: n.cfg.Node.ID, Farm: fc.ID, Token: tok,
-		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: pool, MaxData: int(min(pool/4, peer.DefaultMaxData))})
+		Listen: fc.Listen, Advertise: fc.Advertise, PoolBytes: pool, MaxData: int(min(pool/4, peer.DefaultMaxData)),
+		PeerTimeout: fc.PeerTimeout, Heartbeat: fc.PeerTimeout / 5})
 	if err != nil {
 		ctl.Close()
 		return nil, fmt.Errorf("farm: peer transport %s: %w", fc.Transport, err)

@@ -572,6 +572,15 @@ func (b *BU) Inventory(epoch uint64) Inventory {
 	return inv
 }
 
+// PendingReleases is the number of release entries waiting for their
+// group to fill or linger out.
+func (b *BU) PendingReleases() int { return len(b.rel) }
+
+// FlushReleases sends the pending release entries now (a draining node
+// about to leave must not leave them unsent: the EM would take the
+// assignments for lost with the node and build them again elsewhere).
+func (b *BU) FlushReleases() { b.flush() }
+
 // Drain stops new credit; BUDrained comes once nothing is in flight.
 func (b *BU) Drain() {
 	b.drain = true

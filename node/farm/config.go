@@ -55,6 +55,11 @@ type Config struct {
 	Wait time.Duration `yaml:"wait"`
 	// LeaseTTL is the membership lease (etcd may grant more).
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// PeerTimeout: a peer link that carried nothing (heartbeats go every
+	// fifth of it) for this long is lost, and the EM declares a BU behind
+	// it dead. Short finds a stopped process fast; a loaded or
+	// long-distance network needs longer, or live nodes are fenced.
+	PeerTimeout time.Duration `yaml:"peer_timeout"`
 }
 
 // DefaultConfig is the farm section's defaults (not a farm: ID empty).
@@ -63,6 +68,7 @@ func DefaultConfig() Config {
 		Roles: "both", EMCandidate: true, Etcd: []string{"127.0.0.1:2379"}, Transport: "tcp",
 		Listen: "127.0.0.1:0", Protocol: "push", Unit: "events", AssignmentSize: 8,
 		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 8, Wait: time.Second, LeaseTTL: 2 * time.Second,
+		PeerTimeout: 500 * time.Millisecond,
 	}
 }
 
@@ -160,6 +166,9 @@ func (c Config) Validate() conf.Problems {
 	}
 	if c.Wait <= 0 {
 		ps.Add("wait", c.Wait, "want a positive duration such as 1s")
+	}
+	if c.PeerTimeout < 10*time.Millisecond {
+		ps.Add("peer_timeout", c.PeerTimeout, "want at least 10ms (heartbeats go every fifth of it)")
 	}
 	if c.LeaseTTL < time.Second {
 		ps.Add("lease_ttl", c.LeaseTTL, "want at least 1s")

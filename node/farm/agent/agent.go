@@ -188,6 +188,8 @@ type Agent struct {
 	// endMsg is this node's End (it holds the trigger source and names no
 	// more): sent to every RU, and to each that joins later.
 	endMsg []byte
+	// byeAt: when this draining node said bye (it leaves once sent).
+	byeAt time.Time
 	// dups are duplicate reports for the EM, sent once one leads.
 	dups []farm.Duplicate
 	// done is closed when Run returns: posts fail from then on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/farm/control"
@@ -102,6 +103,12 @@ func (a *Agent) checkDrained() {
 	if a.bu != nil && a.bu.Stats().InFlight > 0 {
 		return
 	}
+	if a.bu != nil && a.bu.PendingReleases() > 0 {
+		// Sent before the bye: left unsent, the EM would take these
+		// assignments for lost with this node and build them again.
+		a.bu.FlushReleases()
+		return
+	}
 	if a.ru != nil {
 		if s := a.ru.Stats(); s.Held > 0 || s.Pending > 0 || s.Sent > 0 {
 			return
@@ -110,14 +117,25 @@ func (a *Agent) checkDrained() {
 	if a.em != nil {
 		return // the EM leaves only at the run's end (its ledger)
 	}
-	if a.cfg.Token != "" {
-		body, err := farm.AppendBye(nil, farm.Bye{Farm: a.cfg.Control.Farm(), Token: a.cfg.Token, Node: a.cfg.Node, Incarnation: a.inc})
-		if err != nil {
-			a.log.Error("farm: encode bye", "err", err)
-		} else {
-			for n := range a.peers {
-				a.send(n, uint16(farm.KindBye), body)
+	now := a.clock.Now()
+	if a.byeAt.IsZero() {
+		a.byeAt = now
+		if a.cfg.Token != "" {
+			body, err := farm.AppendBye(nil, farm.Bye{Farm: a.cfg.Control.Farm(), Token: a.cfg.Token, Node: a.cfg.Node, Incarnation: a.inc})
+			if err != nil {
+				a.log.Error("farm: encode bye", "err", err)
+			} else {
+				for n := range a.peers {
+					a.send(n, uint16(farm.KindBye), body)
+				}
 			}
+		}
+	}
+	// Leave once the last releases and the byes are out (a second at
+	// most: a peer that does not take them is gone or going).
+	for _, p := range a.peers {
+		if p.unsent() && now.Sub(a.byeAt) < time.Second {
+			return
 		}
 	}
 	a.log.Info("farm: drained; leaving")

@@ -50,6 +50,8 @@ type peerConn struct {
 	q      []outMsg
 	closed bool // q dropped: enqueue drops too
 	cv     *sync.Cond
+	// sending: a message taken off q whose send has not returned.
+	sending bool
 }
 
 func newPeerConn(node string, inc uint64) *peerConn {
@@ -102,7 +104,22 @@ func (p *peerConn) next() (outMsg, bool) {
 	m := p.q[0]
 	p.q[0] = outMsg{}
 	p.q = p.q[1:]
+	p.sending = true
 	return m, true
+}
+
+// sent: the message next returned was sent (or failed).
+func (p *peerConn) sent() {
+	p.mu.Lock()
+	p.sending = false
+	p.mu.Unlock()
+}
+
+// unsent reports whether messages are queued or being sent.
+func (p *peerConn) unsent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && (len(p.q) > 0 || p.sending)
 }
 
 // connect makes sure there is a link to m: the node with the smaller id
@@ -211,6 +228,7 @@ func (a *Agent) sender(ctx context.Context, p *peerConn) {
 		} else {
 			err = a.sendData(ctx, p, &m)
 		}
+		p.sent()
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("farm: send failed", "peer", p.node, "err", err)
