@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -247,7 +248,18 @@ func checkStoresOnce(t *testing.T, stores map[string]string, want uint64) {
 		}
 	}
 	if uint64(len(by)) != want {
-		t.Fatalf("%d events stored across the nodes, want %d", len(by), want)
+		// Which: the stored ids as ranges, with the node of each.
+		ids := slices.Sorted(maps.Keys(by))
+		var runs []string
+		for i := 0; i < len(ids); {
+			j := i
+			for j+1 < len(ids) && ids[j+1] == ids[j]+1 && by[ids[j+1]] == by[ids[i]] {
+				j++
+			}
+			runs = append(runs, fmt.Sprintf("%d-%d@%s", ids[i], ids[j], by[ids[i]]))
+			i = j + 1
+		}
+		t.Fatalf("%d events stored across the nodes, want %d: %s", len(by), want, strings.Join(runs, " "))
 	}
 }
 

@@ -508,7 +508,7 @@ func TestAgentLeadAfterStop(t *testing.T) {
 	})
 	f.stop("a") // the EM's node ends first and leaves
 	delete(f.agents, "a")
-	f.waitFor("a new EM to lead without a's sources", 10*time.Second, func() bool {
+	f.waitFor("a new EM to lead without a's sources", 30*time.Second, func() bool {
 		s, ok := f.leaderStatus()
 		return ok && s.EM != nil && s.Leader != "a"
 	}, f.dump)
