@@ -36,6 +36,10 @@ type StageConfig struct {
 	// When says whether the stage runs online (`sluice run`), in replay
 	// (`sluice replay` and inter-fill replay) or in both.
 	When When `yaml:"when"`
+	// Shadow, when set, runs a second plugin (a candidate version) on the
+	// same batches as this stage's plugin and compares their decisions;
+	// it never changes what the stage decides.
+	Shadow *ShadowConfig `yaml:"shadow"`
 
 	// MaxAttempts (K) is how often a batch is tried before its events are
 	// deferred with StatusTriggerError.
@@ -44,6 +48,8 @@ type StageConfig struct {
 	// for each further consecutive failure up to MaxRestartBackoff.
 	RestartBackoff    time.Duration `yaml:"-"`
 	MaxRestartBackoff time.Duration `yaml:"-"`
+
+	nice int // the processes' nice value (a shadow's); 0: the node's
 }
 
 // Deferral is a stage's policy for deferring events to the store instead of
@@ -104,6 +110,10 @@ func (s StageConfig) withDefaults() StageConfig {
 	if s.MaxRestartBackoff <= 0 {
 		s.MaxRestartBackoff = d.MaxRestartBackoff
 	}
+	if s.Shadow != nil {
+		sh := s.Shadow.withDefaults()
+		s.Shadow = &sh
+	}
 	return s
 }
 
@@ -161,6 +171,9 @@ func (s StageConfig) validate() conf.Problems {
 	default:
 		ps.Add("when", s.When, "want %s, %s or %s", WhenOnline, WhenReplay, WhenBoth)
 	}
+	if s.Shadow != nil {
+		ps = append(ps, s.Shadow.validate().In("shadow")...)
+	}
 	return ps
 }
 
@@ -186,20 +199,31 @@ func (t Trigger) ValidateReplay(names []string) conf.Problems {
 func (t Trigger) Preflight() conf.Problems {
 	var ps conf.Problems
 	for i, s := range t.Stages {
-		if s.Plugin == "" {
-			continue
+		p := conf.Index("stages", i)
+		ps = append(ps, preflightBinary(s.Plugin).In(p+".plugin")...)
+		if s.Shadow != nil {
+			ps = append(ps, preflightBinary(s.Shadow.Plugin).In(p+".shadow.plugin")...)
 		}
-		p := conf.Index("stages", i) + ".plugin"
-		st, err := os.Stat(s.Plugin)
-		switch {
-		case err != nil:
-			if pe, ok := err.(*os.PathError); ok {
-				err = pe.Err
-			}
-			ps.Add(p, s.Plugin, "want an existing plugin binary (%v; build the examples with `make plugins`)", err)
-		case st.IsDir() || st.Mode().Perm()&0o111 == 0:
-			ps.Add(p, s.Plugin, "want an executable file")
+	}
+	return ps
+}
+
+// preflightBinary checks that path ("" is left to Validate) is an
+// executable file; the problem has an empty path, for the caller's In.
+func preflightBinary(path string) conf.Problems {
+	var ps conf.Problems
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		if pe, ok := err.(*os.PathError); ok {
+			err = pe.Err
 		}
+		ps.Add("", path, "want an existing plugin binary (%v; build the examples with `make plugins`)", err)
+	case st.IsDir() || st.Mode().Perm()&0o111 == 0:
+		ps.Add("", path, "want an executable file")
 	}
 	return ps
 }

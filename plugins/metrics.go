@@ -21,6 +21,14 @@ type metrics struct {
 	transport  *prometheus.CounterVec   // batches by transport
 	up         *prometheus.GaugeVec
 	backlog    *prometheus.GaugeVec
+
+	// A stage's shadow (label stage: the production stage).
+	shadowCompared      *prometheus.CounterVec
+	shadowAgreeing      *prometheus.CounterVec
+	shadowDiffering     *prometheus.CounterVec // by production, shadow decision
+	shadowLines         *prometheus.CounterVec // by line, fired_by
+	shadowSkipped       *prometheus.CounterVec // batches, by reason
+	shadowSkippedEvents *prometheus.CounterVec // events, by reason
 }
 
 // Batch outcomes (label outcome of sluice_trigger_batches_total).
@@ -63,6 +71,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Plugin processes of a stage running and ready."}, l),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_trigger_backlog_events",
 			Help: "Events in batches waiting for a free plugin instance."}, l),
+
+		shadowCompared: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_compared_events_total",
+			Help: "Events a stage's shadow plugin decided and the host compared with the production plugin's decision."}, []string{"stage"}),
+		shadowAgreeing: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_agreeing_events_total",
+			Help: "Compared events on which the shadow plugin decided as production did (same decision; for an accept, the same lines by name)."}, []string{"stage"}),
+		shadowDiffering: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_differing_events_total",
+			Help: "Compared events on which the shadow plugin decided otherwise, by (production, shadow) decision; accept/accept is an accept on other lines."}, []string{"stage", "production", "shadow"}),
+		shadowLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_line_differing_events_total",
+			Help: "Compared events a trigger line fired on for one side only (fired_by production or shadow)."}, []string{"stage", "line", "fired_by"}),
+		shadowSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_skipped_batches_total",
+			Help: "Batches not compared with the shadow plugin, by reason (queue_full: the shadow was behind; failed; stopped; copy_error)."}, []string{"stage", "reason"}),
+		shadowSkippedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_skipped_events_total",
+			Help: "Events in the batches of sluice_trigger_shadow_skipped_batches_total."}, []string{"stage", "reason"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -94,6 +115,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.transport = reg1(m.transport).(*prometheus.CounterVec)
 	m.up = reg1(m.up).(*prometheus.GaugeVec)
 	m.backlog = reg1(m.backlog).(*prometheus.GaugeVec)
+	m.shadowCompared = reg1(m.shadowCompared).(*prometheus.CounterVec)
+	m.shadowAgreeing = reg1(m.shadowAgreeing).(*prometheus.CounterVec)
+	m.shadowDiffering = reg1(m.shadowDiffering).(*prometheus.CounterVec)
+	m.shadowLines = reg1(m.shadowLines).(*prometheus.CounterVec)
+	m.shadowSkipped = reg1(m.shadowSkipped).(*prometheus.CounterVec)
+	m.shadowSkippedEvents = reg1(m.shadowSkippedEvents).(*prometheus.CounterVec)
 	return m, err
 }
 
@@ -121,4 +148,24 @@ func (m *metrics) zero(stage string, d sdk.Description) {
 	m.callTime.WithLabelValues(stage, d.Name)
 	m.up.WithLabelValues(stage, d.Name)
 	m.backlog.WithLabelValues(stage, d.Name)
+}
+
+// zeroShadow creates the series of a stage's shadow at 0: compared,
+// agreeing, skipped by reason, and the decision pairs that differ.
+func (m *metrics) zeroShadow(stage string) {
+	m.shadowCompared.WithLabelValues(stage)
+	m.shadowAgreeing.WithLabelValues(stage)
+	for _, r := range skipReasons {
+		m.shadowSkipped.WithLabelValues(stage, r)
+		m.shadowSkippedEvents.WithLabelValues(stage, r)
+	}
+	ds := []string{"accept", "reject", "defer"}
+	for _, p := range ds {
+		for _, s := range ds {
+			if p == s && p != "accept" {
+				continue // the same decision differs only as an accept on other lines
+			}
+			m.shadowDiffering.WithLabelValues(stage, p, s)
+		}
+	}
 }

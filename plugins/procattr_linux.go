@@ -1,7 +1,11 @@
 package plugins
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 )
 
@@ -9,4 +13,26 @@ import (
 // that a node killed with SIGKILL leaves no orphan plugins behind.
 func dieWithHost(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// renice sets the nice value of every thread of process pid (Linux keeps
+// one per thread, and a thread starts with its creator's: threads the
+// process makes later inherit it).
+func renice(pid, nice int) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
+		}
+	}
+	return errors.Join(errs...)
 }

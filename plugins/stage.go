@@ -52,6 +52,7 @@ type stage struct {
 	// configured one until Chain.SetDeferralFraction changes it.
 	fraction atomic.Uint64
 	cnt      counters // what the stage did, for State
+	shadow   *shadow  // nil: the stage has no shadow plugin
 }
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
@@ -81,6 +82,14 @@ func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*
 		s.slots = append(s.slots, sl)
 		s.free <- sl
 		s.gauge(s.m.up).Inc()
+	}
+	if cfg.Shadow != nil {
+		sh, err := newShadow(s, opts, m)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("stage %s: shadow: %w", cfg.Name, err)
+		}
+		s.shadow = sh
 	}
 	return s, nil
 }
@@ -117,6 +126,11 @@ func (s *stage) start(ctx context.Context) (*instance, error) {
 		in.close()
 		return nil, err
 	}
+	if s.cfg.nice != 0 {
+		if err := renice(in.pid, s.cfg.nice); err != nil {
+			s.log.Warn("could not lower the plugin's CPU priority", "pid", in.pid, "nice", s.cfg.nice, "error", err)
+		}
+	}
 	return in, nil
 }
 
@@ -152,6 +166,9 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 	res, outcome, err := s.call(ctx, sub)
 	if err != nil {
 		return nil, err
+	}
+	if s.shadow != nil && outcome == outcomeDecided {
+		s.shadow.offer(ev, rows, sub, res)
 	}
 	for j, row := range rows {
 		res[j].Stage = s.cfg.Name
@@ -374,6 +391,9 @@ func (s *stage) hist() prometheus.Observer {
 
 // close stops the stage's processes; it waits for batches in flight.
 func (s *stage) close() {
+	if s.shadow != nil {
+		s.shadow.close()
+	}
 	for range s.slots {
 		sl := <-s.free
 		if sl.inst != nil {

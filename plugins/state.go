@@ -28,6 +28,8 @@ type StageState struct {
 	// prescales; as long as the plugin's lines, or longer when it set bits
 	// it did not name.
 	Lines []uint64
+	// Shadow is what the stage's shadow plugin did; nil without one.
+	Shadow *ShadowState
 }
 
 // Seen is the number of events the stage decided.
@@ -81,6 +83,9 @@ func (s *stage) state() StageState {
 	st.Lines = make([]uint64, n)
 	for b := range st.Lines {
 		st.Lines[b] = s.cnt.lines[b].Load()
+	}
+	if s.shadow != nil {
+		st.Shadow = s.shadow.state()
 	}
 	return st
 }

@@ -1,0 +1,378 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// ShadowConfig is a stage's shadow (canary) plugin (`shadow:` of a stage):
+// another binary, or another version of the same one, with its own
+// parameters. It gets its own copy of every batch the stage's plugin
+// decides (the events the stage's deferral policies left to the plugin)
+// and the host compares the two plugins' decisions (Comparison); the
+// shadow's decisions are never used. It cannot slow the stage: a batch
+// arriving while Queue batches already wait for it is skipped for the
+// shadow (counted), a shadow call past Deadline is abandoned and the
+// process restarted, and its processes run at a lower CPU priority (Nice).
+type ShadowConfig struct {
+	Plugin    string            `yaml:"plugin"`    // path of the shadow plugin binary
+	Params    map[string]string `yaml:"params"`    // passed to its Configure
+	Instances int               `yaml:"instances"` // shadow processes, 1..MaxInstances; default 1
+	// Deadline bounds each shadow Decide call; past it the process is
+	// killed and restarted and the batch is skipped. Default 2 s.
+	Deadline time.Duration `yaml:"deadline"`
+	// Queue is how many batches (their copies) may wait for a shadow
+	// process; a batch arriving when the queue is full is skipped for the
+	// shadow. Default 4.
+	Queue int `yaml:"queue"`
+	// Nice is the CPU priority the shadow processes run at (Linux nice
+	// value, 0..19: 19 is the lowest priority), so that production plugins
+	// take the cores first. Default 10; 0 keeps the node's priority.
+	Nice *int `yaml:"nice"`
+}
+
+// DefaultShadow holds the values zero ShadowConfig fields take.
+func DefaultShadow() ShadowConfig {
+	nice := 10
+	return ShadowConfig{Instances: 1, Deadline: 2 * time.Second, Queue: 4, Nice: &nice}
+}
+
+func (s ShadowConfig) withDefaults() ShadowConfig {
+	d := DefaultShadow()
+	if s.Instances == 0 {
+		s.Instances = d.Instances
+	}
+	if s.Deadline == 0 {
+		s.Deadline = d.Deadline
+	}
+	if s.Queue == 0 {
+		s.Queue = d.Queue
+	}
+	if s.Nice == nil {
+		s.Nice = d.Nice
+	}
+	return s
+}
+
+func (s ShadowConfig) validate() conf.Problems {
+	var ps conf.Problems
+	if s.Plugin == "" {
+		ps.Add("plugin", nil, "want the path of the shadow plugin binary, e.g. bin/plugins/passthrough")
+	}
+	if s.Instances < 1 || s.Instances > MaxInstances {
+		ps.Add("instances", s.Instances, "want 1..%d shadow processes", MaxInstances)
+	}
+	if s.Deadline <= 0 {
+		ps.Add("deadline", s.Deadline, "want a positive duration such as 2s")
+	}
+	if s.Queue < 1 || s.Queue > 1024 {
+		ps.Add("queue", s.Queue, "want 1..1024 batches")
+	}
+	if s.Nice != nil && (*s.Nice < 0 || *s.Nice > 19) {
+		ps.Add("nice", *s.Nice, "want a nice value 0..19 (19: lowest CPU priority)")
+	}
+	return ps
+}
+
+// Why a batch was not compared (label reason of the shadow's skipped
+// counters).
+const (
+	skipQueueFull = "queue_full" // the shadow was behind: its queue was full
+	skipFailed    = "failed"     // the shadow crashed, passed its deadline or returned an error on it
+	skipStopped   = "stopped"    // the chain closed before the shadow got to it
+	skipCopy      = "copy_error" // the batch could not be copied for the shadow
+)
+
+// skipReasons are the reasons, in the order State reports them.
+var skipReasons = []string{skipQueueFull, skipFailed, skipStopped, skipCopy}
+
+// shadow runs a stage's shadow plugin beside it.
+type shadow struct {
+	prod   *stage // the production stage it shadows
+	st     *stage // the shadow plugin's own stage: processes, restarts, metrics
+	queue  chan shadowBatch
+	mem    memory.Allocator // for the copies: the Go heap, never the arena
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	cmp     *Comparison
+	skipped map[string][2]uint64 // batches, events
+}
+
+// shadowBatch is a copy of one batch the production plugin decided, with
+// its decisions.
+type shadowBatch struct {
+	rec  arrow.RecordBatch
+	ids  []uint64
+	prod []schemas.Verdict
+}
+
+// newShadow starts the shadow of stage prod.
+func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
+	c := prod.cfg.Shadow
+	cfg := StageConfig{Name: prod.cfg.Name + "/shadow", Plugin: c.Plugin, Params: c.Params, Instances: c.Instances,
+		Deadline: c.Deadline, When: prod.cfg.When, MaxAttempts: 1,
+		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice}
+	// The shadow's copies lie on the Go heap, and its processes get them
+	// through their own regions: nothing of it lives in the arena the
+	// builder and the production plugins share.
+	opts.Arena, opts.Allocator = nil, memory.NewGoAllocator()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := newStage(ctx, cfg, opts, m)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	sh := &shadow{prod: prod, st: st, queue: make(chan shadowBatch, c.Queue), mem: opts.Allocator, ctx: ctx, cancel: cancel,
+		cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
+	m.zeroShadow(prod.cfg.Name)
+	for range c.Instances {
+		sh.wg.Add(1)
+		go sh.work()
+	}
+	return sh, nil
+}
+
+// offer gives the shadow a copy of rec (rows of ev, the batch the
+// production plugin decided) with the production decisions res. It never
+// waits: when the shadow's queue is full the batch is skipped for it.
+func (sh *shadow) offer(ev *schemas.EventBatch, rows []int, rec arrow.RecordBatch, res []schemas.Verdict) {
+	n := len(rows)
+	if sh.ctx.Err() != nil {
+		sh.skip(skipStopped, n)
+		return
+	}
+	if len(sh.queue) == cap(sh.queue) {
+		sh.skip(skipQueueFull, n)
+		return
+	}
+	cp, err := copyRecord(sh.mem, rec)
+	if err != nil {
+		sh.st.log.Warn("shadow: copying a batch failed; skipped for the shadow", "error", err)
+		sh.skip(skipCopy, n)
+		return
+	}
+	b := shadowBatch{rec: cp, ids: make([]uint64, n), prod: make([]schemas.Verdict, n)}
+	for j, row := range rows {
+		b.ids[j] = ev.EventID(row)
+		b.prod[j] = schemas.Verdict{Decision: res[j].Decision, Lines: res[j].Lines}
+	}
+	select {
+	case sh.queue <- b:
+	default:
+		cp.Release()
+		sh.skip(skipQueueFull, n)
+	}
+}
+
+// work decides queued copies on one shadow process until the chain closes.
+func (sh *shadow) work() {
+	defer sh.wg.Done()
+	for {
+		select {
+		case <-sh.ctx.Done():
+			return
+		case b := <-sh.queue:
+			sh.decide(b)
+		}
+	}
+}
+
+func (sh *shadow) decide(b shadowBatch) {
+	defer b.rec.Release()
+	res, outcome, err := sh.st.call(sh.ctx, b.rec)
+	switch {
+	case err != nil:
+		sh.skip(skipStopped, len(b.ids))
+		return
+	case outcome != outcomeDecided:
+		sh.skip(skipFailed, len(b.ids))
+		return
+	}
+	sh.st.count(outcome, res)
+	m := sh.st.m
+	name := sh.prod.cfg.Name
+	sh.mu.Lock()
+	before := sh.cmp.Result()
+	for j, id := range b.ids {
+		sh.cmp.Add(id, b.prod[j], res[j])
+	}
+	after := sh.cmp.Result()
+	sh.mu.Unlock()
+	m.shadowCompared.WithLabelValues(name).Add(float64(after.Compared - before.Compared))
+	m.shadowAgreeing.WithLabelValues(name).Add(float64(after.Agreeing - before.Agreeing))
+	for _, p := range after.Differing {
+		if d := p.Events - pairEvents(before.Differing, p.Production, p.Shadow); d > 0 {
+			m.shadowDiffering.WithLabelValues(name, p.Production.String(), p.Shadow.String()).Add(float64(d))
+		}
+	}
+	for _, l := range after.Lines {
+		was := lineDiff(before.Lines, l.Line)
+		if d := l.OnlyProduction - was.OnlyProduction; d > 0 {
+			m.shadowLines.WithLabelValues(name, l.Line, "production").Add(float64(d))
+		}
+		if d := l.OnlyShadow - was.OnlyShadow; d > 0 {
+			m.shadowLines.WithLabelValues(name, l.Line, "shadow").Add(float64(d))
+		}
+	}
+}
+
+func pairEvents(ps []DecisionPair, p, s schemas.Decision) uint64 {
+	for _, x := range ps {
+		if x.Production == p && x.Shadow == s {
+			return x.Events
+		}
+	}
+	return 0
+}
+
+func lineDiff(ls []LineDiff, line string) LineDiff {
+	for _, l := range ls {
+		if l.Line == line {
+			return l
+		}
+	}
+	return LineDiff{}
+}
+
+func (sh *shadow) skip(reason string, events int) {
+	sh.mu.Lock()
+	c := sh.skipped[reason]
+	c[0]++
+	c[1] += uint64(events)
+	sh.skipped[reason] = c
+	sh.mu.Unlock()
+	sh.st.m.shadowSkipped.WithLabelValues(sh.prod.cfg.Name, reason).Inc()
+	sh.st.m.shadowSkippedEvents.WithLabelValues(sh.prod.cfg.Name, reason).Add(float64(events))
+}
+
+// close stops the shadow: the call in flight is abandoned and the batches
+// still queued are counted as skipped (stopped).
+func (sh *shadow) close() {
+	sh.cancel()
+	sh.wg.Wait()
+	for {
+		select {
+		case b := <-sh.queue:
+			b.rec.Release()
+			sh.skip(skipStopped, len(b.ids))
+			continue
+		default:
+		}
+		break
+	}
+	sh.st.close()
+}
+
+// ShadowState is what a stage's shadow did so far.
+type ShadowState struct {
+	// Stage is the shadow's own processes and decisions (its Name is the
+	// production stage's with "/shadow" added).
+	Stage StageState
+	ShadowDiff
+	// Skipped counts the batches and events the shadow did not compare,
+	// by reason: queue_full (it was behind), failed (it crashed, passed
+	// its deadline or returned an error), stopped (the chain closed
+	// first), copy_error.
+	Skipped []ShadowSkip
+}
+
+// ShadowSkip counts the batches skipped for a shadow for one reason.
+type ShadowSkip struct {
+	Reason          string
+	Batches, Events uint64
+}
+
+// SkippedEvents is the number of events skipped for any reason.
+func (s *ShadowState) SkippedEvents() uint64 {
+	var n uint64
+	for _, k := range s.Skipped {
+		n += k.Events
+	}
+	return n
+}
+
+func (sh *shadow) state() *ShadowState {
+	st := &ShadowState{Stage: sh.st.state()}
+	sh.mu.Lock()
+	st.ShadowDiff = sh.cmp.Result()
+	for _, r := range skipReasons {
+		if c, ok := sh.skipped[r]; ok {
+			st.Skipped = append(st.Skipped, ShadowSkip{Reason: r, Batches: c[0], Events: c[1]})
+		}
+	}
+	sh.mu.Unlock()
+	return st
+}
+
+// copyRecord copies rec's buffers into memory of mem: a batch that shares
+// nothing with rec.
+func copyRecord(mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, c := range rec.Columns() {
+		d, err := copyData(mem, c.Data())
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
+}
+
+var errDictionary = errors.New("shadow: dictionary-encoded columns are not copied")
+
+func copyData(mem memory.Allocator, d arrow.ArrayData) (arrow.ArrayData, error) {
+	if d.DataType().ID() == arrow.DICTIONARY {
+		return nil, errDictionary
+	}
+	bufs := make([]*memory.Buffer, len(d.Buffers()))
+	for i, b := range d.Buffers() {
+		if b == nil {
+			continue
+		}
+		nb := memory.NewResizableBuffer(mem)
+		nb.Resize(b.Len())
+		copy(nb.Bytes(), b.Bytes())
+		bufs[i] = nb
+	}
+	children := make([]arrow.ArrayData, len(d.Children()))
+	for i, c := range d.Children() {
+		cd, err := copyData(mem, c)
+		if err != nil {
+			for _, x := range children[:i] {
+				x.Release()
+			}
+			return nil, err
+		}
+		children[i] = cd
+	}
+	out := array.NewData(d.DataType(), d.Len(), bufs, children, d.NullN(), d.Offset())
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
+	for _, c := range children {
+		c.Release()
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package plugins
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// waitShadow polls until the shadow of stage 0 has compared or skipped
+// want events (generous limit: a loaded machine starts plugins slowly).
+func waitShadow(t *testing.T, c *Chain, want uint64) *ShadowState {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sh := c.State()[0].Shadow
+		if sh.Compared+sh.SkippedEvents() >= want {
+			return sh
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shadow compared %d and skipped %d events, want %d in all", sh.Compared, sh.SkippedEvents(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func shadowChain(t *testing.T, reg prometheus.Registerer, sh *ShadowConfig) *Chain {
+	t.Helper()
+	log, _ := testLogger()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt1", Plugin: pluginPath("passthrough"), RestartBackoff: 10 * time.Millisecond, Shadow: sh,
+	}}, Options: Options{Logger: log}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestShadowDiffCounts: a shadow that accepts only every third event id
+// (passthrough prescale=3) beside a production passthrough that accepts
+// all: the diff counters are exactly the events the two decide apart, the
+// production decisions are untouched, and every id in the sample differs.
+func TestShadowDiffCounts(t *testing.T) {
+	const events, perBatch = 600, 50
+	batches := synthetic(t, checkedMem(t), 1, events, perBatch, 16)
+	reg := prometheus.NewRegistry()
+	c := shadowChain(t, reg, &ShadowConfig{Plugin: pluginPath("passthrough"), Params: map[string]string{"prescale": "3"}, Queue: 64})
+	got := runChain(t, c, batches)
+	for id, v := range got {
+		if v.Decision != schemas.DecisionAccept || v.Lines != 1 {
+			t.Fatalf("event %d: production decided %v lines %b with a shadow; want accept on line all", id, v.Decision, v.Lines)
+		}
+	}
+	sh := waitShadow(t, c, events)
+	const agree = events / 3 // ids 3, 6, … 600
+	const differ = events - agree
+	if sh.Compared != events || sh.Agreeing != agree || sh.Differ() != differ || sh.SkippedEvents() != 0 {
+		t.Fatalf("shadow: compared %d agreeing %d differing %d skipped %d; want %d, %d, %d, 0", sh.Compared, sh.Agreeing, sh.Differ(), sh.SkippedEvents(), events, agree, differ)
+	}
+	wantPairs := []DecisionPair{{Production: schemas.DecisionAccept, Shadow: schemas.DecisionReject, Events: differ}}
+	if !slices.Equal(sh.Differing, wantPairs) {
+		t.Fatalf("differing pairs %+v, want %+v", sh.Differing, wantPairs)
+	}
+	if want := []LineDiff{{Line: "all", OnlyProduction: differ}}; !slices.Equal(sh.Lines, want) {
+		t.Fatalf("line diffs %+v, want %+v", sh.Lines, want)
+	}
+	if len(sh.Sample) != ShadowSample {
+		t.Fatalf("sample of %d ids, want %d", len(sh.Sample), ShadowSample)
+	}
+	for _, id := range sh.Sample {
+		if id%3 == 0 || id < 1 || id > events {
+			t.Fatalf("sample id %d: not an event the two decide apart", id)
+		}
+	}
+	for name, want := range map[string]float64{
+		"sluice_trigger_shadow_compared_events_total":  events,
+		"sluice_trigger_shadow_agreeing_events_total":  agree,
+		"sluice_trigger_shadow_differing_events_total": differ,
+		"sluice_trigger_shadow_skipped_events_total":   0,
+	} {
+		if got := metricValue(t, reg, name, "stage", "hlt1"); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := metricValue(t, reg, "sluice_trigger_shadow_differing_events_total", "stage", "hlt1", "production", "accept", "shadow", "reject"); got != differ {
+		t.Errorf("differing accept->reject = %v, want %d", got, differ)
+	}
+	if got := metricValue(t, reg, "sluice_trigger_shadow_line_differing_events_total", "stage", "hlt1", "line", "all", "fired_by", "production"); got != differ {
+		t.Errorf("line all fired by production only = %v, want %d", got, differ)
+	}
+	// The shadow's own processes report as a stage of their own.
+	if got := metricValue(t, reg, "sluice_trigger_events_total", "stage", "hlt1/shadow", "decision", "reject"); got != differ {
+		t.Errorf("shadow stage rejected %v events, want %d", got, differ)
+	}
+	if got := metricValue(t, reg, "sluice_trigger_events_total", "stage", "hlt1", "decision", "reject"); got != 0 {
+		t.Errorf("production stage rejected %v events with a shadow, want 0", got)
+	}
+}
+
+// TestShadowKilled SIGKILLs the shadow process between batches: production
+// decides exactly as without a shadow, the batch the dead process was
+// given is skipped (failed), and the shadow is restarted and compares the
+// rest.
+func TestShadowKilled(t *testing.T) {
+	const events, perBatch = 1000, 50
+	batches := synthetic(t, checkedMem(t), 1, events, perBatch, 16)
+	want := runChain(t, shadowChain(t, nil, nil), batches)
+
+	c := shadowChain(t, prometheus.NewRegistry(), &ShadowConfig{Plugin: pluginPath("passthrough"), Queue: 64})
+	half := len(batches) / 2
+	got := runChain(t, c, batches[:half])
+	waitShadow(t, c, uint64(half*perBatch))
+	sl := c.stages[0].shadow.st.slots[0]
+	pid := int(sl.pid.Load())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the process is gone (go-plugin reaps it), so that the next
+	// batch meets a dead process.
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("shadow process %d still there after SIGKILL", pid)
+		}
+	}
+	maps.Copy(got, runChain(t, c, batches[half:]))
+	if !maps.Equal(got, want) {
+		t.Fatalf("production decisions with a killed shadow differ from those without a shadow")
+	}
+	sh := waitShadow(t, c, events)
+	if sh.Compared != events-perBatch || sh.Agreeing != sh.Compared {
+		t.Fatalf("shadow compared %d (agreeing %d), want %d, all agreeing", sh.Compared, sh.Agreeing, events-perBatch)
+	}
+	if want := []ShadowSkip{{Reason: skipFailed, Batches: 1, Events: perBatch}}; !slices.Equal(sh.Skipped, want) {
+		t.Fatalf("skipped %+v, want %+v", sh.Skipped, want)
+	}
+	if sh.Stage.Restarts != 1 || sh.Stage.Up != 1 {
+		t.Fatalf("shadow restarts %d, up %d; want 1, 1", sh.Stage.Restarts, sh.Stage.Up)
+	}
+}
+
+// TestShadowBehind: a shadow that hangs on its first batch never holds
+// production up: every batch is decided by production as without a
+// shadow, the batches that arrive while its queue is full are skipped
+// (queue_full), and the hung one is abandoned at the shadow's deadline.
+// Every event is accounted for once the chain is closed.
+func TestShadowBehind(t *testing.T) {
+	const events, perBatch = 400, 20
+	batches := synthetic(t, checkedMem(t), 1, events, perBatch, 16)
+	want := runChain(t, shadowChain(t, nil, nil), batches)
+	log, _ := testLogger()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt1", Plugin: pluginPath("passthrough"),
+		Shadow: &ShadowConfig{Plugin: pluginPath("hang"), Params: map[string]string{"event": "1"}, Queue: 1, Deadline: time.Hour},
+	}}, Options: Options{Logger: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runChain(t, c, batches)
+	if !maps.Equal(got, want) {
+		t.Fatal("production decisions with a hung shadow differ from those without a shadow")
+	}
+	c.Close()
+	sh := c.State()[0].Shadow
+	if sh.Compared != 0 || sh.SkippedEvents() != events {
+		t.Fatalf("hung shadow: compared %d, skipped %d (%+v); want 0 and %d", sh.Compared, sh.SkippedEvents(), sh.Skipped, events)
+	}
+	byReason := map[string]uint64{}
+	for _, k := range sh.Skipped {
+		byReason[k.Reason] = k.Events
+	}
+	// The first batch hangs in the shadow until Close; at most the queue's
+	// one batch waits behind it; the rest were skipped as they came.
+	if byReason[skipQueueFull] < events-2*perBatch || byReason[skipStopped] > 2*perBatch {
+		t.Fatalf("skipped by reason %v; want >= %d queue_full and <= %d stopped", byReason, events-2*perBatch, 2*perBatch)
+	}
+}
+
+// TestShadowValidate: a shadow's problems name their path.
+func TestShadowValidate(t *testing.T) {
+	bad := -1
+	tr := Trigger{Stages: []StageConfig{{Name: "hlt1", Plugin: pluginPath("passthrough"),
+		Shadow: &ShadowConfig{Plugin: "", Queue: 2000, Nice: &bad}}}}
+	tr.SetDefaults()
+	got := map[string]bool{}
+	for _, p := range tr.Validate() {
+		got[p.Path] = true
+	}
+	for _, p := range []string{"stages[0].shadow.plugin", "stages[0].shadow.queue", "stages[0].shadow.nice"} {
+		if !got[p] {
+			t.Errorf("no problem at %s (got %v)", p, got)
+		}
+	}
+	tr.Stages[0].Shadow = &ShadowConfig{Plugin: "/nonexistent/shadow-plugin"}
+	ps := tr.Preflight()
+	if len(ps) != 1 || ps[0].Path != "stages[0].shadow.plugin" {
+		t.Fatalf("preflight %v, want one problem at stages[0].shadow.plugin", ps)
+	}
+}
