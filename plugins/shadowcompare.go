@@ -22,12 +22,12 @@ const ShadowSample = 64
 // an event it rejects or defers are ignored, as the node ignores them.
 // Reasons are not compared. Not safe for concurrent use.
 type Comparison struct {
-	toProd    [schemas.MaxLines]int // shadow bit -> index in names
-	names     []string              // production's lines, then the shadow's own
-	res       ShadowDiff
-	pairs     map[[2]schemas.Decision]uint64
-	only      [][2]uint64 // per names index: events only production / only the shadow fired it on
-	next      int         // where the next sample id goes once the sample is full
+	toProd [schemas.MaxLines]int // shadow bit -> index in names
+	names  []string              // production's lines, then the shadow's own
+	res    ShadowDiff
+	pairs  map[[2]schemas.Decision]uint64
+	only   [][2]uint64 // per names index: events only production / only the shadow fired it on
+	next   int         // where the next sample id goes once the sample is full
 }
 
 // ShadowDiff is the result of a Comparison.
