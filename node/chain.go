@@ -27,7 +27,33 @@ func pluginStatus(stages []plugins.StageState) []PluginStatus {
 	out := make([]PluginStatus, len(stages))
 	for i, st := range stages {
 		out[i] = PluginStatus{Stage: st.Name, Plugin: st.Description.Name, Binary: st.Plugin, Instances: st.Instances, Up: st.Up,
-			Restarts: st.Restarts, Backlog: st.Backlog, Calls: st.Calls}
+			Restarts: st.Restarts, Backlog: st.Backlog, Calls: st.Calls, Shadow: shadowStatus(st.Shadow)}
+	}
+	return out
+}
+
+func shadowStatus(sh *plugins.ShadowState) *ShadowStatus {
+	if sh == nil {
+		return nil
+	}
+	d := sh.Stage.Description
+	out := &ShadowStatus{Plugin: d.Name, Version: d.Version, Binary: sh.Stage.Plugin, Instances: sh.Stage.Instances,
+		Up: sh.Stage.Up, Restarts: sh.Stage.Restarts, Compared: sh.Compared, Agreeing: sh.Agreeing, Differing: sh.Differ(),
+		Sample: sh.Sample}
+	for _, p := range sh.Differing {
+		if out.ByDecision == nil {
+			out.ByDecision = map[string]uint64{}
+		}
+		out.ByDecision[p.Production.String()+"/"+p.Shadow.String()] = p.Events
+	}
+	for _, l := range sh.Lines {
+		out.ByLine = append(out.ByLine, ShadowLineStatus{Line: l.Line, OnlyProduction: l.OnlyProduction, OnlyShadow: l.OnlyShadow})
+	}
+	for _, k := range sh.Skipped {
+		if out.Skipped == nil {
+			out.Skipped = map[string]uint64{}
+		}
+		out.Skipped[k.Reason] = k.Events
 	}
 	return out
 }

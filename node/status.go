@@ -88,6 +88,42 @@ type PluginStatus struct {
 	Restarts  uint64 `json:"restarts"`
 	Backlog   int    `json:"backlog_events"` // events waiting for a free instance
 	Calls     uint64 `json:"calls"`          // batches the stage's plugins decided
+	// Shadow is the stage's shadow plugin and how its decisions compare
+	// with the stage's (nil: the stage has none).
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
+}
+
+// ShadowStatus is a stage's shadow (canary) plugin: its processes, and its
+// decisions compared with the production plugin's on the same events.
+type ShadowStatus struct {
+	Plugin    string `json:"plugin"`  // the name it gives itself
+	Version   string `json:"version"` // the version it gives itself
+	Binary    string `json:"binary"`
+	Instances int    `json:"instances"`
+	Up        int    `json:"up"`
+	Restarts  uint64 `json:"restarts"`
+	Compared  uint64 `json:"compared_events"`
+	Agreeing  uint64 `json:"agreeing_events"`
+	Differing uint64 `json:"differing_events"`
+	// ByDecision counts the differing events by "production/shadow"
+	// decision (e.g. "accept/reject"; "accept/accept": other lines).
+	ByDecision map[string]uint64 `json:"differing_by_decision,omitempty"`
+	// ByLine counts, per line, the events it fired on for one side only.
+	ByLine []ShadowLineStatus `json:"differing_by_line,omitempty"`
+	// Sample holds the latest differing event ids (at most
+	// plugins.ShadowSample), oldest first.
+	Sample []uint64 `json:"differing_sample,omitempty"`
+	// Skipped counts the events not compared, by reason (queue_full: the
+	// shadow was behind; failed: it crashed, passed its deadline or
+	// returned an error; stopped; copy_error).
+	Skipped map[string]uint64 `json:"skipped_events,omitempty"`
+}
+
+// ShadowLineStatus is one trigger line's differing events.
+type ShadowLineStatus struct {
+	Line           string `json:"line"`
+	OnlyProduction uint64 `json:"only_production"`
+	OnlyShadow     uint64 `json:"only_shadow"`
 }
 
 // StoreStatus is the event store's state.
@@ -174,6 +210,11 @@ func (s Status) withoutPaths() Status {
 		*p = slices.Clone(*p)
 		for i := range *p {
 			(*p)[i].Binary = filepath.Base((*p)[i].Binary)
+			if sh := (*p)[i].Shadow; sh != nil {
+				c := *sh
+				c.Binary = filepath.Base(c.Binary)
+				(*p)[i].Shadow = &c
+			}
 		}
 	}
 	s.Inputs = slices.Clone(s.Inputs)

@@ -48,6 +48,12 @@ func TestDefaultYAMLMatchesCode(t *testing.T) {
 	ex := c.Trigger.Stages[0]
 	def := plugins.DefaultStage()
 	def.Name, def.Plugin = ex.Name, ex.Plugin
+	if ex.Shadow == nil {
+		t.Fatal("the stage example in default.yaml has no shadow")
+	}
+	sh := plugins.DefaultShadow()
+	sh.Plugin = ex.Shadow.Plugin
+	def.Shadow = &sh
 	got, _ = yaml.Marshal(ex)
 	want, _ = yaml.Marshal(def)
 	if string(got) != string(want) {
