@@ -115,7 +115,8 @@ type ShadowStatus struct {
 	Sample []uint64 `json:"differing_sample,omitempty"`
 	// Skipped counts the events not compared, by reason (queue_full: the
 	// shadow was behind; failed: it crashed, passed its deadline or
-	// returned an error; stopped; copy_error).
+	// returned an error; production_failed: the stage's plugin failed on
+	// the batch; stopped; copy_error).
 	Skipped map[string]uint64 `json:"skipped_events,omitempty"`
 }
 

@@ -88,34 +88,46 @@ func (s ShadowConfig) validate() conf.Problems {
 const (
 	skipQueueFull = "queue_full" // the shadow was behind: its queue was full
 	skipFailed    = "failed"     // the shadow crashed, passed its deadline or returned an error on it
-	skipStopped   = "stopped"    // the chain closed before the shadow got to it
-	skipCopy      = "copy_error" // the batch could not be copied for the shadow
+	// skipProdFailed: the production plugin failed on the batch (its
+	// events deferred with StatusTriggerError): nothing to compare.
+	skipProdFailed = "production_failed"
+	skipStopped    = "stopped"    // the chain closed before the shadow got to it
+	skipCopy       = "copy_error" // the batch could not be copied for the shadow
 )
 
 // skipReasons are the reasons, in the order State reports them.
-var skipReasons = []string{skipQueueFull, skipFailed, skipStopped, skipCopy}
+var skipReasons = []string{skipQueueFull, skipFailed, skipProdFailed, skipStopped, skipCopy}
 
-// shadow runs a stage's shadow plugin beside it.
+// shadow runs a stage's shadow plugin beside it. A batch the stage's
+// plugin is to decide is copied for the shadow while the plugin decides
+// it (offer), so the copy costs the stage no time unless it takes longer
+// than the plugin's call, and nothing the production path shares (the
+// arena) is held once the stage is done with the batch (finish). Tokens
+// bound the copies alive, queued or being decided, to Queue.
 type shadow struct {
 	prod   *stage // the production stage it shadows
 	st     *stage // the shadow plugin's own stage: processes, restarts, metrics
-	queue  chan shadowBatch
+	tokens chan struct{}
+	queue  chan *shadowJob
 	mem    memory.Allocator // for the copies: the Go heap, never the arena
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool
 	cmp     *Comparison
 	skipped map[string][2]uint64 // batches, events
 }
 
-// shadowBatch is a copy of one batch the production plugin decided, with
-// its decisions.
-type shadowBatch struct {
-	rec  arrow.RecordBatch
-	ids  []uint64
-	prod []schemas.Verdict
+// shadowJob is the shadow's copy of one batch the production plugin
+// decides, with (once finished) its decisions.
+type shadowJob struct {
+	copied chan struct{} // closed once rec (or err) is set
+	rec    arrow.RecordBatch
+	err    error
+	ids    []uint64
+	prod   []schemas.Verdict
 }
 
 // newShadow starts the shadow of stage prod.
@@ -134,7 +146,8 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 		cancel()
 		return nil, err
 	}
-	sh := &shadow{prod: prod, st: st, queue: make(chan shadowBatch, c.Queue), mem: opts.Allocator, ctx: ctx, cancel: cancel,
+	sh := &shadow{prod: prod, st: st, tokens: make(chan struct{}, c.Queue), queue: make(chan *shadowJob, c.Queue),
+		mem: opts.Allocator, ctx: ctx, cancel: cancel,
 		cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
 	m.zeroShadow(prod.cfg.Name)
 	for range c.Instances {
@@ -144,36 +157,73 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 	return sh, nil
 }
 
-// offer gives the shadow a copy of rec (rows of ev, the batch the
-// production plugin decided) with the production decisions res. It never
-// waits: when the shadow's queue is full the batch is skipped for it.
-func (sh *shadow) offer(ev *schemas.EventBatch, rows []int, rec arrow.RecordBatch, res []schemas.Verdict) {
-	n := len(rows)
-	if sh.ctx.Err() != nil {
-		sh.skip(skipStopped, n)
-		return
-	}
-	if len(sh.queue) == cap(sh.queue) {
-		sh.skip(skipQueueFull, n)
-		return
-	}
-	cp, err := copyRecord(sh.mem, rec)
-	if err != nil {
-		sh.st.log.Warn("shadow: copying a batch failed; skipped for the shadow", "error", err)
-		sh.skip(skipCopy, n)
-		return
-	}
-	b := shadowBatch{rec: cp, ids: make([]uint64, n), prod: make([]schemas.Verdict, n)}
-	for j, row := range rows {
-		b.ids[j] = ev.EventID(row)
-		b.prod[j] = schemas.Verdict{Decision: res[j].Decision, Lines: res[j].Lines}
-	}
+// offer starts copying rec (rows of ev), the batch the production plugin
+// is about to decide, for the shadow; the caller passes the result to
+// finish once its plugin has decided. It never waits: when Queue copies
+// are already alive the batch is skipped for the shadow (nil).
+func (sh *shadow) offer(ev *schemas.EventBatch, rows []int, rec arrow.RecordBatch) *shadowJob {
 	select {
-	case sh.queue <- b:
+	case sh.tokens <- struct{}{}:
 	default:
-		cp.Release()
-		sh.skip(skipQueueFull, n)
+		sh.skip(skipQueueFull, len(rows))
+		return nil
 	}
+	j := &shadowJob{copied: make(chan struct{}), ids: make([]uint64, len(rows))}
+	for k, row := range rows {
+		j.ids[k] = ev.EventID(row)
+	}
+	rec.Retain()
+	go func() {
+		j.rec, j.err = copyRecord(sh.mem, rec)
+		rec.Release()
+		close(j.copied)
+	}()
+	return j
+}
+
+// finish hands the copy to the shadow's processes with the production
+// decisions res (outcome: how the stage's call went; err: the call's
+// error). It waits only for the copy to be done, never for the shadow.
+func (sh *shadow) finish(j *shadowJob, res []schemas.Verdict, outcome string, err error) {
+	if j == nil {
+		return
+	}
+	<-j.copied
+	reason := ""
+	switch {
+	case j.err != nil:
+		sh.st.log.Warn("shadow: copying a batch failed; skipped for the shadow", "error", j.err)
+		reason = skipCopy
+	case err != nil:
+		reason = skipStopped
+	case outcome != outcomeDecided:
+		// The production plugin failed on it: there is no decision to compare.
+		reason = skipProdFailed
+	}
+	if reason == "" {
+		j.prod = make([]schemas.Verdict, len(j.ids))
+		for k := range j.prod {
+			j.prod[k] = schemas.Verdict{Decision: res[k].Decision, Lines: res[k].Lines}
+		}
+		sh.mu.Lock()
+		if !sh.closed {
+			sh.queue <- j // never blocks: a token is held for each job
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+		reason = skipStopped
+	}
+	sh.drop(j, reason)
+}
+
+// drop skips a job for reason, freeing its copy and token.
+func (sh *shadow) drop(j *shadowJob, reason string) {
+	if j.rec != nil {
+		j.rec.Release()
+	}
+	<-sh.tokens
+	sh.skip(reason, len(j.ids))
 }
 
 // work decides queued copies on one shadow process until the chain closes.
@@ -189,17 +239,18 @@ func (sh *shadow) work() {
 	}
 }
 
-func (sh *shadow) decide(b shadowBatch) {
-	defer b.rec.Release()
+func (sh *shadow) decide(b *shadowJob) {
 	res, outcome, err := sh.st.call(sh.ctx, b.rec)
 	switch {
 	case err != nil:
-		sh.skip(skipStopped, len(b.ids))
+		sh.drop(b, skipStopped)
 		return
 	case outcome != outcomeDecided:
-		sh.skip(skipFailed, len(b.ids))
+		sh.drop(b, skipFailed)
 		return
 	}
+	b.rec.Release()
+	<-sh.tokens
 	sh.st.count(outcome, res)
 	m := sh.st.m
 	name := sh.prod.cfg.Name
@@ -262,11 +313,13 @@ func (sh *shadow) skip(reason string, events int) {
 func (sh *shadow) close() {
 	sh.cancel()
 	sh.wg.Wait()
+	sh.mu.Lock()
+	sh.closed = true
+	sh.mu.Unlock()
 	for {
 		select {
-		case b := <-sh.queue:
-			b.rec.Release()
-			sh.skip(skipStopped, len(b.ids))
+		case j := <-sh.queue:
+			sh.drop(j, skipStopped)
 			continue
 		default:
 		}
@@ -283,8 +336,9 @@ type ShadowState struct {
 	ShadowDiff
 	// Skipped counts the batches and events the shadow did not compare,
 	// by reason: queue_full (it was behind), failed (it crashed, passed
-	// its deadline or returned an error), stopped (the chain closed
-	// first), copy_error.
+	// its deadline or returned an error), production_failed (the stage's
+	// own plugin failed on the batch), stopped (the chain closed first),
+	// copy_error.
 	Skipped []ShadowSkip
 }
 

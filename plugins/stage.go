@@ -163,12 +163,16 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 		}
 		defer sub.Release()
 	}
+	var job *shadowJob
+	if s.shadow != nil {
+		job = s.shadow.offer(ev, rows, sub)
+	}
 	res, outcome, err := s.call(ctx, sub)
+	if s.shadow != nil {
+		s.shadow.finish(job, res, outcome, err)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if s.shadow != nil && outcome == outcomeDecided {
-		s.shadow.offer(ev, rows, sub, res)
 	}
 	for j, row := range rows {
 		res[j].Stage = s.cfg.Name

@@ -136,6 +136,14 @@ replay: {rate: -5}
 	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "trigger.stages[0].plugin") {
 		t.Fatalf("missing plugin: %v", err)
 	}
+	// The same for a stage's shadow plugin (the production one exists:
+	// any executable passes preflight).
+	file, _ = writeConfig(t, fmt.Sprintf("trigger:\n  stages:\n    - {name: hlt1, plugin: %s, shadow: {plugin: /nonexistent/shadow}}\n", os.Args[0]))
+	_, err = run(t, "run", "--config", file)
+	if !errors.As(err, &ee) || ee.code != exitConfig || !strings.Contains(err.Error(), "trigger.stages[0].shadow.plugin") ||
+		strings.Contains(err.Error(), "trigger.stages[0].plugin") {
+		t.Fatalf("missing shadow plugin: %v", err)
+	}
 }
 
 func TestReplayNeedsAStoreAndAStage(t *testing.T) {
