@@ -3,6 +3,8 @@ package plugins
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,4 +155,84 @@ func BenchmarkL0calo(b *testing.B) {
 	perBatch := subject.Seconds() / float64(b.N)
 	b.ReportMetric(perBatch*1e3, "ms/batch")
 	b.ReportMetric(float64(events)/perBatch, "events/s")
+}
+
+// BenchmarkShadowOverhead: production throughput of a stage with a shadow
+// against the same stage without one, in the same run (the ratio). The
+// stage runs the l0calo example (it reads every calorimeter tower and muon
+// candidate) on 2 instances, fed by 2 goroutines, batches of 500 events of
+// 10 sources × 1 KiB built in the shared arena; the shadow is a second
+// l0calo (other parameters) with the default settings (1 instance, queue
+// 4, nice 19 under SCHED_IDLE). One op = one batch decided by production;
+// the shadow's queue drains between rounds, untimed. Reports the
+// fraction of the subject's events the shadow compared (the rest it
+// skipped, behind).
+func BenchmarkShadowOverhead(b *testing.B) {
+	const events, size, batches = 500, 1 << 10, 16
+	arena, err := NewArena(batches*events*10*size + 16<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arena.Close()
+	var recs []*schemas.EventBatch
+	for k := range batches {
+		rec, err := synthbatch.Synthetic(arena, synthbatch.Spec{FirstEventID: uint64(k * events), Events: events, FragmentSize: size, Seed: 5})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rec.Release()
+		ev, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, ev)
+	}
+	ctx := context.Background()
+	chain := func(sh *ShadowConfig) *Chain {
+		c, err := NewChain(ctx, Config{Stages: []StageConfig{{Name: "llt", Plugin: pluginPath("l0calo"), Instances: 2, Shadow: sh}},
+			Options: Options{Arena: arena, Logger: quiet}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	with := chain(&ShadowConfig{Plugin: pluginPath("l0calo"), Params: map[string]string{"ecal_et_mev": "2000"}})
+	defer with.Close()
+	without := chain(nil)
+	defer without.Close()
+	run := func(c *Chain) func(n int) {
+		return func(n int) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					for k := next.Add(1) - 1; k < int64(n); k = next.Add(1) - 1 {
+						if _, err := c.Decide(ctx, recs[k%batches]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}
+	// The shadow's queue drains between the rounds, so that its leftover
+	// work does not slow the baseline's round.
+	settle := func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			st := with.State()[0]
+			if st.Shadow.Compared+st.Shadow.SkippedEvents() == st.Seen() {
+				return
+			}
+		}
+		b.Fatal("the shadow did not finish its queue in a minute")
+	}
+	b.SetBytes(events * 10 * size)
+	benchratio.CompareSettled(b, run(with), run(without), settle)
+	st := with.State()[0]
+	if st.Seen() != uint64(b.N*events) {
+		b.Fatalf("production saw %d events, want %d", st.Seen(), b.N*events)
+	}
+	b.ReportMetric(float64(st.Shadow.Compared)/float64(st.Seen()), "shadow_compared_fraction")
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // dieWithHost asks the kernel to SIGKILL the plugin when the host dies, so
@@ -17,8 +19,9 @@ func dieWithHost(cmd *exec.Cmd) {
 
 // renice sets the nice value of every thread of process pid (Linux keeps
 // one per thread, and a thread starts with its creator's: threads the
-// process makes later inherit it).
-func renice(pid, nice int) error {
+// process makes later inherit it). With idle the threads also get the
+// SCHED_IDLE policy: they run only on a core no other thread wants.
+func renice(pid, nice int, idle bool) error {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
@@ -26,11 +29,17 @@ func renice(pid, nice int) error {
 	}
 	var errs []error
 	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
+		tid, aerr := strconv.Atoi(t.Name())
+		if aerr != nil {
 			continue
 		}
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+		var err error
+		if idle {
+			err = unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE, Nice: int32(nice)}, 0)
+		} else {
+			err = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice)
+		}
+		if err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
 		}
 	}

@@ -9,4 +9,4 @@ import "os/exec"
 func dieWithHost(*exec.Cmd) {}
 
 // renice does nothing outside Linux: the shadow runs at the node's priority.
-func renice(pid, nice int) error { return nil }
+func renice(pid, nice int, idle bool) error { return nil }

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,19 +32,29 @@ type ShadowConfig struct {
 	// killed and restarted and the batch is skipped. Default 2 s.
 	Deadline time.Duration `yaml:"deadline"`
 	// Queue is how many batches (their copies) may wait for a shadow
-	// process; a batch arriving when the queue is full is skipped for the
-	// shadow. Default 4.
+	// process or be decided by one; a batch arriving when the queue is
+	// full is skipped for the shadow. Default 4.
 	Queue int `yaml:"queue"`
+	// QueueBytes is the size of the shadow's own shared-memory region,
+	// which holds those copies (its plugins read them there, without a
+	// further copy): a batch that does not fit in what is free is skipped
+	// too. Outside node.memory_budget. Default 64 MiB.
+	QueueBytes conf.ByteSize `yaml:"queue_bytes"`
 	// Nice is the CPU priority the shadow processes run at (Linux nice
 	// value, 0..19: 19 is the lowest priority), so that production plugins
-	// take the cores first. Default 10; 0 keeps the node's priority.
+	// take the cores first. Default 19; 0 keeps the node's priority.
 	Nice *int `yaml:"nice"`
+	// Idle runs the shadow processes under Linux's SCHED_IDLE policy: only
+	// on cores that nothing else (at any nice value) wants, so a busy node
+	// gives its shadow no time and skips batches for it instead. Default
+	// true.
+	Idle *bool `yaml:"idle"`
 }
 
 // DefaultShadow holds the values zero ShadowConfig fields take.
 func DefaultShadow() ShadowConfig {
-	nice := 10
-	return ShadowConfig{Instances: 1, Deadline: 2 * time.Second, Queue: 4, Nice: &nice}
+	nice, idle := 19, true
+	return ShadowConfig{Instances: 1, Deadline: 2 * time.Second, Queue: 4, QueueBytes: 64 << 20, Nice: &nice, Idle: &idle}
 }
 
 func (s ShadowConfig) withDefaults() ShadowConfig {
@@ -57,8 +68,14 @@ func (s ShadowConfig) withDefaults() ShadowConfig {
 	if s.Queue == 0 {
 		s.Queue = d.Queue
 	}
+	if s.QueueBytes == 0 {
+		s.QueueBytes = d.QueueBytes
+	}
 	if s.Nice == nil {
 		s.Nice = d.Nice
+	}
+	if s.Idle == nil {
+		s.Idle = d.Idle
 	}
 	return s
 }
@@ -76,6 +93,9 @@ func (s ShadowConfig) validate() conf.Problems {
 	}
 	if s.Queue < 1 || s.Queue > 1024 {
 		ps.Add("queue", s.Queue, "want 1..1024 batches")
+	}
+	if s.QueueBytes < 1<<20 || s.QueueBytes > 64<<30 {
+		ps.Add("queue_bytes", s.QueueBytes, "want 1MiB..64GiB")
 	}
 	if s.Nice != nil && (*s.Nice < 0 || *s.Nice > 19) {
 		ps.Add("nice", *s.Nice, "want a nice value 0..19 (19: lowest CPU priority)")
@@ -109,10 +129,12 @@ type shadow struct {
 	st     *stage // the shadow plugin's own stage: processes, restarts, metrics
 	tokens chan struct{}
 	queue  chan *shadowJob
-	mem    memory.Allocator // for the copies: the Go heap, never the arena
+	arena  *Arena           // the shadow's own region, holding the copies
+	mem    memory.Allocator // arena's, without zeroing: a copy writes every byte
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the workers
+	alive  sync.WaitGroup // the jobs (each holds a token)
 
 	mu      sync.Mutex
 	closed  bool
@@ -135,19 +157,24 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 	c := prod.cfg.Shadow
 	cfg := StageConfig{Name: prod.cfg.Name + "/shadow", Plugin: c.Plugin, Params: c.Params, Instances: c.Instances,
 		Deadline: c.Deadline, When: prod.cfg.When, MaxAttempts: 1,
-		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice}
-	// The shadow's copies lie on the Go heap, and its processes get them
-	// through their own regions: nothing of it lives in the arena the
-	// builder and the production plugins share.
-	opts.Arena, opts.Allocator = nil, memory.NewGoAllocator()
+		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice, idle: *c.Idle}
+	// The shadow's copies lie in a region of its own, which its processes
+	// map: nothing of it lives in the arena the builder and the production
+	// plugins share, and the copy is the only one.
+	arena, err := NewArena(int(c.QueueBytes))
+	if err != nil {
+		return nil, fmt.Errorf("shared-memory region of %d bytes for the shadow's queue: %w", c.QueueBytes, err)
+	}
+	opts.Arena, opts.Allocator = arena, memory.NewGoAllocator()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := newStage(ctx, cfg, opts, m)
 	if err != nil {
 		cancel()
+		arena.Close()
 		return nil, err
 	}
 	sh := &shadow{prod: prod, st: st, tokens: make(chan struct{}, c.Queue), queue: make(chan *shadowJob, c.Queue),
-		mem: opts.Allocator, ctx: ctx, cancel: cancel,
+		arena: arena, mem: arena.Unzeroed(), ctx: ctx, cancel: cancel,
 		cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
 	m.zeroShadow(prod.cfg.Name)
 	for range c.Instances {
@@ -168,6 +195,17 @@ func (sh *shadow) offer(ev *schemas.EventBatch, rows []int, rec arrow.RecordBatc
 		sh.skip(skipQueueFull, len(rows))
 		return nil
 	}
+	// Only the source groups the shadow reads are copied.
+	if cols := sh.st.desc.Columns; len(cols) > 0 {
+		rec = project(rec, cols)
+		defer rec.Release()
+	}
+	if int64(sh.arena.FreeBytes()) < recordBytes(rec)+int64(rec.NumCols())*arenaSlack {
+		<-sh.tokens
+		sh.skip(skipQueueFull, len(rows))
+		return nil
+	}
+	sh.alive.Add(1)
 	j := &shadowJob{copied: make(chan struct{}), ids: make([]uint64, len(rows))}
 	for k, row := range rows {
 		j.ids[k] = ev.EventID(row)
@@ -217,12 +255,18 @@ func (sh *shadow) finish(j *shadowJob, res []schemas.Verdict, outcome string, er
 	sh.drop(j, reason)
 }
 
+// done frees a job's token once its copy is released.
+func (sh *shadow) done() {
+	<-sh.tokens
+	sh.alive.Done()
+}
+
 // drop skips a job for reason, freeing its copy and token.
 func (sh *shadow) drop(j *shadowJob, reason string) {
 	if j.rec != nil {
 		j.rec.Release()
 	}
-	<-sh.tokens
+	sh.done()
 	sh.skip(reason, len(j.ids))
 }
 
@@ -250,7 +294,7 @@ func (sh *shadow) decide(b *shadowJob) {
 		return
 	}
 	b.rec.Release()
-	<-sh.tokens
+	sh.done()
 	sh.st.count(outcome, res)
 	m := sh.st.m
 	name := sh.prod.cfg.Name
@@ -325,7 +369,35 @@ func (sh *shadow) close() {
 		}
 		break
 	}
+	// Batches the production stage still decides hand their copies back
+	// (finish drops them now) before the region goes.
+	sh.alive.Wait()
 	sh.st.close()
+	sh.arena.Close()
+}
+
+// arenaSlack is the per-column allowance for the arena's 64-byte rounding
+// of each buffer (a column has at most a few).
+const arenaSlack = 4 * 64
+
+// recordBytes is the size of rec's buffers.
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	var add func(d arrow.ArrayData)
+	add = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+		for _, c := range d.Children() {
+			add(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		add(c.Data())
+	}
+	return n
 }
 
 // ShadowState is what a stage's shadow did so far.

@@ -126,9 +126,9 @@ func (s *stage) start(ctx context.Context) (*instance, error) {
 		in.close()
 		return nil, err
 	}
-	if s.cfg.nice != 0 {
-		if err := renice(in.pid, s.cfg.nice); err != nil {
-			s.log.Warn("could not lower the plugin's CPU priority", "pid", in.pid, "nice", s.cfg.nice, "error", err)
+	if s.cfg.nice != 0 || s.cfg.idle {
+		if err := renice(in.pid, s.cfg.nice, s.cfg.idle); err != nil {
+			s.log.Warn("could not lower the plugin's CPU priority", "pid", in.pid, "nice", s.cfg.nice, "sched_idle", s.cfg.idle, "error", err)
 		}
 	}
 	return in, nil
