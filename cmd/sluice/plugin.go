@@ -34,7 +34,7 @@ func newPluginCmd() *cobra.Command {
 		Use:   "plugin",
 		Short: "Write and check trigger plugins",
 	}
-	cmd.AddCommand(newPluginNewCmd(), newPluginCheckCmd())
+	cmd.AddCommand(newPluginNewCmd(), newPluginCheckCmd(), newPluginDiffCmd())
 	return cmd
 }
 

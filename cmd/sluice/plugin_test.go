@@ -335,3 +335,43 @@ func TestPluginCheckRealEvents(t *testing.T) {
 		t.Fatalf("--store with --from: %v", err)
 	}
 }
+
+// TestPluginDiff: plugin diff of passthrough against passthrough with
+// prescale=3 (accepting only ids divisible by 3) on 90 synthetic events
+// (ids 1..90): 30 agree, 60 differ accept -> reject on line all, and the
+// listed events are the first differing ids; the same plugin twice on the
+// events of a file agrees everywhere.
+func TestPluginDiff(t *testing.T) {
+	bin := t.TempDir()
+	if b, err := exec.Command("go", "build", "-o", bin+"/", "../../plugins/examples/passthrough").CombinedOutput(); err != nil {
+		t.Fatalf("building the example plugin: %v\n%s", err, b)
+	}
+	pass := filepath.Join(bin, "passthrough")
+	out, err := run(t, "plugin", "diff", pass, pass, "--param-b", "prescale=3", "--events", "90", "--show", "4")
+	if err != nil {
+		t.Fatalf("plugin diff: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"\n90 events of the synthetic batch: 30 agreeing, 60 differing (66.67%)\n",
+		"\n  accept  reject  60\n",
+		"\n  all   60      0\n",
+		"\nfirst 4 differing events:\n",
+		"\n  1         accept  all      reject  -\n",
+		"\n  5         accept  all      reject  -\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("plugin diff output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\n  7 ") {
+		t.Fatalf("more than --show 4 events listed:\n%s", out)
+	}
+	mdf := filepath.Join("..", "..", "testdata", "third_party", "lhcb", "MiniBrunel_2018_MinBias_FTv4_DIGI_retinacluster_v1.mdf")
+	out, err = run(t, "plugin", "diff", pass, pass, "--from", mdf, "--events", "10")
+	if err != nil || !strings.Contains(out, "\n10 events of "+mdf+": 10 agreeing, 0 differing (0.00%)\n") || strings.Contains(out, "differing by") {
+		t.Fatalf("plugin diff of a plugin with itself: %v\n%s", err, out)
+	}
+	if _, err := run(t, "plugin", "diff", pass, pass, "--param-a", "novalue"); exitCode(err) != exitConfig {
+		t.Fatalf("--param-a without =: %v", err)
+	}
+}

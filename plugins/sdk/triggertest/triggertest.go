@@ -1,9 +1,11 @@
 // Package triggertest runs trigger plugins on chosen event batches, in
 // process (an sdk.Trigger value) or out of process (a plugin binary), and
-// compares two versions of a trigger (shadow mode). The batches come from
-// files of any format that splits (File, through the registry of formats
-// in schemas/formats) or are synthetic (Synthetic). Plugin authors use it
-// in their tests; `sluice plugin check` uses it to exercise a binary.
+// compares two versions of a trigger (shadow mode, by the rules of the
+// node's shadow stages). The batches come from files of any format that
+// splits (File, through the registry of formats in schemas/formats) or are
+// synthetic (Synthetic). Plugin authors use it in their tests; `sluice
+// plugin check` uses it to exercise a binary, `sluice plugin diff` to
+// compare two.
 package triggertest
 
 import (
@@ -103,22 +105,55 @@ type Diff struct {
 }
 
 // Shadow runs a (e.g. the deployed version) and b (the candidate) on the
-// same batches and returns the events whose decision or lines differ, in
-// event order. Reasons are not compared.
+// same batches and returns the events on which they disagree, in event
+// order, by the rules of the node's shadow stages (plugins.Comparison:
+// the decision, and for accepted events the lines fired, by name; reasons
+// are not compared).
 func Shadow(ctx context.Context, a, b Runner, batches []arrow.RecordBatch) ([]Diff, error) {
-	da, err := Run(ctx, a, batches)
+	d := NewDiffer(a, b)
+	var diffs []Diff
+	for _, rec := range batches {
+		got, err := d.Decide(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		diffs = append(diffs, got...)
+	}
+	return diffs, nil
+}
+
+// Differ compares a production trigger and a shadow one batch by batch,
+// keeping the tally a node keeps for a stage's shadow (what `sluice plugin
+// diff` prints). Not safe for concurrent use.
+type Differ struct {
+	prod, shadow Runner
+	cmp          *plugins.Comparison
+}
+
+// NewDiffer compares prod's decisions with shadow's.
+func NewDiffer(prod, shadow Runner) *Differ {
+	return &Differ{prod: prod, shadow: shadow, cmp: plugins.NewComparison(prod.Description().Lines, shadow.Description().Lines)}
+}
+
+// Decide runs both triggers on rec and returns the events they decide
+// apart, in row order.
+func (d *Differ) Decide(ctx context.Context, rec arrow.RecordBatch) ([]Diff, error) {
+	da, err := Run(ctx, d.prod, []arrow.RecordBatch{rec})
 	if err != nil {
 		return nil, err
 	}
-	db, err := Run(ctx, b, batches)
+	db, err := Run(ctx, d.shadow, []arrow.RecordBatch{rec})
 	if err != nil {
 		return nil, err
 	}
 	var diffs []Diff
 	for i := range da {
-		if da[i].Decision != db[i].Decision || da[i].Lines != db[i].Lines {
+		if d.cmp.Add(da[i].EventID, da[i].Verdict, db[i].Verdict) {
 			diffs = append(diffs, Diff{EventID: da[i].EventID, A: da[i].Verdict, B: db[i].Verdict})
 		}
 	}
 	return diffs, nil
 }
+
+// Result is the tally of every batch decided so far.
+func (d *Differ) Result() plugins.ShadowDiff { return d.cmp.Result() }
