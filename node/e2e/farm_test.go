@@ -102,7 +102,10 @@ func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept boo
 		// live node: the deaths these tests cause are seen at once by
 		// the transport (a killed process's sockets close); a stopped one
 		// after the peer timeout.
-		"lease_ttl: 2s":        "lease_ttl: 5s\n  peer_timeout: 3s",
+		"lease_ttl: 2s": "lease_ttl: 5s\n  peer_timeout: 3s",
+		// Nor make a live RU's data late: an RU and a BU wait this long
+		// for data that has not come (a dead RU is not waited for).
+		"wait: 2s":             "wait: 5s",
 		"sync_interval: 200ms": "sync_interval: 50ms",
 		"max_open_events: 640": "max_open_events: 320",
 	} {

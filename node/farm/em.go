@@ -640,6 +640,15 @@ func (m *EM) release(b *buState, e ReleaseEntry) bool {
 		delete(b.undecided, a.a.ID)
 		delete(m.live, a.a.ID)
 		m.stats.Settled++
+		if e.Events == 0 {
+			// Built with no event at all: no RU's data for it reached the
+			// BU within its wait (an assignment's elements are named by the
+			// trigger source's packets, so each has data somewhere). Its
+			// elements are lost, not built: counted built, the ledger
+			// balanced while the events were missing from every store.
+			m.ledger.Lost(a.a.Unit, LostTimedOut)
+			return first
+		}
 		m.ledger.Built(a.a.Unit, b.id, e.Events)
 		return first
 	}

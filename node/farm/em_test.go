@@ -286,6 +286,25 @@ func TestReleasePolicyReceived(t *testing.T) {
 	}
 }
 
+// TestBuiltEmpty: an assignment its BU built with no event at all (no
+// RU's data reached it within its wait) is lost timed_out with its ids,
+// not built: counted built, the ledger balanced while every store lacked
+// the events.
+func TestBuiltEmpty(t *testing.T) {
+	m := newTestEM(t, pushCfg(), newClock())
+	m.Join("a", 1)
+	m.Credit(Credit{Epoch: 7, Incarnation: 1, BU: "a", Events: 20, Bytes: 1 << 40})
+	m.Announce(events(0, 20))
+	as := assigns(m.Outputs())
+	m.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{
+		{Assignment: as[0].ID, Outcome: OutcomeDecided, Events: 10}, {Assignment: as[1].ID, Outcome: OutcomeDecided}}})
+	l := m.Ledger().Summary()
+	if !l.Balanced || l.Built != 10 || l.Events != 10 || l.Lost[LostTimedOut] != 10 || l.PerBU["a"] != 10 ||
+		!reflect.DeepEqual(l.LostIDs[LostTimedOut], []KeyedRange{{Run: 1, Kind: UnitEvents, First: 10, N: 10}}) {
+		t.Fatalf("ledger %+v", l)
+	}
+}
+
 // TestReturnedAndDrain: a draining BU gets no more work; what it returns
 // goes to another BU.
 func TestReturnedAndDrain(t *testing.T) {

@@ -16,8 +16,8 @@ const (
 	// LostRUDead: the RU that held the elements' data died before sending
 	// it (and nobody else holds it).
 	LostRUDead LostReason = "ru_dead"
-	// LostTimedOut: no data for the elements reached the BU before its
-	// builder timeout.
+	// LostTimedOut: no data for the elements reached the BU within its
+	// wait: it built the assignment with no event at all.
 	LostTimedOut LostReason = "timed_out"
 	// LostBUDeadAfterRelease: the BU died after releasing the elements'
 	// data (release policy "received") but before its trigger decided.
