@@ -148,7 +148,7 @@ func built(st memberStatus, want uint64) bool {
 // ledger balances with every event built once and each BU's count is its
 // node's.
 func TestFarmJoinDrain(t *testing.T) {
-	const loop, rate = 40, 60 // 400 events over ~7 s
+	const loop, rate = 40, 40 // 400 events over ~10 s: farm-d must join while it runs
 	f := newFarmRun(t, 6719101, loop, rate)
 	want := uint64(loop * 10)
 	for _, n := range farmNodes {
