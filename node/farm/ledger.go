@@ -102,6 +102,29 @@ func (l *Ledger) setsOf(u Unit) *ledgerSets {
 	return s
 }
 
+// Announced lists the elements announced in key's numbering space
+// (inherited ones included), as inclusive spans, ascending: what an End
+// names on behalf of a trigger source's RU that is gone.
+func (l *Ledger) Announced(key UnitKey) []Span {
+	s := l.sets[ledgerKey{key.Run, key.Resync, key.Kind}]
+	if s == nil {
+		return nil
+	}
+	// With what an earlier EM announced and did not see done (open0):
+	// BUs may hold assignments of those still.
+	var all rangeSet
+	for _, set := range []*rangeSet{&s.announced, &s.open0} {
+		for _, sp := range set.r {
+			all.add(sp.lo, sp.hi)
+		}
+	}
+	out := make([]Span, 0, len(all.r))
+	for _, sp := range all.r {
+		out = append(out, Span{First: sp.lo, Last: sp.hi})
+	}
+	return out
+}
+
 func (l *Ledger) violate(format string, args ...any) {
 	l.nViolation++
 	if len(l.violations) < maxListed {

@@ -188,6 +188,9 @@ type Agent struct {
 	// endMsg is this node's End (it holds the trigger source and names no
 	// more): sent to every RU, and to each that joins later.
 	endMsg []byte
+	// emEnded: this node, as EM, sent the End of the run on behalf of
+	// the trigger source's RU, gone before it could.
+	emEnded bool
 	// byeAt: when this draining node said bye (it leaves once sent).
 	byeAt time.Time
 	// dups are duplicate reports for the EM, sent once one leads.
@@ -434,7 +437,40 @@ func (a *Agent) startRoles() error {
 	return nil
 }
 
+// endForGoneTrigger: the run is stopped and the RU holding the trigger
+// source is gone (killed, or it left before this EM led): it will name
+// nothing more, and the RUs that had not got its End would hold what no
+// assignment can take for ever. The EM ends the space for it with what it
+// announced (the ledger's, inherited across takeovers); an RU that had
+// the RU's own End ignores this one.
+func (a *Agent) endForGoneTrigger() {
+	if a.em == nil || !a.stopped || a.emEnded || a.endMsg != nil {
+		return
+	}
+	if a.ru != nil && slices.Contains(a.cfg.Sources, a.cfg.TriggerSource) {
+		return // this node's RU ends it itself
+	}
+	for n := range a.members {
+		if slices.Contains(a.seen[n], a.cfg.TriggerSource) {
+			return // alive: it ends the space when its readout ends
+		}
+	}
+	key := farm.UnitKey{Run: a.cfg.Run.Run, Kind: a.unit}
+	e := farm.End{Key: key, Named: a.em.Ledger().Announced(key)}
+	body, err := farm.AppendEnd(nil, e)
+	if err != nil {
+		a.log.Error("farm: encode end", "err", err)
+		return
+	}
+	a.emEnded = true
+	a.log.Info("farm: the trigger source's RU is gone; ending the run's naming for it with what was announced", "named_spans", len(e.Named))
+	for _, n := range a.rus() {
+		a.send(n, uint16(farm.KindEnd), body)
+	}
+}
+
 func (a *Agent) tick() {
+	a.endForGoneTrigger()
 	if a.em != nil {
 		a.em.Tick()
 	}

@@ -513,3 +513,63 @@ func TestAgentLeadAfterStop(t *testing.T) {
 		return ok && s.EM != nil && s.Leader != "a"
 	}, f.dump)
 }
+
+// TestAgentEnd: the RUs of sources 1-4 read 20 events further than the RU
+// of the trigger source (0). No assignment can hold those events; the RUs
+// free them once the naming of the run ended, counted never announced by
+// source: told by the trigger source's RU when its readout ends (ahead),
+// or, that RU gone before it could (gone), by the EM once the run is
+// stopped, from what it announced. Every named event is built once.
+func TestAgentEnd(t *testing.T) {
+	for _, tc := range []string{"ahead", "gone"} {
+		t.Run(tc, func(t *testing.T) {
+			f := newTestFarm(t, "push")
+			f.start("a", farm.RoleRU|farm.RoleBU, []uint32{0})
+			f.start("b", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{1, 2, 3})
+			f.start("c", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{4})
+			f.ready(3)
+			f.readout("a", []uint32{0}, 0, 40)
+			f.readout("b", []uint32{1, 2, 3}, 0, 60)
+			f.readout("c", []uint32{4}, 0, 60)
+			f.waitFor("the 40 named events built", 20*time.Second, func() bool {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				return len(f.built) == 40
+			}, f.dump)
+			if tc == "ahead" {
+				if err := f.agents["a"].EndOfData(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				f.stop("a") // gone without an end
+				delete(f.agents, "a")
+				if _, err := f.client().SetRunState(context.Background(), control.RunState{State: control.StateStopped, Run: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.waitFor("the RUs to free what was never named", 20*time.Second, func() bool {
+				for _, n := range []string{"b", "c"} {
+					if ru := f.agents[n].Status().RU; ru == nil || ru.Held != 0 {
+						return false
+					}
+				}
+				return true
+			}, f.dump)
+			for n, srcs := range map[string][]uint32{"b": {1, 2, 3}, "c": {4}} {
+				never := f.agents[n].Status().RU.NeverAnnounced
+				for _, s := range srcs {
+					if never[s] != 20 {
+						t.Fatalf("%s: never announced %v, want 20 of each of %v", n, never, srcs)
+					}
+				}
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for id := range uint64(40) {
+				if len(f.built[id]) != 1 {
+					t.Fatalf("event %d built by %v", id, f.built[id])
+				}
+			}
+		})
+	}
+}
