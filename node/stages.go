@@ -208,6 +208,9 @@ const (
 	// reasonTooLargeForStore: an event larger than the store's value limit
 	// (storage.Store.MaxEventBytes); the run goes on without it.
 	reasonTooLargeForStore = "too_large_for_store"
+	// reasonEventTooLarge: an event larger than builder.max_event_bytes,
+	// which validation keeps within the store's limit; the run goes on.
+	reasonEventTooLarge = "event_too_large"
 )
 
 // errNotStoredAtDrain: put gave up on a store refusing writes because the
@@ -265,10 +268,39 @@ func (n *Node) prepare(b *batch) {
 		sinceArrival(n.lat.endToEnd.WithLabelValues("rejected"), b.ev, rej, time.Now())
 	}
 	for _, w := range []write{{storage.Accepted, acc}, {storage.Deferred, def}} {
+		if lim := int64(n.cfg.Builder.MaxEventBytes); lim > 0 {
+			w.rows = n.dropTooLarge(b, w, lim)
+		}
 		if len(w.rows) > 0 {
 			b.writes = append(b.writes, w)
 		}
 	}
+}
+
+// dropTooLarge returns w's rows whose events are at most limit payload
+// bytes, and counts and logs the others (builder.max_event_bytes).
+func (n *Node) dropTooLarge(b *batch, w write, limit int64) []int {
+	var ids []uint64
+	var sizes []int64
+	kept := w.rows[:0:0]
+	for _, r := range w.rows {
+		var size int64
+		for g := range b.ev.Groups {
+			size += int64(len(b.ev.GroupPayload(g, r)))
+		}
+		if size > limit {
+			ids, sizes = append(ids, b.ev.EventID(r)), append(sizes, size)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if ids == nil {
+		return w.rows
+	}
+	n.dropKept(len(ids), reasonEventTooLarge)
+	n.log.Error("events larger than builder.max_event_bytes: not stored", "reason", reasonEventTooLarge, "stream", w.stream.String(),
+		"event_ids", ids, "payload_bytes", sizes, "max_event_bytes", limit)
+	return kept
 }
 
 // store writes the prepared parts of each decided batch, in order.

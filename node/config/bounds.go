@@ -1,8 +1,11 @@
 package config
 
 import (
+	"fmt"
+
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/internal/shmspace"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // The builder's bookkeeping, which lives on the Go heap beside the payload
@@ -52,4 +55,43 @@ func bytesOf(events, per uint64) string {
 		return "more than 16EiB"
 	}
 	return shmspace.Bytes(events * per)
+}
+
+// validateEventSize refuses a builder.max_event_bytes no part of the node
+// can hold: more than the store takes with its memory share (naming the
+// share that would), or more than the builder's share.
+func (c *Config) validateEventSize(ps *conf.Problems) {
+	m := int64(c.Builder.MaxEventBytes)
+	if m == 0 || c.Node.MemoryBudget < 64<<20 {
+		return
+	}
+	const key = "builder.max_event_bytes"
+	if m < 0 {
+		ps.Add(key, c.Builder.MaxEventBytes, "want a size >= 0 (0 = the store's limit only)")
+		return
+	}
+	groups, err := c.Groups()
+	if err != nil {
+		return // validateSources names it
+	}
+	sources := 0
+	for _, g := range groups {
+		sources += len(g.Sources)
+	}
+	p := c.Memory()
+	st := c.Store.WithMemory(int64(p.Store))
+	need := m + storage.EventOverhead(len(groups), sources)
+	if limit := st.MaxEventBytes(); need > limit {
+		how := "the store takes no event that large (256MiB at most, or store.value_log_file_size)"
+		if share := st.MemoryForEvent(need); share > 0 {
+			how = fmt.Sprintf("give node.memory_split.store at least %s, or lower this", shmspace.Bytes(uint64(share)))
+		}
+		ps.Add(key, c.Builder.MaxEventBytes,
+			"want at most the largest event the store takes less its headers: %s encoded with node.memory_split.store %s (%s), of which an event of %d sources (%d source groups) needs %s beyond its payload; %s",
+			shmspace.Bytes(uint64(limit)), c.Node.MemorySplit.Store, shmspace.Bytes(p.Store), sources, len(groups), shmspace.Bytes(uint64(need-m)), how)
+	}
+	if uint64(m) > p.Builder {
+		ps.Add(key, c.Builder.MaxEventBytes, "want at most the builder's share of the memory budget (node.memory_split.builder %s: %s), which holds an event while it is built",
+			c.Node.MemorySplit.Builder, shmspace.Bytes(p.Builder))
+	}
 }

@@ -88,6 +88,15 @@ type Builder struct {
 	// QueueBatches is the depth of the bounded queue of batches between the
 	// builder and the trigger chain.
 	QueueBatches int `yaml:"queue_batches"`
+	// MaxEventBytes is the largest event the node keeps (payload bytes,
+	// every group): a larger one is dropped before the store, counted
+	// event_too_large with its id. Validate wants it within what the store
+	// takes (storage.Options.MaxEventBytes, from node.memory_split.store)
+	// and the builder's share, so that a node configured for the events
+	// its detector makes cannot start unable to store them. 0: no limit of
+	// its own; the store still leaves out events over its limit
+	// (too_large_for_store).
+	MaxEventBytes ByteSize `yaml:"max_event_bytes"`
 }
 
 // Replay configures deferred replay, by `sluice replay` and inter-fill.

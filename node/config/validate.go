@@ -36,6 +36,7 @@ func (c *Config) validate(ps *conf.Problems) {
 	c.validateSources(ps)
 	c.validateBuilder(ps)
 	c.validateBounds(ps)
+	c.validateEventSize(ps)
 	*ps = append(*ps, c.Trigger.Validate().In("trigger")...)
 	*ps = append(*ps, c.Store.Validate().In("store")...)
 	c.validateReplay(ps)

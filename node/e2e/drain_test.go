@@ -62,7 +62,7 @@ inputs:
     emulator: {events: 6, packing: 4, fragment_size: {mean: 1MiB, min: 1MiB, max: 1MiB}, ring_size: 128MiB}
 sources:
   - {name: tracker, sources: "0-23"}
-builder: {timeout: 10s, batch_events: 2}
+builder: {timeout: 10s, batch_events: 2{{MAX}}}
 store: {path: {{STORE}}, min_free_bytes: 256MiB}
 http: {address: "127.0.0.1:0"}
 log: {format: json}
@@ -75,7 +75,7 @@ log: {format: json}
 // error used to abort it, with a hex dump of the event).
 func TestEventTooLargeForStore(t *testing.T) {
 	summary := filepath.Join(t.TempDir(), "run.json")
-	cfg := writeConfig(t, hugeEventConfig, map[string]string{"SHM": shmName(t), "STORE": filepath.Join(t.TempDir(), "store")})
+	cfg := writeConfig(t, hugeEventConfig, map[string]string{"SHM": shmName(t), "STORE": filepath.Join(t.TempDir(), "store"), "MAX": ""})
 	p := start(t, "run", "--config", cfg, "--summary-json", summary)
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.log())
@@ -85,6 +85,33 @@ func TestEventTooLargeForStore(t *testing.T) {
 		t.Fatalf("ledger %+v", l)
 	}
 	if n := strings.Count(p.log(), `"msg":"events too large for the store: not stored","node":"e2e","run":0,"reason":"too_large_for_store","stream":"deferred","event_ids":[`); n != 3 {
+		t.Fatalf("%d writes logged with events too large, want 3 (of 2 events each)\n%s", n, p.log())
+	}
+}
+
+// TestMaxEventBytes: `config validate` refuses a builder.max_event_bytes
+// the store cannot take with its memory share, naming the share that
+// would (exit 3); within it, events larger are dropped before the store,
+// counted event_too_large with their ids, and the run goes on balanced.
+func TestMaxEventBytes(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	tooBig := writeConfig(t, hugeEventConfig, map[string]string{"SHM": shmName(t), "STORE": store, "MAX": ", max_event_bytes: 24MiB"})
+	v := start(t, "config", "validate", tooBig)
+	if code := v.wait(t, time.Minute); code != 3 || !strings.Contains(v.stdout.String(), "builder.max_event_bytes: 24MiB: want at most the largest event the store takes") ||
+		!strings.Contains(v.stdout.String(), "give node.memory_split.store at least 97MiB") {
+		t.Fatalf("config validate of a 24MiB max_event_bytes with a 64MiB store share: exit %d\n%s%s", code, v.stdout.String(), v.log())
+	}
+	summary := filepath.Join(t.TempDir(), "run.json")
+	cfg := writeConfig(t, hugeEventConfig, map[string]string{"SHM": shmName(t), "STORE": store, "MAX": ", max_event_bytes: 8MiB"})
+	p := start(t, "run", "--config", cfg, "--summary-json", summary)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.log())
+	}
+	l := readLedger(t, summary)
+	if !l.Balanced || l.EventsBuilt != 6 || l.EventsDropped["event_too_large"] != 6 || l.EventsDropped["too_large_for_store"] != 0 || l.EventsStored != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
+	if n := strings.Count(p.log(), `"msg":"events larger than builder.max_event_bytes: not stored","node":"e2e","run":0,"reason":"event_too_large","stream":"deferred","event_ids":[`); n != 3 {
 		t.Fatalf("%d writes logged with events too large, want 3 (of 2 events each)\n%s", n, p.log())
 	}
 }
