@@ -9,7 +9,6 @@ func (o Options) MaxEventBytes() int64 {
 	return planMemory(&o).ValueLogFileSz
 }
 
-
 // MemoryForEvent is the least MemoryBytes with which a store opened with
 // o takes an encoded event of n bytes, or 0 when none does (n above the
 // 256 MiB a store ever takes, or ValueLogFileSize fixing a smaller limit).
