@@ -22,6 +22,10 @@ const (
 // benchBatches builds n batches of benchBatch events with distinct ids;
 // one source group, so each event's payload is benchEvent bytes.
 func benchBatches(b *testing.B, n int) ([]*schemas.EventBatch, [][]schemas.Verdict) {
+	return benchBatchesTB(b, n)
+}
+
+func benchBatchesTB(b testing.TB, n int) ([]*schemas.EventBatch, [][]schemas.Verdict) {
 	var ebs []*schemas.EventBatch
 	var ms [][]schemas.Verdict
 	for k := 0; k < n; k++ {

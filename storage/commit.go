@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -124,19 +125,58 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 		}
 		defer s.guard.wrote(uint64(size))
 	}
-	// The commit arena holds the encoded values until the transaction has
-	// committed; it is reused, as fresh memory is costly to touch.
+	// The accepted and kept events' new values go to the active segment
+	// file once, before the transaction (which may run more than once)
+	// points the keys at them. The commit arena holds the values, then the
+	// pointers until the transaction has committed; it is reused, as fresh
+	// memory is costly to touch.
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	if cap(s.carena) < size {
-		s.carena = make([]byte, 0, size)
+	need := size + ptrSize*len(verdicts)
+	if cap(s.carena) < need {
+		s.carena = make([]byte, 0, need)
 	}
 	buf := s.carena[:0]
+	ends := s.cends[:0]
+	for i := range verdicts {
+		v := &verdicts[i]
+		switch v.Decision {
+		case schemas.DecisionAccept:
+			buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status|schemas.StatusReplayed)
+		case schemas.DecisionDefer:
+			buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status)
+		}
+		ends = append(ends, len(buf))
+	}
+	s.cends = ends
+	vals := buf
+	var seg uint32
+	var off int64
+	if len(vals) > 0 {
+		var err error
+		if seg, off, err = s.segs.appendValues(vals, s.opts.Sync == SyncEveryBatch); err != nil {
+			return CommitAck{}, fmt.Errorf("store commit: %w", err)
+		}
+		defer s.segs.indexed(seg)
+	}
+	// ptr is the index entry of row i's new value, in the arena after the
+	// values.
+	ptrs := buf[len(buf):]
+	for i := range verdicts {
+		v0 := 0
+		if i > 0 {
+			v0 = ends[i-1]
+		}
+		if v := vals[v0:ends[i]]; len(v) > 0 {
+			ptrs = appendPtr(ptrs, valuePtr{seg: seg, off: off + int64(v0), n: uint32(len(v)), crc: crc32.Checksum(v, castagnoli)})
+		} else {
+			ptrs = append(ptrs, make([]byte, ptrSize)...) // rejected: no value
+		}
+	}
 	var acceptedBytes int64
 	apply := func(txn *badger.Txn) error {
 		ca = CommitAck{}
 		acceptedBytes = 0
-		buf = buf[:0]
 		led, err := readLedger(txn)
 		if err != nil {
 			return err
@@ -150,16 +190,17 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 			} else if err != nil {
 				return err
 			}
+			ptr := ptrs[i*ptrSize : (i+1)*ptrSize : (i+1)*ptrSize]
 			switch v.Decision {
 			case schemas.DecisionAccept:
-				k0 := len(buf)
-				buf = appendKey(buf, Accepted, k)
-				v0 := len(buf)
-				buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status|schemas.StatusReplayed)
-				if err := txn.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
+				if err := txn.Set(appendKey(nil, Accepted, k), ptr); err != nil {
 					return err
 				}
-				acceptedBytes += int64(len(buf) - v0)
+				v0 := 0
+				if i > 0 {
+					v0 = ends[i-1]
+				}
+				acceptedBytes += int64(ends[i] - v0)
 				if err := txn.Delete(dk); err != nil {
 					return err
 				}
@@ -170,9 +211,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 				}
 				ca.Rejected++
 			case schemas.DecisionDefer:
-				v0 := len(buf)
-				buf = appendValue(buf, ev, i, v, ev.Status(i)|v.Status)
-				if err := txn.Set(dk, buf[v0:len(buf):len(buf)]); err != nil {
+				if err := txn.Set(dk, ptr); err != nil {
 					return err
 				}
 				ca.Kept++

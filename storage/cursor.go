@@ -66,6 +66,7 @@ type Cursor struct {
 	rows   *rowBuilder
 	keys   []Key
 	rec    record
+	rbuf   []byte // the value read last (segment files)
 }
 
 // Batch is one batch of stored events.
@@ -155,9 +156,13 @@ func (c *Cursor) Next() (*Batch, error) {
 	if c.schema == nil {
 		return nil, io.EOF
 	}
+	defer c.s.segs.endRead(c.s.segs.beginRead())
 	txn := c.s.db.NewTransaction(false)
 	defer txn.Discard()
-	total := c.scanKeys(txn)
+	total, err := c.scanKeys(txn)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %s: %w", c.s.opts.Dir, c.stream, err)
+	}
 	if len(c.keys) == 0 {
 		return nil, io.EOF
 	}
@@ -175,7 +180,7 @@ func (c *Cursor) Next() (*Batch, error) {
 			c.rows = newRowBuilder(c.opts.Mem, c.schema, len(c.groups))
 			return nil, fmt.Errorf("store %s: %s run %d event %d: %w", c.s.opts.Dir, c.stream, k.Run, k.EventID, err)
 		}
-		err = item.Value(func(v []byte) error {
+		err = c.s.eventValue(item, &c.rbuf, func(v []byte) error {
 			if err := decodeValue(v, &c.rec); err != nil {
 				return err
 			}
@@ -191,7 +196,6 @@ func (c *Cursor) Next() (*Batch, error) {
 			}
 			c.rows.appendRecord(&c.rec)
 			b.Bytes += int64(len(v))
-			c.s.trim.touched(int64(len(v))) // read through the value log's mapping
 			return nil
 		})
 		if err != nil {
@@ -215,7 +219,7 @@ func (c *Cursor) Next() (*Batch, error) {
 // scanKeys collects into c.keys the keys of the next batch (key-only
 // iteration: the LSM tree, not the value log) and returns the sum of their
 // value sizes. It marks the cursor done when the selection is exhausted.
-func (c *Cursor) scanKeys(txn *badger.Txn) int64 {
+func (c *Cursor) scanKeys(txn *badger.Txn) (int64, error) {
 	c.keys = c.keys[:0]
 	var total int64
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(c.stream)}})
@@ -226,11 +230,14 @@ func (c *Cursor) scanKeys(txn *badger.Txn) int64 {
 			c.done = true
 		}
 		if !found {
-			return total
+			return total, nil
 		}
-		vs := it.Item().ValueSize()
+		vs, err := valueSize(it.Item())
+		if err != nil {
+			return total, err
+		}
 		if len(c.keys) > 0 && (len(c.keys) >= c.opts.BatchSize || total+vs > c.opts.MaxBatchBytes) {
-			return total
+			return total, nil
 		}
 		c.keys = append(c.keys, k)
 		total += vs

@@ -1,5 +1,7 @@
 // Package storage is sluice's event store: the accepted and deferred
-// streams of a node in one badger (v4) database, the replay cursor and its
+// streams of a node, their event values in the store's own append-only
+// segment files and an index of them in one badger (v4) database (the
+// design badger itself follows for its value log), the replay cursor and its
 // exactly-once commit, the disk budget, value-log GC, export to Arrow IPC,
 // Parquet and foreign per-event formats, statistics and metrics.
 //
@@ -21,6 +23,57 @@
 // one "\x00run" + run number (4 bytes big-endian) per run that ended
 // normally on the store (Store.EndRun), holding the end time as uint64 Unix
 // nanoseconds little-endian: a start with that run number is a rerun.
+//
+// # Store format versions
+//
+// The schema record's value_version is the store format:
+//
+//   - 1: each event's value (below) is the badger value under its key, in
+//     badger's value log. Written by builds before segment files.
+//   - 2 (FormatVersion): each event's value is in a segment file; the
+//     badger value under its key is an index entry pointing at it. A store
+//     of version 1 opened for writing is marked 2 (a version-1 build then
+//     refuses it, naming the version) and keeps its old values in badger:
+//     an index entry's first byte tells the two apart (1: a value, 2: a
+//     pointer), so both are read.
+//
+// Other versions are refused with ErrStoreVersion.
+//
+// # Index entry (format 2)
+//
+// The badger value under an event key, 24 bytes, little-endian:
+//
+//	| off | size | field   | meaning                                         |
+//	|-----|------|---------|-------------------------------------------------|
+//	|   0 |    1 | version | 2 (a pointer; 1 would be an inline event value)  |
+//	|   1 |    3 | zero    |                                                 |
+//	|   4 |    4 | segment | segment file id                                 |
+//	|   8 |    8 | offset  | byte offset of the event value in that file     |
+//	|  16 |    4 | length  | bytes of the event value                        |
+//	|  20 |    4 | crc     | CRC-32C (Castagnoli) of the event value bytes   |
+//
+// A tombstone (Void) holds the entry its event had.
+//
+// # Segment file
+//
+// Named as its id in 8 decimal digits plus ".seg" (00000001.seg). A
+// 16-byte header, then event values back to back, each where an index
+// entry says; bytes no entry points at (values replaced or removed, the
+// tail of a batch whose writer was killed before indexing it) are dead
+// until GC copies a file's live values out and deletes it.
+//
+//	| off | size | field   | meaning                                         |
+//	|-----|------|---------|-------------------------------------------------|
+//	|   0 |    8 | magic   | "SLUICESG"                                      |
+//	|   8 |    4 | version | segment format version (1)                      |
+//	|  12 |    4 | id      | the id in the file's name                       |
+//	|  16 |      | values  | event values, back to back                      |
+//
+// Files are appended with write(2) and read with pread(2), never mapped:
+// they take none of the store's memory share. Each Open writes to a new
+// file after the highest; a file grows past its target size
+// (the memory plan's ValueLogFileSz) by at most one batch before the next
+// one starts.
 //
 // # Event value, encoding version 1
 //
@@ -58,11 +111,12 @@
 //
 // # Schema record
 //
-// "\x00schema" holds JSON: {"value_version": 1, "mode": "event",
+// "\x00schema" holds JSON: {"value_version": 2, "mode": "event",
 // "groups": [{"name": "velo", "sources": "0-511"}, ...]} (sources as
-// schemas.FormatSourceList). The first Put writes it; later batches must
-// match it; Open refuses a store whose value_version is not ValueVersion,
-// naming the version. From it a reader rebuilds schemas.EventSchema.
+// schemas.FormatSourceList; value_version is the store format above). The
+// first Put writes it; later batches must match it; Open refuses a store
+// whose value_version it does not read, naming the version. From it a
+// reader rebuilds schemas.EventSchema.
 //
 // # Ledger record
 //
@@ -91,11 +145,20 @@
 //
 // # Durability and disk
 //
-// Put writes one badger WriteBatch, flushes it, and under SyncEveryBatch
-// fsyncs before acknowledging; see SyncPolicy. Values go to badger's value
-// log (ValueThreshold 1 KiB), which badger writes through memory maps: a
-// full file system would kill the process with SIGBUS, so every write is
-// first checked against the disk budget (Options.MinFreeBytes,
-// Options.MaxStoreBytes), which refuses it with ErrDiskBudget and raises
-// backpressure (Store.Writable) instead.
+// Put encodes the batch's values back to back and appends them to the
+// active segment file with one write(2), then writes their index entries
+// with one badger WriteBatch; under SyncEveryBatch it fdatasyncs the
+// segment file before writing the index and syncs badger's logs after, so
+// an acknowledged event is durable and no durable index entry points at
+// bytes that are not. A replay Commit appends its accepted and kept
+// events' new values the same way before its transaction. The interval
+// policy's background sync does the segment file, then badger. A writer
+// killed at any point leaves at worst dead bytes in a segment file. After
+// a machine crash under the interval or never policy, an event not yet
+// durable may read back with a checksum error naming its segment and
+// offset instead of being absent. Badger writes its own logs through
+// memory maps: a full file system would kill the process with SIGBUS, so
+// every write is first checked against the disk budget
+// (Options.MinFreeBytes, Options.MaxStoreBytes), which refuses it with
+// ErrDiskBudget and raises backpressure (Store.Writable) instead.
 package storage

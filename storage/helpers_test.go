@@ -222,3 +222,40 @@ func newView(t testing.TB, rec arrow.RecordBatch) (*schemas.EventBatch, error) {
 	}
 	return eb, nil
 }
+
+// putInline writes evs as a store of format version 1 held them: each
+// event value in badger itself (its value log), no segment file. The
+// schema record is written (as version 1) if the store has none.
+func putInline(t testing.TB, s *Store, stream Stream, evs []testEvent) {
+	t.Helper()
+	rec := buildBatch(t, memory.DefaultAllocator, evs)
+	defer rec.Release()
+	eb, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := metas(evs)
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	if s.schema.Load() == nil {
+		ss := newStoreSchema(eb.Mode, eb.Groups)
+		ss.ValueVersion = 1
+		b, err := encodeStoreSchema(ss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Set(metaSchemaKey, b); err != nil {
+			t.Fatal(err)
+		}
+		s.schema.Store(ss)
+	}
+	for i := 0; i < eb.Len(); i++ {
+		k := appendKey(nil, stream, Key{Run: eb.Run(i), EventID: eb.EventID(i)})
+		if err := wb.Set(k, appendValue(nil, eb, i, &ms[i], eb.Status(i)|ms[i].Status)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -16,16 +16,18 @@ func (s *Store) checkPut(stream Stream, batch *schemas.EventBatch, rows []int) {
 	if !invariants.Enabled {
 		return
 	}
+	defer s.segs.endRead(s.segs.beginRead())
 	err := s.db.View(func(txn *badger.Txn) error {
 		var r record
+		var buf []byte
 		for _, i := range rows {
 			k := Key{Run: batch.Run(i), EventID: batch.EventID(i)}
 			item, err := txn.Get(appendKey(nil, stream, k))
 			if err != nil {
 				invariants.Failf("store", "put %s run %d event %d: not readable afterwards: %v", stream, k.Run, k.EventID, err)
 			}
-			v, err := item.ValueCopy(nil)
-			if err != nil {
+			var v []byte
+			if err := s.eventValue(item, &buf, func(b []byte) error { v = append(v[:0], b...); return nil }); err != nil {
 				return err
 			}
 			if err := decodeValue(v, &r); err != nil {

@@ -26,16 +26,17 @@ const MinMemoryBytes = 16 << 20
 //
 //	memtables    NumMemtables x MemTableSize: skiplist arenas on the Go
 //	             heap, plus each one's .mem write-ahead log, mapped at twice
-//	             its size but resident only where written (entries are
-//	             ~100 bytes: the values are in the value log)
+//	             its size but resident only where written (index entries
+//	             are ~60 bytes: the values are in segment files)
 //	block cache  decoded table blocks (compression is off, so small)
 //	index cache  table indexes and bloom filters (0 would keep every
 //	             table's index on the heap, unbounded)
 //	mapped       pages of the memory-mapped value-log, memtable-log and
 //	             table files resident in this process, trimmed by
-//	             MADV_PAGEOUT once they pass it (badger writes the value log
-//	             through its mapping and never unmaps a file it keeps, so a
-//	             run would otherwise keep every byte it stored resident)
+//	             MADV_PAGEOUT once they pass it (badger never unmaps a file
+//	             it keeps; segment files are not mapped, and the value log
+//	             only holds the values of a format-1 store, read through
+//	             its mapping)
 //	cursor pool  recycled batch buffers of cursors (replay, export)
 //
 // Badger's own bookkeeping outside these (table iterators, compaction
@@ -75,9 +76,10 @@ func planMemory(o *Options) memoryPlan {
 	if o.MemTableSize > 0 {
 		p.MemTableSize = o.MemTableSize
 	}
-	// The active value-log file is written through its mapping: files of
-	// half the mapped share (4..256 MiB) keep the file being written from
-	// passing the share between two trims.
+	// Half the mapped share (4..256 MiB): the segment files' target size,
+	// which bounds an event (a reader holds one whole value), and
+	// badger's value-log file size (a format-1 store's values are read
+	// through its mapping, trimmed within the share).
 	p.ValueLogFileSz = clamp(p.Mapped/2, 4<<20, 256<<20)
 	if o.ValueLogFileSize > 0 {
 		p.ValueLogFileSz = o.ValueLogFileSize

@@ -22,9 +22,48 @@ func TestPlanMemory(t *testing.T) {
 	}
 }
 
-// Writing ten times the store's mapped bound: the resident pages of its
-// mapped files are measured and trimmed, staying near the bound, while
-// every event reads back.
+// Writing ten times the store's mapped bound to segment files maps none of
+// it: the store's mapped resident pages stay below the bound without a
+// trim, and reading it all back maps none either.
+func TestSegmentsNotMapped(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.MemoryBytes = MinMemoryBytes // mapped bound 8 MiB
+		o.MemTableSize, o.ValueLogFileSize = 0, 0
+	})
+	bound := s.plan.Mapped
+	evs := genEvents(1, 0, 800, 1, 100<<10) // ~80 MiB
+	for i := 0; i < len(evs); i += 40 {
+		put(t, s, Deferred, evs[i:i+40])
+	}
+	rss := func() int64 {
+		s.trim.mu.Lock() // mappings shares the trimmer's buffer with its ticks
+		defer s.trim.mu.Unlock()
+		maps, err := s.trim.mappings()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, m := range maps {
+			n += m.rss
+		}
+		return n
+	}
+	if n := rss(); n > bound/2 {
+		t.Errorf("after writing 80 MiB, %d bytes of the store's mappings are resident, want <= %d", n, bound/2)
+	}
+	keys, _ := readAll(t, s, Deferred, CursorOptions{})
+	if len(keys) != len(evs) {
+		t.Fatalf("read back %d events of %d", len(keys), len(evs))
+	}
+	if n := rss(); n > bound/2 {
+		t.Errorf("after reading 80 MiB back, %d bytes of the store's mappings are resident, want <= %d", n, bound/2)
+	}
+}
+
+// Writing ten times the store's mapped bound as a version-1 store held it
+// (values in badger's mapped value log): the resident pages of its mapped
+// files are measured and trimmed, staying near the bound, while every
+// event reads back.
 func TestMappedPagesTrimmed(t *testing.T) {
 	s := openTest(t, func(o *Options) {
 		o.MemoryBytes = MinMemoryBytes // mapped bound 8 MiB
@@ -33,12 +72,15 @@ func TestMappedPagesTrimmed(t *testing.T) {
 	bound := s.plan.Mapped
 	evs := genEvents(1, 0, 800, 1, 100<<10) // ~80 MiB
 	for i := 0; i < len(evs); i += 40 {
-		put(t, s, Deferred, evs[i:i+40]) // Put trims when due
+		putInline(t, s, Deferred, evs[i:i+40])
+		s.trim.touched(40 * 100 << 10) // as Put did, writing through the mapping
 	}
 	if s.Memory().Trims == 0 {
 		t.Fatalf("no trim after %d MiB written with a bound of %d MiB", 80, bound>>20)
 	}
+	s.trim.mu.Lock() // mappings shares the trimmer's buffer with its ticks
 	maps, err := s.trim.mappings()
+	s.trim.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +121,7 @@ func TestMappingsMatchSmaps(t *testing.T) {
 		o.MemoryBytes = 64 << 20 // a mapped bound of 32 MiB: nothing trimmed below
 		o.MemTableSize, o.ValueLogFileSize = 0, 0
 	})
-	put(t, s, Deferred, genEvents(1, 0, 100, 1, 100<<10)) // ~10 MiB through the value log
+	putInline(t, s, Deferred, genEvents(1, 0, 100, 1, 100<<10)) // ~10 MiB through the value log
 	// Under the trimmer's lock, as trim measures: the store's own trims
 	// (its background tick, Put) neither share the read buffer nor page
 	// out between the two readings.

@@ -23,9 +23,10 @@ const (
 	// SyncInterval: a background loop fsyncs every Options.SyncInterval;
 	// WaitDurable blocks until an Ack's sequence number has been covered.
 	SyncInterval SyncPolicy = "interval"
-	// SyncNever: writes are flushed into badger's memory-mapped logs before
-	// Put returns (they survive the death of the process, not of the
-	// machine); the operating system writes them back when it likes.
+	// SyncNever: writes are in the segment files and badger's
+	// memory-mapped logs (the kernel's page cache) before Put returns (they
+	// survive the death of the process, not of the machine); the
+	// operating system writes them back when it likes.
 	SyncNever SyncPolicy = "never"
 )
 
@@ -42,8 +43,9 @@ type Options struct {
 	MinFreeBytes  conf.ByteSize `yaml:"min_free_bytes"` // free bytes to leave on the file system
 	MaxStoreBytes conf.ByteSize `yaml:"max_bytes"`      // bytes the store's files may occupy; 0 = no limit
 
-	// Value-log GC (see gc.go): every GCInterval, RunValueLogGC(GCDiscardRatio)
-	// until nothing is left to rewrite. 0 disables the background loop.
+	// GC (see gc.go): every GCInterval, segment files with at least
+	// GCDiscardRatio dead bytes are rewritten, dead ones deleted, and
+	// badger's value log collected. 0 disables the background loop.
 	GCInterval time.Duration `yaml:"gc_interval"`
 
 	ReadOnly       bool          `yaml:"-"` // open for stat/ls/export only (no writes, no GC)

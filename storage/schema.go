@@ -24,23 +24,30 @@ type schemaGroup struct {
 }
 
 func newStoreSchema(mode schemas.Mode, groups []schemas.SourceGroup) *storeSchema {
-	ss := &storeSchema{ValueVersion: ValueVersion, Mode: mode}
+	ss := &storeSchema{ValueVersion: FormatVersion, Mode: mode}
 	for _, g := range groups {
 		ss.Groups = append(ss.Groups, schemaGroup{Name: g.Name, Sources: schemas.FormatSourceList(g.Sources)})
 	}
 	return ss
 }
 
-// parseStoreSchema decodes the meta record and refuses value encodings
-// other than ValueVersion, naming the version found.
+// FormatVersion is the store format this build writes, recorded as the
+// schema record's value_version (doc.go): 1, event values in badger; 2,
+// event values in segment files and pointers to them in badger (a store
+// of version 1 opened for writing becomes version 2: its old values stay
+// where they are and are still read).
+const FormatVersion = 2
+
+// parseStoreSchema decodes the meta record and refuses formats other than
+// 1 and FormatVersion, naming the version found.
 func parseStoreSchema(dir string, b []byte) (*storeSchema, error) {
 	var ss storeSchema
 	if err := json.Unmarshal(b, &ss); err != nil {
 		return nil, fmt.Errorf("store %s: schema record: %w", dir, err)
 	}
-	if ss.ValueVersion != ValueVersion {
-		return nil, fmt.Errorf("store %s: %w: written with value encoding version %d, this build reads version %d",
-			dir, ErrStoreVersion, ss.ValueVersion, ValueVersion)
+	if ss.ValueVersion != 1 && ss.ValueVersion != FormatVersion {
+		return nil, fmt.Errorf("store %s: %w: written with store format (value_version) %d, this build reads versions 1 and %d",
+			dir, ErrStoreVersion, ss.ValueVersion, FormatVersion)
 	}
 	return &ss, nil
 }

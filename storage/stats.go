@@ -50,20 +50,21 @@ func (s *Store) Stats() (Stats, error) {
 		return st, fmt.Errorf("store %s: %w", s.opts.Dir, err)
 	}
 	st.FreeBytes, st.DiskBytes = free, size
+	defer s.segs.endRead(s.segs.beginRead())
 	err = s.db.View(func(txn *badger.Txn) error {
 		var err error
 		if st.Ledger, err = readLedger(txn); err != nil {
 			return err
 		}
 		for _, stream := range Streams {
-			ss, err := streamStats(txn, stream)
+			ss, err := s.streamStats(txn, stream)
 			if err != nil {
 				return err
 			}
 			st.Streams = append(st.Streams, ss)
 		}
 		// Tombstones are listed when there are some.
-		ss, err := streamStats(txn, Void)
+		ss, err := s.streamStats(txn, Void)
 		if err != nil {
 			return err
 		}
@@ -75,7 +76,7 @@ func (s *Store) Stats() (Stats, error) {
 	return st, err
 }
 
-func streamStats(txn *badger.Txn, stream Stream) (StreamStats, error) {
+func (s *Store) streamStats(txn *badger.Txn, stream Stream) (StreamStats, error) {
 	ss := StreamStats{Stream: stream}
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(stream)}})
 	defer it.Close()
@@ -89,7 +90,11 @@ func streamStats(txn *badger.Txn, stream Stream) (StreamStats, error) {
 		}
 		ss.Newest = k
 		ss.Events++
-		ss.Bytes += it.Item().ValueSize()
+		n, err := valueSize(it.Item())
+		if err != nil {
+			return ss, err
+		}
+		ss.Bytes += n
 		if n := len(ss.Runs); n == 0 || ss.Runs[n-1] != k.Run {
 			ss.Runs = append(ss.Runs, k.Run) // keys ascend, so runs do
 		}
@@ -98,15 +103,15 @@ func streamStats(txn *badger.Txn, stream Stream) (StreamStats, error) {
 		return ss, nil
 	}
 	var err error
-	if ss.OldestTS, err = timestampOf(txn, stream, ss.Oldest); err != nil {
+	if ss.OldestTS, err = s.timestampOf(txn, stream, ss.Oldest); err != nil {
 		return ss, err
 	}
-	ss.NewestTS, err = timestampOf(txn, stream, ss.Newest)
+	ss.NewestTS, err = s.timestampOf(txn, stream, ss.Newest)
 	return ss, err
 }
 
-func timestampOf(txn *badger.Txn, stream Stream, k Key) (uint64, error) {
-	info, err := getInfo(txn, stream, k)
+func (s *Store) timestampOf(txn *badger.Txn, stream Stream, k Key) (uint64, error) {
+	info, err := s.getInfo(txn, stream, k)
 	return info.Timestamp, err
 }
 
@@ -138,14 +143,15 @@ func infoOf(stream Stream, k Key, v []byte, r *record) (EventInfo, error) {
 	}, nil
 }
 
-func getInfo(txn *badger.Txn, stream Stream, k Key) (EventInfo, error) {
+func (s *Store) getInfo(txn *badger.Txn, stream Stream, k Key) (EventInfo, error) {
 	item, err := txn.Get(appendKey(nil, stream, k))
 	if err != nil {
 		return EventInfo{}, err
 	}
 	var info EventInfo
 	var r record
-	err = item.Value(func(v []byte) (err error) {
+	var buf []byte
+	err = s.eventValue(item, &buf, func(v []byte) (err error) {
 		info, err = infoOf(stream, k, v, &r)
 		return err
 	})
@@ -187,6 +193,8 @@ func (s *Store) List(stream Stream, sel Selection, limit int, fn func(EventInfo)
 	}
 	n := 0
 	var r record
+	var buf []byte
+	defer s.segs.endRead(s.segs.beginRead())
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(stream)}})
 		defer it.Close()
@@ -197,10 +205,8 @@ func (s *Store) List(stream Stream, sel Selection, limit int, fn func(EventInfo)
 			}
 			item := it.Item()
 			var info EventInfo
-			err := item.Value(func(v []byte) (err error) {
+			err := s.eventValue(item, &buf, func(v []byte) (err error) {
 				info, err = infoOf(stream, k, v, &r)
-				// Reading a header maps the page-cache folio around it.
-				s.trim.touched(int64(len(v)))
 				return err
 			})
 			if err != nil {

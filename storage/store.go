@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,19 +21,19 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// badgerOptions maps Options onto badger's. Events belong in the value log
-// (ValueThreshold 1 KiB): kept in the LSM tree, 100 kB values cost a WAL
-// write, L0 flushes and compactions (measured on the 2-core CI machines:
-// 6 % of raw disk speed, 6 GiB RSS). Detector payloads do not compress, so compression is
-// off and the block cache (only needed for compressed or encrypted tables)
-// is small; two compactors match two cores.
-//
-// Space of events removed by replay comes back only through value-log GC,
-// and GC only sees a removal once the memtable holding it was flushed and
-// compacted with the event's older version (badger's discard statistics).
-// With values in the log a memtable entry is ~100 bytes, so a small
-// memtable (16 MiB: ~150k events), compaction as soon as two L0 tables
-// exist and a compaction of L0 on Close keep that delay bounded.
+// badgerOptions maps Options onto badger's. Badger holds the index: event
+// values are in segment files (segments.go) and an index entry is 24
+// bytes, below ValueThreshold, so it stays in the LSM tree. (Values in
+// badger's own value log cost a copy into its mapped files and pages the
+// store had to trim; kept in the LSM tree, 100 kB values cost a WAL
+// write, L0 flushes and compactions: 6 % of raw disk speed, 6 GiB RSS on
+// the 2-core CI machines.) The value log still holds the values of stores
+// of format 1. Detector payloads do not compress, so compression is off
+// and the block cache (only needed for compressed or encrypted tables) is
+// small; two compactors match two cores. A small memtable (an index entry
+// is ~60 bytes with its key: 16 MiB hold ~250k events), compaction as soon
+// as two L0 tables exist and a compaction of L0 on Close keep the LSM tree
+// small.
 //
 // Memory: the sizes come from the store's share (planMemory).
 func badgerOptions(o *Options, p memoryPlan) badger.Options {
@@ -54,8 +55,9 @@ func badgerOptions(o *Options, p memoryPlan) badger.Options {
 		WithSyncWrites(false) // durability is the SyncPolicy's job, per batch
 }
 
-// Store is the node's event store: the accepted and deferred streams in one
-// badger database, keyed (stream, run, event id). Put and Commit may be
+// Store is the node's event store: the accepted and deferred streams, their
+// values in segment files and their index in one badger database, keyed
+// (stream, run, event id). Put and Commit may be
 // called from different goroutines; Puts are serialized.
 type Store struct {
 	opts   Options
@@ -70,10 +72,14 @@ type Store struct {
 	recovery Recovery // what Open recovered of an unclean shutdown
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
-	arena []byte     // encoded keys and values of the current Put, reused
+	arena []byte     // encoded values, keys and pointers of the current Put, reused
+	ends  []int      // end of each row's value in the arena
+	segs  *segments  // the segment files holding the event values
+	gcmu  sync.Mutex // one RunGC at a time
 
 	cmu    sync.Mutex // serializes Commit (its arena)
-	carena []byte     // encoded values of the current Commit, reused
+	carena []byte     // encoded values and pointers of the current Commit, reused
+	cends  []int      // end of each row's value in carena
 
 	seq     atomic.Uint64 // sequence number of the last flushed write
 	durable atomic.Uint64 // highest sequence number known durable
@@ -97,10 +103,11 @@ type Ack struct {
 	TooLarge []int
 }
 
-// MaxEventBytes is the largest encoded event (value) the store takes:
-// badger refuses a value larger than its value-log file, which the memory
-// plan sizes from the store's memory share (4..256 MiB). Put leaves larger
-// events out of the write (Ack.TooLarge) instead of failing it.
+// MaxEventBytes is the largest encoded event (value) the store takes: a
+// reader holds one whole value in memory, and the memory plan bounds it
+// by the segment files' target size, from the store's memory share
+// (4..256 MiB). Put leaves larger events out of the write (Ack.TooLarge)
+// instead of failing it.
 func (s *Store) MaxEventBytes() int64 { return s.plan.ValueLogFileSz }
 
 // Open opens (or creates) the store in opts.Dir. A store whose schema
@@ -156,6 +163,10 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: recycle.New(recycle.Limits{MinSize: cursorPoolMin, MaxHeld: int(plan.CursorPool)}),
 		plan: plan, trim: newTrimmer(opts.Dir, plan.Mapped)}
 	s.dcond = sync.NewCond(&s.dmu)
+	if s.segs, err = openSegments(opts.Dir, plan.ValueLogFileSz, opts.Sync); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
+	}
 	if rec.Dirty || rec.EmptyLogsRemoved > 0 {
 		rec.LogBytesCut = max(0, before-logBytes(opts.Dir))
 		s.recovery = rec
@@ -202,8 +213,13 @@ func emptyLogs(dir string) ([]string, error) {
 	return out, nil
 }
 
+// loadSchema reads the schema record; a version-1 store opened for
+// writing is marked version 2 first, since its next writes put pointers
+// into segment files in it, which a version-1 build cannot read (it
+// refuses the store, naming the version, instead).
 func (s *Store) loadSchema() error {
-	return s.db.View(func(txn *badger.Txn) error {
+	var raw []byte
+	err := s.db.View(func(txn *badger.Txn) error {
 		it, err := txn.Get(metaSchemaKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -211,14 +227,30 @@ func (s *Store) loadSchema() error {
 		if err != nil {
 			return err
 		}
-		return it.Value(func(v []byte) error {
-			ss, err := parseStoreSchema(s.opts.Dir, v)
-			if err == nil {
-				s.schema.Store(ss)
-			}
-			return err
-		})
+		raw, err = it.ValueCopy(nil)
+		return err
 	})
+	if err != nil || raw == nil {
+		return err
+	}
+	ss, err := parseStoreSchema(s.opts.Dir, raw)
+	if err != nil {
+		return err
+	}
+	if ss.ValueVersion != FormatVersion && !s.opts.ReadOnly {
+		up := *ss
+		up.ValueVersion = FormatVersion
+		b, err := encodeStoreSchema(&up)
+		if err != nil {
+			return err
+		}
+		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(metaSchemaKey, b) }); err != nil {
+			return fmt.Errorf("store %s: marking the store format %d: %w", s.opts.Dir, FormatVersion, err)
+		}
+		ss = &up
+	}
+	s.schema.Store(ss)
+	return nil
 }
 
 // Close stops the background loops, makes every acknowledged write durable
@@ -229,8 +261,8 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.wg.Wait()
-	var err error
-	if !s.opts.ReadOnly && s.opts.Sync != SyncNever {
+	err := s.segs.close()
+	if err == nil && !s.opts.ReadOnly && s.opts.Sync != SyncNever {
 		err = s.db.Sync()
 		if err == nil {
 			s.markDurable(s.seq.Load())
@@ -314,12 +346,31 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		return Ack{}, err
 	}
 	defer s.guard.wrote(uint64(size))
-	// The arena holds every key and value until Flush returns: a
-	// WriteBatch keeps references, not copies, until its commit.
-	if cap(s.arena) < size {
-		s.arena = make([]byte, 0, size)
+	// The values go to the active segment file with one write(2) (and,
+	// under SyncEveryBatch, one fdatasync) before their index entries go to
+	// badger: an entry never points at bytes not written. The arena holds
+	// the values, then the keys and pointers until Flush returns (a
+	// WriteBatch keeps references, not copies, until its commit).
+	need := size - KeySize*len(rows) + (KeySize+ptrSize)*len(rows)
+	if cap(s.arena) < need {
+		s.arena = make([]byte, 0, need)
 	}
 	buf := s.arena[:0]
+	ends := s.ends[:0]
+	for _, i := range rows {
+		buf = appendValue(buf, batch, i, &verdicts[i], batch.Status(i)|verdicts[i].Status)
+		ends = append(ends, len(buf))
+	}
+	s.ends = ends
+	replaced, err := s.countStored(stream, batch, rows)
+	if err != nil {
+		return Ack{}, fmt.Errorf("store put: %w", err)
+	}
+	seg, off, err := s.segs.appendValues(buf, s.opts.Sync == SyncEveryBatch)
+	if err != nil {
+		return Ack{}, fmt.Errorf("store put: %w", err)
+	}
+	defer s.segs.indexed(seg)
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	if newSchema != nil {
@@ -327,18 +378,18 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 	}
-	replaced, err := s.countStored(stream, batch, rows)
-	if err != nil {
-		return Ack{}, fmt.Errorf("store put: %w", err)
-	}
-	for _, i := range rows {
+	vals := buf
+	start0 := 0
+	for r, i := range rows {
+		v := vals[start0:ends[r]]
 		k0 := len(buf)
 		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
-		v0 := len(buf)
-		buf = appendValue(buf, batch, i, &verdicts[i], batch.Status(i)|verdicts[i].Status)
-		if err := wb.Set(buf[k0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
+		p0 := len(buf)
+		buf = appendPtr(buf, valuePtr{seg: seg, off: off + int64(start0), n: uint32(len(v)), crc: crc32.Checksum(v, castagnoli)})
+		if err := wb.Set(buf[k0:p0:p0], buf[p0:len(buf):len(buf)]); err != nil {
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
+		start0 = ends[r]
 	}
 	if err := wb.Flush(); err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
@@ -403,7 +454,6 @@ func (s *Store) checkSchema(batch *schemas.EventBatch) ([]byte, error) {
 func (s *Store) written(events int, bytes int64) (Ack, error) {
 	seq := s.seq.Add(1)
 	ack := Ack{Events: events, Bytes: bytes, Seq: seq}
-	s.trim.touched(bytes)
 	switch s.opts.Sync {
 	case SyncEveryBatch:
 		// A bare db.Sync does not cover an async WriteBatch still pending;
@@ -488,7 +538,11 @@ func (s *Store) background() {
 			// all of it durable.
 			seq := s.seq.Load()
 			if seq > s.durable.Load() {
-				if err := s.db.Sync(); err != nil {
+				// Values first: an index entry made durable must not
+				// point at bytes that are not.
+				if err := s.segs.sync(); err != nil {
+					s.m.syncErrors.Inc()
+				} else if err := s.db.Sync(); err != nil {
 					s.m.syncErrors.Inc()
 				} else {
 					s.markDurable(seq)

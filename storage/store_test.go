@@ -193,9 +193,10 @@ func TestReopenKeepsSchema(t *testing.T) {
 	}
 }
 
-// TestUnknownValueVersion writes an event whose value has a bumped version
-// byte and checks that reading it is refused with the version named, and
-// that a store whose schema record names another version is not opened.
+// TestUnknownValueVersion writes an event whose index entry has a version
+// byte neither a value (1) nor a pointer (2) has and checks that reading
+// it is refused with the version named, and that a store whose schema
+// record names another format version is not opened.
 func TestUnknownValueVersion(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(testOptions(dir))
@@ -213,7 +214,7 @@ func TestUnknownValueVersion(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		v[0] = ValueVersion + 1
+		v[0] = ptrVersion + 1
 		return txn.Set(k, v)
 	})
 	if err != nil {
@@ -222,22 +223,22 @@ func TestUnknownValueVersion(t *testing.T) {
 	c, _ := s.NewCursor(Deferred, CursorOptions{})
 	_, err = c.Next()
 	c.Close()
-	if !errors.Is(err, schemas.ErrBadVersion) || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "event 1") {
-		t.Fatalf("reading a version-2 value: %v, want ErrBadVersion naming version 2 and the event", err)
+	if !errors.Is(err, schemas.ErrBadVersion) || !strings.Contains(err.Error(), "version 3") || !strings.Contains(err.Error(), "event 1") {
+		t.Fatalf("reading a version-3 entry: %v, want ErrBadVersion naming version 3 and the event", err)
 	}
 	var de *schemas.DecodeError
 	if !errors.As(err, &de) || de.Offset != 0 {
 		t.Fatalf("error %v is not a DecodeError at offset 0", err)
 	}
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(metaSchemaKey, []byte(`{"value_version":2,"mode":"event","groups":[]}`))
+		return txn.Set(metaSchemaKey, []byte(`{"value_version":3,"mode":"event","groups":[]}`))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, err = Open(testOptions(dir))
-	if !errors.Is(err, ErrStoreVersion) || !strings.Contains(err.Error(), "version 2") {
-		t.Fatalf("open of a version-2 store: %v, want ErrStoreVersion naming version 2", err)
+	if !errors.Is(err, ErrStoreVersion) || !strings.Contains(err.Error(), "(value_version) 3") {
+		t.Fatalf("open of a version-3 store: %v, want ErrStoreVersion naming version 3", err)
 	}
 }
 

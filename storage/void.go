@@ -17,6 +17,9 @@ import (
 // longer see it.
 const Void Stream = 3
 
+// errGone: an event found by Void's scan was removed before its move.
+var errGone = errors.New("event gone")
+
 // IDRange is the event ids First .. First+N-1 of one run.
 type IDRange struct {
 	Run   uint32
@@ -48,7 +51,6 @@ func (s *Store) Void(ranges []IDRange) (Voided, error) {
 	type kv struct {
 		stream Stream
 		key    Key
-		value  []byte
 	}
 	var found []kv
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -64,12 +66,7 @@ func (s *Store) Void(ranges []IDRange) (Voided, error) {
 					if !ok || k.Run != r.Run || k.EventID > last {
 						break
 					}
-					v, err := it.Item().ValueCopy(nil)
-					if err != nil {
-						it.Close()
-						return err
-					}
-					found = append(found, kv{st, k, v})
+					found = append(found, kv{st, k})
 				}
 			}
 			it.Close()
@@ -93,7 +90,22 @@ func (s *Store) Void(ranges []IDRange) (Voided, error) {
 	}
 	for _, e := range found {
 		set := func(t *badger.Txn) error {
-			if err := t.Set(appendKey(nil, Void, e.key), e.value); err != nil {
+			// The entry is read again in the transaction: GC may have
+			// moved its value meanwhile, and the read makes such a move
+			// conflict with this transaction instead of leaving the
+			// tombstone pointing at the old copy.
+			item, err := t.Get(appendKey(nil, e.stream, e.key))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return errGone
+			}
+			if err != nil {
+				return err
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := t.Set(appendKey(nil, Void, e.key), v); err != nil {
 				return err
 			}
 			return t.Delete(appendKey(nil, e.stream, e.key))
@@ -104,6 +116,9 @@ func (s *Store) Void(ranges []IDRange) (Voided, error) {
 				txn = s.db.NewTransaction(true)
 				err = set(txn)
 			}
+		}
+		if errors.Is(err, errGone) {
+			continue // removed since the scan (a replay commit): nothing to void
 		}
 		if err != nil {
 			return out, fmt.Errorf("store void: %w", err)
