@@ -196,7 +196,7 @@ func logRecovery(st *storage.Store, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{"previous_pid", rec.PreviousPID, "empty_logs_removed", rec.EmptyLogsRemoved, "log_bytes_cut", rec.LogBytesCut}
+	attrs := []any{"previous_pid", rec.PreviousPID, "empty_logs_removed", rec.EmptyLogsRemoved, "log_bytes_cut", rec.LogBytesCut, "segment_entries_dropped", rec.SegmentEntriesDropped}
 	for _, ss := range stats.Streams {
 		attrs = append(attrs, "events_kept_"+ss.Stream.String(), ss.Events)
 	}

@@ -147,18 +147,23 @@
 //
 // Put encodes the batch's values back to back and appends them to the
 // active segment file with one write(2), then writes their index entries
-// with one badger WriteBatch; under SyncEveryBatch it fdatasyncs the
-// segment file before writing the index and syncs badger's logs after, so
-// an acknowledged event is durable and no durable index entry points at
-// bytes that are not. A replay Commit appends its accepted and kept
-// events' new values the same way before its transaction. The interval
-// policy's background sync does the segment file, then badger. A writer
-// killed at any point leaves at worst dead bytes in a segment file. After
-// a machine crash under the interval or never policy, an event not yet
-// durable may read back with a checksum error naming its segment and
-// offset instead of being absent. Badger writes its own logs through
-// memory maps: a full file system would kill the process with SIGBUS, so
-// every write is first checked against the disk budget
-// (Options.MinFreeBytes, Options.MaxStoreBytes), which refuses it with
-// ErrDiskBudget and raises backpressure (Store.Writable) instead.
+// with one badger WriteBatch; under SyncEveryBatch it then fsyncs the
+// segment file and badger's logs at the same time (the two usually share
+// one journal commit of the file system) before acknowledging, so an
+// acknowledged event is durable. A replay Commit appends its accepted and
+// kept events' new values the same way before its transaction. The
+// interval policy's background sync does the same two fsyncs. A file is
+// fsync'ed when the next one starts (unless SyncNever), so only the
+// highest segment file can hold bytes not yet durable: after an unclean
+// shutdown Open reads every value the index points at in it and removes
+// the entries whose bytes are not there whole (a machine crash between
+// the two fsyncs; such a write was not acknowledged), counted in
+// Recovery.SegmentEntriesDropped. A writer killed at any point leaves at
+// worst dead bytes in a segment file. After a machine crash under
+// SyncNever, an event in an older file may read back with a checksum
+// error naming its segment and offset instead of being absent. Badger
+// writes its own logs through memory maps: a full file system would kill
+// the process with SIGBUS, so every write is first checked against the
+// disk budget (Options.MinFreeBytes, Options.MaxStoreBytes), which refuses
+// it with ErrDiskBudget and raises backpressure (Store.Writable) instead.
 package storage

@@ -20,10 +20,14 @@ import (
 // the values of stores written before segment files: RunValueLogGC until
 // badger finds no file worth rewriting. Space of events deleted by replay
 // is reclaimed only here. The background loop calls it every
-// Options.GCInterval; a call while another runs returns 0 at once.
+// Options.GCInterval; a call while another runs, or on a read-only store,
+// returns 0 at once.
 func (s *Store) RunGC() (int, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
+	}
+	if s.opts.ReadOnly {
+		return 0, nil
 	}
 	if !s.gcmu.TryLock() {
 		return 0, nil

@@ -1,10 +1,15 @@
 package storage
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // Recovery is what opening a store for writing found and did about a
@@ -22,6 +27,10 @@ type Recovery struct {
 	// files: their preallocated, never written ends and any torn last
 	// entry (bytes before Open less bytes after).
 	LogBytesCut int64
+	// SegmentEntriesDropped: index entries into the last segment file
+	// whose bytes were not there whole (a machine crash between the two
+	// fsyncs of a write, which was then not acknowledged); removed.
+	SegmentEntriesDropped int
 }
 
 // Recovery reports what Open recovered; the zero value when the store was
@@ -51,4 +60,55 @@ func logBytes(dir string) int64 {
 		}
 	}
 	return n
+}
+
+// verifyLastSegment checks, after an unclean shutdown, every index entry
+// that points into the highest segment file: the one that was active, the
+// only one that can hold bytes not yet durable (a file is fsync'ed when
+// the next one starts, unless the policy is SyncNever). An entry whose
+// bytes are missing or fail their checksum was written at the same time
+// as its bytes and never acknowledged; it is removed. It returns how
+// many were.
+func (s *Store) verifyLastSegment() (int, error) {
+	ids, err := listSegments(s.opts.Dir)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	last := ids[len(ids)-1]
+	var entries []indexEntry
+	err = s.scanIndex(func(key []byte, p valuePtr, raw []byte) {
+		if p.seg == last {
+			entries = append(entries, indexEntry{key: bytes.Clone(key), ptr: p})
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	var bad [][]byte
+	var buf []byte
+	for _, e := range entries {
+		b, err := s.segs.read(e.ptr, buf)
+		buf = b
+		switch {
+		case err == nil:
+		case errors.Is(err, schemas.ErrCRCMismatch), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			bad = append(bad, e.key)
+		default:
+			return 0, err
+		}
+	}
+	if len(bad) == 0 {
+		return 0, nil
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range bad {
+		if err := wb.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return 0, err
+	}
+	return len(bad), s.db.Sync()
 }

@@ -175,6 +175,12 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if rec.Dirty {
+		if s.recovery.SegmentEntriesDropped, err = s.verifyLastSegment(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("store %s: verifying the last segment file: %w", opts.Dir, err)
+		}
+	}
 	s.guard = newGuard(opts.Dir, uint64(opts.MinFreeBytes), uint64(opts.MaxStoreBytes), opts.statfs)
 	if s.m, err = newMetrics(opts.Registerer); err != nil {
 		db.Close()
@@ -366,7 +372,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
-	seg, off, err := s.segs.appendValues(buf, s.opts.Sync == SyncEveryBatch)
+	seg, off, err := s.segs.appendValues(buf, false) // synced with the index (written)
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
@@ -458,7 +464,7 @@ func (s *Store) written(events int, bytes int64) (Ack, error) {
 	case SyncEveryBatch:
 		// A bare db.Sync does not cover an async WriteBatch still pending;
 		// callers have flushed before coming here.
-		if err := s.db.Sync(); err != nil {
+		if err := s.syncAll(); err != nil {
 			return ack, err
 		}
 		s.markDurable(seq)
@@ -468,6 +474,22 @@ func (s *Store) written(events int, bytes int64) (Ack, error) {
 		ack.Durable = true
 	}
 	return ack, nil
+}
+
+// syncAll makes every write so far durable: the active segment file and
+// badger's logs, fsync'ed at the same time. Both calls then usually share
+// one journal commit of the file system, where one after the other would
+// cost two. An index entry may so become durable before the bytes it
+// points at, for an event not acknowledged yet: after a machine crash,
+// Open verifies what could be affected (verifyLastSegment).
+func (s *Store) syncAll() error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.segs.sync() }()
+	err := s.db.Sync()
+	if serr := <-errc; err == nil {
+		err = serr
+	}
+	return err
 }
 
 func (s *Store) markDurable(seq uint64) {
@@ -538,11 +560,7 @@ func (s *Store) background() {
 			// all of it durable.
 			seq := s.seq.Load()
 			if seq > s.durable.Load() {
-				// Values first: an index entry made durable must not
-				// point at bytes that are not.
-				if err := s.segs.sync(); err != nil {
-					s.m.syncErrors.Inc()
-				} else if err := s.db.Sync(); err != nil {
+				if err := s.syncAll(); err != nil {
 					s.m.syncErrors.Inc()
 				} else {
 					s.markDurable(seq)
