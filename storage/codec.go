@@ -126,6 +126,17 @@ func encodedSize(eb *schemas.EventBatch, i int, v *schemas.Verdict) int {
 // longer than 4 GiB are not representable and are rejected by the caller's
 // validation.
 func appendValue(dst []byte, eb *schemas.EventBatch, i int, v *schemas.Verdict, status schemas.EventStatus) []byte {
+	dst = appendValueHead(dst, eb, i, v, status)
+	for g := range eb.Groups {
+		dst = appendGroupHead(dst, eb, g, i)
+		dst = append(dst, eb.GroupPayload(g, i)...)
+	}
+	return dst
+}
+
+// appendValueHead encodes the part of row i's value before its groups:
+// the header, stage, reason, missing and corrupt sources.
+func appendValueHead(dst []byte, eb *schemas.EventBatch, i int, v *schemas.Verdict, status schemas.EventStatus) []byte {
 	missing, corrupt := eb.MissingSources(i), eb.CorruptSources(i)
 	var h [valueHeaderSize]byte
 	h[0] = ValueVersion
@@ -150,14 +161,17 @@ func appendValue(dst []byte, eb *schemas.EventBatch, i int, v *schemas.Verdict, 
 	for _, id := range corrupt {
 		dst = binary.LittleEndian.AppendUint32(dst, id)
 	}
-	for g := range eb.Groups {
-		sizes, payload := eb.GroupSizes(g, i), eb.GroupPayload(g, i)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(sizes)))
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(len(payload)))
-		for _, n := range sizes {
-			dst = binary.LittleEndian.AppendUint32(dst, n)
-		}
-		dst = append(dst, payload...)
+	return dst
+}
+
+// appendGroupHead encodes group g's part of row i's value before its
+// payload: n_sizes, payload_len and the sizes.
+func appendGroupHead(dst []byte, eb *schemas.EventBatch, g, i int) []byte {
+	sizes, payload := eb.GroupSizes(g, i), eb.GroupPayload(g, i)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(sizes)))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(payload)))
+	for _, n := range sizes {
+		dst = binary.LittleEndian.AppendUint32(dst, n)
 	}
 	return dst
 }

@@ -107,6 +107,7 @@ type segments struct {
 	size     int64          // bytes in the active file
 	dirty    bool           // the active file has writes not yet fsync'ed
 	writing  map[uint32]int // writes appended and not yet indexed, per segment
+	iov      [][]byte       // writev's scratch
 
 	rmu     sync.RWMutex
 	readers map[uint32]*os.File
@@ -184,6 +185,71 @@ func (ss *segments) appendValues(p []byte, sync bool) (uint32, int64, error) {
 	}
 	ss.writing[id]++
 	return id, off, nil
+}
+
+// appendParts is appendValues for values given in pieces, written with
+// writev(2) straight from them (at most IOV_MAX pieces a call).
+func (ss *segments) appendParts(parts [][]byte, sync bool) (uint32, int64, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.active == nil || ss.size >= ss.target {
+		if err := ss.rotate(); err != nil {
+			return 0, 0, err
+		}
+	}
+	id, off := ss.activeID, ss.size
+	err := ss.writev(parts)
+	if err == nil && sync {
+		err = ss.syncLocked()
+	}
+	if err != nil {
+		_ = ss.active.Close()
+		ss.active = nil
+		return 0, 0, fmt.Errorf("segment %s: %w", segName(id), err)
+	}
+	ss.writing[id]++
+	return id, off, nil
+}
+
+// iovMax is Linux's IOV_MAX.
+const iovMax = 1024
+
+func (ss *segments) writev(in [][]byte) error {
+	fd := int(ss.active.Fd())
+	// A copy: a piece written in part is cut here, not in the caller's.
+	parts := append(ss.iov[:0], in...)
+	defer func() { ss.iov = parts[:0] }()
+	for len(parts) > 0 {
+		for len(parts) > 0 && len(parts[0]) == 0 {
+			parts = parts[1:]
+		}
+		if len(parts) == 0 {
+			break
+		}
+		chunk := parts[:min(len(parts), iovMax)]
+		n, err := unix.Writev(fd, chunk)
+		if n > 0 {
+			ss.size += int64(n)
+			ss.dirty = true
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		// Skip what was written; a piece written in part is resumed.
+		for n > 0 {
+			if n >= len(parts[0]) {
+				n -= len(parts[0])
+				parts = parts[1:]
+			} else {
+				parts[0] = parts[0][n:]
+				n = 0
+			}
+		}
+	}
+	return nil
 }
 
 // indexed ends a write appendValues began (its index entries are written

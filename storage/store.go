@@ -73,7 +73,8 @@ type Store struct {
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded values, keys and pointers of the current Put, reused
-	ends  []int      // end of each row's value in the arena
+	parts [][]byte   // the pieces of the current Put's values, in order
+	ends  []int      // per row: the end of its value, and of its pieces
 	segs  *segments  // the segment files holding the event values
 	gcmu  sync.Mutex // one RunGC at a time
 
@@ -352,27 +353,49 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		return Ack{}, err
 	}
 	defer s.guard.wrote(uint64(size))
-	// The values go to the active segment file with one write(2) (and,
+	// The values go to the active segment file with one writev(2) (and,
 	// under SyncEveryBatch, one fdatasync) before their index entries go to
-	// badger: an entry never points at bytes not written. The arena holds
-	// the values, then the keys and pointers until Flush returns (a
-	// WriteBatch keeps references, not copies, until its commit).
-	need := size - KeySize*len(rows) + (KeySize+ptrSize)*len(rows)
+	// badger: an entry never points at bytes not written. The payloads are
+	// written from the batch itself; the arena holds the rest of the
+	// values, then the keys and pointers until Flush returns (a WriteBatch
+	// keeps references, not copies, until its commit). Its size is exact,
+	// so the pieces taken from it stay valid.
+	payload := 0
+	for _, i := range rows {
+		for g := range batch.Groups {
+			payload += len(batch.GroupPayload(g, i))
+		}
+	}
+	need := size - KeySize*len(rows) - payload + (KeySize+ptrSize)*len(rows)
 	if cap(s.arena) < need {
 		s.arena = make([]byte, 0, need)
 	}
 	buf := s.arena[:0]
-	ends := s.ends[:0]
+	parts := s.parts[:0]
+	ends := s.ends[:0] // per row: its value's end in the file's bytes, and its last piece
+	total := 0
 	for _, i := range rows {
-		buf = appendValue(buf, batch, i, &verdicts[i], batch.Status(i)|verdicts[i].Status)
-		ends = append(ends, len(buf))
+		h0 := len(buf)
+		buf = appendValueHead(buf, batch, i, &verdicts[i], batch.Status(i)|verdicts[i].Status)
+		for g := range batch.Groups {
+			buf = appendGroupHead(buf, batch, g, i)
+			p := batch.GroupPayload(g, i)
+			parts = append(parts, buf[h0:len(buf):len(buf)], p)
+			total += len(buf) - h0 + len(p)
+			h0 = len(buf)
+		}
+		if len(batch.Groups) == 0 {
+			parts = append(parts, buf[h0:len(buf):len(buf)])
+			total += len(buf) - h0
+		}
+		ends = append(ends, total, len(parts))
 	}
-	s.ends = ends
+	s.parts, s.ends = parts, ends
 	replaced, err := s.countStored(stream, batch, rows)
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
-	seg, off, err := s.segs.appendValues(buf, false) // synced with the index (written)
+	seg, off, err := s.segs.appendParts(parts, s.opts.Sync == SyncEveryBatch)
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
@@ -384,18 +407,21 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 	}
-	vals := buf
-	start0 := 0
+	start0, part0 := 0, 0
 	for r, i := range rows {
-		v := vals[start0:ends[r]]
+		end, partEnd := ends[2*r], ends[2*r+1]
+		var crc uint32
+		for _, p := range parts[part0:partEnd] {
+			crc = crc32.Update(crc, castagnoli, p)
+		}
 		k0 := len(buf)
 		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
 		p0 := len(buf)
-		buf = appendPtr(buf, valuePtr{seg: seg, off: off + int64(start0), n: uint32(len(v)), crc: crc32.Checksum(v, castagnoli)})
+		buf = appendPtr(buf, valuePtr{seg: seg, off: off + int64(start0), n: uint32(end - start0), crc: crc})
 		if err := wb.Set(buf[k0:p0:p0], buf[p0:len(buf):len(buf)]); err != nil {
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
-		start0 = ends[r]
+		start0, part0 = end, partEnd
 	}
 	if err := wb.Flush(); err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
