@@ -49,8 +49,9 @@ type StageConfig struct {
 	RestartBackoff    time.Duration `yaml:"-"`
 	MaxRestartBackoff time.Duration `yaml:"-"`
 
-	nice int  // the processes' nice value (a shadow's); 0: the node's
-	idle bool // the processes run under SCHED_IDLE (a shadow's)
+	nice   int  // the processes' nice value (a shadow's); 0: the node's
+	idle   bool // the processes run under SCHED_IDLE (a shadow's)
+	shadow bool // the stage is another's shadow: its failures defer nothing
 }
 
 // Deferral is a stage's policy for deferring events to the store instead of

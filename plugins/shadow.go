@@ -29,7 +29,8 @@ type ShadowConfig struct {
 	Params    map[string]string `yaml:"params"`    // passed to its Configure
 	Instances int               `yaml:"instances"` // shadow processes, 1..MaxInstances; default 1
 	// Deadline bounds each shadow Decide call; past it the process is
-	// killed and restarted and the batch is skipped. Default 2 s.
+	// killed and restarted and the batch is skipped. Default 10 s (a
+	// shadow at idle priority on a busy node waits long for a core).
 	Deadline time.Duration `yaml:"deadline"`
 	// Queue is how many batches (their copies) may wait for a shadow
 	// process or be decided by one; a batch arriving when the queue is
@@ -54,7 +55,7 @@ type ShadowConfig struct {
 // DefaultShadow holds the values zero ShadowConfig fields take.
 func DefaultShadow() ShadowConfig {
 	nice, idle := 19, true
-	return ShadowConfig{Instances: 1, Deadline: 2 * time.Second, Queue: 4, QueueBytes: 64 << 20, Nice: &nice, Idle: &idle}
+	return ShadowConfig{Instances: 1, Deadline: 10 * time.Second, Queue: 4, QueueBytes: 64 << 20, Nice: &nice, Idle: &idle}
 }
 
 func (s ShadowConfig) withDefaults() ShadowConfig {
@@ -89,7 +90,7 @@ func (s ShadowConfig) validate() conf.Problems {
 		ps.Add("instances", s.Instances, "want 1..%d shadow processes", MaxInstances)
 	}
 	if s.Deadline <= 0 {
-		ps.Add("deadline", s.Deadline, "want a positive duration such as 2s")
+		ps.Add("deadline", s.Deadline, "want a positive duration such as 10s")
 	}
 	if s.Queue < 1 || s.Queue > 1024 {
 		ps.Add("queue", s.Queue, "want 1..1024 batches")
@@ -157,7 +158,7 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 	c := prod.cfg.Shadow
 	cfg := StageConfig{Name: prod.cfg.Name + "/shadow", Plugin: c.Plugin, Params: c.Params, Instances: c.Instances,
 		Deadline: c.Deadline, When: prod.cfg.When, MaxAttempts: 1,
-		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice, idle: *c.Idle}
+		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice, idle: *c.Idle, shadow: true}
 	// The shadow's copies lie in a region of its own, which its processes
 	// map: nothing of it lives in the arena the builder and the production
 	// plugins share, and the copy is the only one.

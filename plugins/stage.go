@@ -265,7 +265,12 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 	}
 	reason := schemas.Reason{Kind: schemas.ReasonTriggerError,
 		Text: fmt.Sprintf("trigger-error: stage %s plugin %s failed %d times on this batch: %v", s.cfg.Name, s.desc.Name, s.cfg.MaxAttempts, lastErr)}
-	s.log.Error("batch deferred after repeated trigger failures", "plugin", s.desc.Name, "events", n, "error", lastErr)
+	if s.cfg.shadow {
+		// Nothing is deferred: production decides the batch as usual.
+		s.log.Warn("shadow plugin failed on a batch: not compared (shadow_skipped failed)", "plugin", s.desc.Name, "events", n, "error", lastErr)
+	} else {
+		s.log.Error("batch deferred after repeated trigger failures", "plugin", s.desc.Name, "events", n, "error", lastErr)
+	}
 	res := make([]schemas.Verdict, n)
 	for i := range res {
 		res[i] = schemas.Verdict{Decision: schemas.DecisionDefer, Reason: reason, Status: schemas.StatusTriggerError}
