@@ -531,10 +531,11 @@ func TestAgentEnd(t *testing.T) {
 			f.readout("a", []uint32{0}, 0, 40)
 			f.readout("b", []uint32{1, 2, 3}, 0, 60)
 			f.readout("c", []uint32{4}, 0, 60)
-			f.waitFor("the 40 named events built", 20*time.Second, func() bool {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				return len(f.built) == 40
+			// Built and released: a gone with work unreleased would have it
+			// built again elsewhere (a failover, not what this tests).
+			f.waitFor("the 40 named events built and released", 20*time.Second, func() bool {
+				s, ok := f.leaderStatus()
+				return ok && s.Ledger.Built == 40 && s.Ledger.Open == 0 && s.EM.Open == 0
 			}, f.dump)
 			if tc == "ahead" {
 				if err := f.agents["a"].EndOfData(context.Background()); err != nil {
