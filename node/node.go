@@ -308,7 +308,7 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 			} else {
 				planner = p
 				// The chain ready before the first inter-fill begins.
-				go replay.prepare(ctx)
+				replay.early = true
 				go planner.run(ctx, stopPlanning)
 			}
 		}

@@ -256,6 +256,9 @@ type interFill struct {
 	watched chan struct{}
 	st      ReplayStatus
 	armed   bool // a pass may start: set when data arrived since the last pass
+	// early: watch opens the replay chain before anything else (fill
+	// planning: the first inter-fill starts replaying at once).
+	early bool
 	// beam is the accelerator's state as the fill planner last saw it
 	// (beamUnknown without a planner); storedAt is the deferred events
 	// the node had stored when the current or last pass began, so that a
@@ -296,20 +299,18 @@ func (r *interFill) replayRate() float64 {
 
 // prepare starts the replay chain ahead of the first pass, so that the
 // first inter-fill does not spend its start waiting for plugin processes.
+// watch calls it first (so stop, waiting for watch, waits for it too),
+// without the lock: /status is not held up meanwhile.
 func (r *interFill) prepare(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.quit:
-		return // stopping: a chain opened now would outlive stop
-	default:
-	}
-	if r.chain != nil {
-		return
-	}
 	c, err := r.parts.NewReplayChain(ctx)
 	if err != nil {
 		r.n.log.Error("inter-fill replay: cannot start the replay chain", "err", err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chain != nil { // cannot happen: only watch opens it
+		c.Close()
 		return
 	}
 	r.chain = c
@@ -325,6 +326,9 @@ const interFillPoll = 100 * time.Millisecond
 // watch starts and stops replay passes until stop.
 func (r *interFill) watch(ctx context.Context, allIdle func(time.Duration) bool) {
 	defer close(r.watched)
+	if r.early {
+		r.prepare(ctx)
+	}
 	t := time.NewTicker(interFillPoll)
 	defer t.Stop()
 	idle := r.n.cfg.Replay.InterFill

@@ -110,6 +110,19 @@ log: {format: json}
 	if s := readFullStatus(t, addr); s.Fill.Plan.Beam || s.Fill.Plan.Reason != fill.ReasonBeamOff || s.Fill.Stage != "hlt1" || !strings.HasPrefix(s.Fill.Source, "schedule ") {
 		t.Fatalf("before any fill: %+v", s.Fill)
 	}
+	var samples []fillSample
+	sample := func(s fullStatus) {
+		var seen uint64
+		for _, st := range s.Ledger.Stages {
+			if st.Name == "hlt1" {
+				seen = st.Seen
+			}
+		}
+		samples = append(samples, fillSample{at: time.Now(), plan: s.Fill.Plan, seen: seen, deferred: s.Ledger.DeferredBy["hlt1/fraction"],
+			backlog: s.Store.DeferredBacklog, writable: s.Store.Writable, active: s.Replay.Active})
+	}
+	// A sample before the first fill, however late the loop below starts.
+	sample(readFullStatus(t, addr))
 	// The schedule, from a second from now (the node reads the file again
 	// when it changes).
 	t0 := time.Now().Add(time.Second).UTC()
@@ -124,19 +137,11 @@ fills:
 `, stamp(0), stamp(1.5), stamp(4.5), stamp(6), stamp(7), stamp(10)))
 	lastEnd := t0.Add(10 * time.Second)
 
-	var samples []fillSample
 	var last fullStatus
 	deadline := lastEnd.Add(60 * time.Second)
 	for {
 		s := readFullStatus(t, addr)
-		var seen uint64
-		for _, st := range s.Ledger.Stages {
-			if st.Name == "hlt1" {
-				seen = st.Seen
-			}
-		}
-		samples = append(samples, fillSample{at: time.Now(), plan: s.Fill.Plan, seen: seen, deferred: s.Ledger.DeferredBy["hlt1/fraction"],
-			backlog: s.Store.DeferredBacklog, writable: s.Store.Writable, active: s.Replay.Active})
+		sample(s)
 		last = s
 		// Done once the last fill ended and its backlog was replayed.
 		if time.Now().After(lastEnd) && !s.Fill.Plan.Beam && s.Fill.Plan.Fill == 9003 && s.Store.DeferredBacklog == 0 && !s.Replay.Active {
