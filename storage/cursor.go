@@ -217,7 +217,7 @@ func (c *Cursor) Next() (*Batch, error) {
 }
 
 // scanKeys collects into c.keys the keys of the next batch (key-only
-// iteration: the LSM tree, not the value log) and returns the sum of their
+// iteration: the index, not the values) and returns the sum of their
 // value sizes. It marks the cursor done when the selection is exhausted.
 func (c *Cursor) scanKeys(txn *badger.Txn) (int64, error) {
 	c.keys = c.keys[:0]

@@ -2,7 +2,7 @@
 // streams of a node, their event values in the store's own append-only
 // segment files and an index of them in one badger (v4) database (the
 // design badger itself follows for its value log), the replay cursor and its
-// exactly-once commit, the disk budget, value-log GC, export to Arrow IPC,
+// exactly-once commit, the disk budget, GC, export to Arrow IPC,
 // Parquet and foreign per-event formats, statistics and metrics.
 //
 // # Keys

@@ -33,7 +33,7 @@ const (
 // Options configure a Store. The fields with a yaml key are the store
 // section of the node's configuration file (`store:`); the others are for
 // programs and tests. Zero fields take the values of DefaultOptions, except
-// Dir (required) and GCInterval (0: no value-log GC loop).
+// Dir (required) and GCInterval (0: no GC loop).
 type Options struct {
 	Dir          string        `yaml:"path"`          // store directory; created if missing
 	Sync         SyncPolicy    `yaml:"sync"`          // when writes are fsync'ed

@@ -11,7 +11,7 @@ import (
 // rowBuilder turns decoded event values back into an event batch with the
 // builder's schema (schemas.EventSchema of the stored groups). Metadata
 // and size columns use Arrow builders; the payload columns, nearly all the
-// bytes, are assembled directly: one copy from the value log into a buffer
+// bytes, are assembled directly: one copy from the value read into a buffer
 // sized up front, no zeroing, offsets written alongside.
 type rowBuilder struct {
 	mem     memory.Allocator

@@ -33,8 +33,8 @@ type Stats struct {
 }
 
 // Stats scans the keys of both streams, and of the void stream when it
-// holds tombstones (the LSM tree only; the value log is read for the two
-// end events of each stream).
+// holds tombstones (the index only; the values of the two end events of each stream
+// are read).
 func (s *Store) Stats() (Stats, error) {
 	st := Stats{Dir: s.opts.Dir}
 	if ss := s.schema.Load(); ss != nil {
