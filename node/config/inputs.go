@@ -102,12 +102,16 @@ func (c *Config) validateInputs(ps *conf.Problems) {
 	// A farm's builder-only node gets every fragment from the RUs over the
 	// peer transport: it has no input of its own. One it had would feed a
 	// builder that builds only what the EM assigns it, so its fragments
-	// would all be discarded (they name no assignment): refused here.
+	// would all be discarded (they name no assignment): refused here, as
+	// on an EM-only node (buOnly: no RU role).
 	roles, err := c.Farm.ParsedRoles()
 	buOnly := c.Farm.Enabled() && err == nil && roles&farm.RoleRU == 0
 	switch {
 	case len(c.Inputs) == 0 && !buOnly:
 		ps.Add("inputs", nil, "want at least one input (%s)", transport.Forms())
+	case len(c.Inputs) > 0 && buOnly && roles&farm.RoleBU == 0:
+		// An EM-only node: nothing would take their fragments.
+		ps.Add("inputs", len(c.Inputs), "want none on an EM-only node (farm.roles: em: no readout, no builder)")
 	case len(c.Inputs) > 0 && buOnly:
 		ps.Add("inputs", len(c.Inputs), "want none on a builder-only farm node (farm.roles: bu): its fragments come from the RUs over the peer transport; read these sources on an RU (farm.roles: ru or both)")
 	}

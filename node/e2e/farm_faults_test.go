@@ -83,14 +83,11 @@ func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
 		editFile(t, ff.files[n], durable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
 	}
 	// The role-only node: farm-c's file, another id, one role, no
-	// readout (a BU has no input; another role-only node a TCP input
-	// nobody sends to).
+	// readout and no input (a BU's fragments come from the RUs; an EM
+	// takes none).
 	x := map[string]string{"bu": "farm-d", "em": "farm-e"}[extra]
 	ff.files[x], ff.stores[x] = farmConfig(t, "farm-c", farmID, etcd, token, "1", true)
-	inputs := "\ninputs:\n  - uri: tcp://127.0.0.1:0\n\nsources:\n"
-	if extra == "bu" {
-		inputs = "\n\nsources:\n"
-	}
+	inputs := "\n\nsources:\n"
 	edits := [][2]string{durable,
 		{`\n  id: farm-c\n`, "\n  id: " + x + "\n"},
 		{`(?s)\ninputs:\n.*?\nsources:\n`, inputs},
@@ -201,6 +198,11 @@ func (ff *faultFarm) stop(live ...string) map[string]node.Ledger {
 	for _, n := range live {
 		p := ff.procs[n]
 		if code := p.wait(ff.t, 60*time.Second); code != 0 {
+			for m, q := range ff.procs {
+				if m != n {
+					ff.t.Logf("%s:\n%s", m, q.log())
+				}
+			}
 			ff.t.Fatalf("%s: exit %d\n%s\n%s", n, code, p.stdout.String(), p.log())
 		}
 		out[n] = readLedger(ff.t, ff.sums[n])
@@ -293,7 +295,8 @@ func emFailover(t *testing.T, ls map[string]node.Ledger, bu string) farm.Failove
 }
 
 // checkFarmLedger: balanced, nothing lost (by any reason), every
-// announced event built once, dups duplicates.
+// announced event built once (built includes what a new EM carried over
+// from an earlier one), dups duplicates.
 func checkFarmLedger(t *testing.T, l *farm.LedgerSummary, want, dups uint64) {
 	t.Helper()
 	if l == nil {
@@ -308,7 +311,7 @@ func checkFarmLedger(t *testing.T, l *farm.LedgerSummary, want, dups uint64) {
 			t.Errorf("lost %s: %d", r, n)
 		}
 	}
-	if !l.Balanced || l.LostTotal() != 0 || l.Announced != want || l.Built+l.Carried != want || built != l.Built || l.Duplicate != dups {
+	if !l.Balanced || l.LostTotal() != 0 || l.Announced != want || l.Built != want || l.Carried > l.Built || built != l.Built || l.Duplicate != dups {
 		t.Fatalf("farm ledger (want %d built, %d duplicates):\n%s", want, dups, l)
 	}
 }

@@ -22,7 +22,8 @@ type Config struct {
 	// TokenFile holds the farm's shared token (whitespace trimmed): every
 	// peer connection proves it knows it. Required in a farm.
 	TokenFile string `yaml:"token_file"`
-	// Roles: ru, bu or both.
+	// Roles: ru, bu, both, or em (an event manager candidate only: no
+	// readout, no builder; EMCandidate must be true).
 	Roles string `yaml:"roles"`
 	// EMCandidate: the node campaigns for event manager.
 	EMCandidate bool `yaml:"em_candidate"`
@@ -86,8 +87,14 @@ func (c Config) ParsedRoles() (Roles, error) {
 		r = RoleBU
 	case "both":
 		r = RoleRU | RoleBU
+	case "em":
+		// An EM-only node: what it runs is the election and, leading, the
+		// EM (a fault test can kill the EM alone).
+		if !c.EMCandidate {
+			return 0, fmt.Errorf("roles %q with em_candidate false: the node would have no role", c.Roles)
+		}
 	default:
-		return 0, fmt.Errorf("roles %q: want ru, bu or both", c.Roles)
+		return 0, fmt.Errorf("roles %q: want ru, bu, both or em", c.Roles)
 	}
 	if c.EMCandidate {
 		r |= RoleEM
@@ -122,7 +129,11 @@ func (c Config) Validate() conf.Problems {
 		ps.Add("token_file", c.TokenFile, "want the file holding the farm's shared token")
 	}
 	if _, err := c.ParsedRoles(); err != nil {
-		ps.Add("roles", c.Roles, "want ru, bu or both")
+		if c.Roles == "em" {
+			ps.Add("em_candidate", c.EMCandidate, "want true with roles: em (an EM-only node is an event manager candidate)")
+		} else {
+			ps.Add("roles", c.Roles, "want ru, bu, both or em")
+		}
 	}
 	if r, err := c.ParsedRoles(); err == nil && r&RoleRU != 0 {
 		if ids, err := schemas.ParseSourceList(c.Sources); err != nil || len(ids) == 0 {
