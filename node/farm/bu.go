@@ -141,12 +141,17 @@ type BU struct {
 	slots  int
 	bytes  int64
 	credit int // slots granted to the EM of this epoch, not yet assigned
-	rel    []ReleaseEntry
-	relAt  time.Time
-	kept   []retained // settled recently, oldest first
-	drain  bool
-	stats  BUStats
-	out    []BUOutput
+	// freed is the payload bytes of assignments settled since the last
+	// credit: the next one gives them back to the EM (byte credit, like
+	// event credit, is an increment: the EM charges each assignment an
+	// estimate of its bytes and settles it at the bytes received).
+	freed int64
+	rel   []ReleaseEntry
+	relAt time.Time
+	kept  []retained // settled recently, oldest first
+	drain bool
+	stats BUStats
+	out   []BUOutput
 	// Pull's request window (MaxRequests): requests waiting to be sent,
 	// oldest assignment first, and those sent whose RU has not answered.
 	reqWait []reqKey
@@ -204,23 +209,24 @@ func (b *BU) Lead(epoch uint64) {
 	}
 	b.epoch = epoch
 	b.credit = 0
+	// The whole free capacity: what the payloads in flight leave.
+	b.freed = max(0, b.cfg.SlotBytes-b.bytes)
 	b.grant()
 }
 
-// grant credits the EM with the capacity neither in use nor granted.
+// grant credits the EM with the event capacity neither in use nor
+// granted, and the payload bytes freed since the last credit.
 func (b *BU) grant() {
 	if b.epoch == 0 || b.drain {
 		return
 	}
-	free := b.cfg.Slots - b.slots - b.credit
-	if free <= 0 {
+	free := max(0, b.cfg.Slots-b.slots-b.credit)
+	if free == 0 && b.freed == 0 {
 		return
 	}
 	b.credit += free
-	bytes := b.cfg.SlotBytes - b.bytes
-	if bytes < 0 {
-		bytes = 0
-	}
+	bytes := b.freed
+	b.freed = 0
 	b.out = append(b.out, BUOutput{Kind: BUCredit, Credit: Credit{Epoch: b.epoch, Incarnation: b.inc, BU: b.cfg.Node,
 		Events: uint32(min(free, 1<<31)), Bytes: uint64(bytes)}})
 }
@@ -503,6 +509,7 @@ func (b *BU) Outcome(id uint64, o Outcome, events uint32) {
 			Incarnation: b.inc, BU: b.cfg.Node, Reached: o, Unit: a.a.Unit}, b.clock.Now()})
 		b.slots -= a.a.Unit.Len()
 		b.bytes -= int64(a.bytes)
+		b.freed += int64(a.bytes)
 	}
 	if len(b.rel) >= b.cfg.ReleaseGroup {
 		b.flush()

@@ -65,8 +65,14 @@
 //
 // Credit (kind 4), BU → EM: the BU can take events more elements and
 // bytes more payload bytes (increments, not totals). The first credit a BU
-// sends to an EM of a new epoch is its whole free capacity. In the pull
-// protocol a credit is the BU asking for work.
+// sends to an EM of a new epoch is its whole free capacity; later ones
+// give back the event slots and the payload bytes of the assignments it
+// settled since. The EM charges an assignment an estimate of its bytes
+// (the bytes per element its settled assignments had) and, when it
+// settles, puts the charge right to the bytes the BU received: a BU gets
+// work only while both credits last (one holding nothing takes an
+// assignment larger than its byte credit). In the pull protocol a credit
+// is the BU asking for work.
 //
 //	|  12 |    8 | epoch        | of the EM it is meant for                    |
 //	|  20 |    8 | incarnation  | the BU's                                     |

@@ -194,10 +194,16 @@ type EMStats struct {
 	NeedIDs      bool `json:"need_ids"`      // work waits for a block of ids
 	Superseded   bool `json:"superseded"`    // a newer EM exists
 	IDsAvailable int  `json:"ids_available"` // reserved and unused
-	// Credits is each live BU's event credit left, OpenPerBU its open
+	// Credits is each live BU's event credit left, CreditBytes its byte
+	// credit left (payload bytes; assignments are charged an estimate
+	// from the bytes per element settled so far), OpenPerBU its open
 	// assignments.
-	Credits   map[string]int64 `json:"credits"`
-	OpenPerBU map[string]int   `json:"open_per_bu"`
+	Credits     map[string]int64 `json:"credits"`
+	CreditBytes map[string]int64 `json:"credit_bytes"`
+	OpenPerBU   map[string]int   `json:"open_per_bu"`
+	// ByteLimited counts the times an assignment waited because every BU
+	// with event credit lacked the byte credit for it.
+	ByteLimited uint64 `json:"byte_limited"`
 }
 
 // assignment is the EM's record of one live assignment.
@@ -206,6 +212,10 @@ type assignment struct {
 	bu      *buState
 	reached Outcome // highest outcome reported (0: none)
 	at      time.Time
+	// charged is the byte credit this EM took for it (an estimate, -1:
+	// none, an assignment adopted at a takeover): settled, the BU gives
+	// back the bytes it received, so the difference is put right then.
+	charged int64
 }
 
 // buState is the EM's view of one BU incarnation.
@@ -323,7 +333,7 @@ func (m *EM) Stats() EMStats {
 	s.NeedIDs = m.idsLeft() == 0
 	s.IDsAvailable = int(min(m.idsLeft(), 1<<31))
 	s.Open, s.Undecided = 0, 0
-	s.Credits, s.OpenPerBU = map[string]int64{}, map[string]int{}
+	s.Credits, s.CreditBytes, s.OpenPerBU = map[string]int64{}, map[string]int64{}, map[string]int{}
 	for _, f := range m.failovers {
 		s.Failovers = append(s.Failovers, *f)
 	}
@@ -331,6 +341,7 @@ func (m *EM) Stats() EMStats {
 		s.Open += len(b.open)
 		s.Undecided += len(b.undecided)
 		s.Credits[b.id] = b.events
+		s.CreditBytes[b.id] = b.bytes
 		s.OpenPerBU[b.id] = len(b.open)
 	}
 	return s
@@ -629,13 +640,18 @@ func (m *EM) release(b *buState, e ReleaseEntry) bool {
 	}
 	first := a.reached < m.cfg.Release && e.Outcome >= m.cfg.Release
 	a.reached = e.Outcome
-	if e.Bytes > 0 {
+	if e.Bytes > 0 && a.charged >= 0 {
 		m.bytesSeen += e.Bytes
 		m.elementsSeen += uint64(a.a.Unit.Len())
 	}
 	// Built means decided, and with policy durable also synced: until
 	// then a dead BU's work is reassigned (the RUs still hold it).
 	if e.Outcome >= max(OutcomeDecided, m.cfg.Release) {
+		if a.charged >= 0 {
+			// The BU's next credit gives back the bytes it received, not
+			// the estimate charged.
+			b.bytes += a.charged - int64(min(e.Bytes, 1<<62))
+		}
 		delete(b.open, a.a.ID)
 		delete(b.undecided, a.a.ID)
 		delete(m.live, a.a.ID)
@@ -746,9 +762,10 @@ func (m *EM) pump() {
 }
 
 func (m *EM) assign(b *buState, u Unit, old uint64, now time.Time) {
-	a := &assignment{a: Assign{Epoch: m.epoch, ID: m.allocID(), Supersedes: old, Incarnation: b.inc, BU: b.id, Unit: u}, bu: b, at: now}
+	a := &assignment{a: Assign{Epoch: m.epoch, ID: m.allocID(), Supersedes: old, Incarnation: b.inc, BU: b.id, Unit: u}, bu: b, at: now,
+		charged: m.bytesFor(u.Len())}
 	b.events -= int64(u.Len())
-	b.bytes -= m.bytesFor(u.Len())
+	b.bytes -= a.charged
 	b.open[a.a.ID] = a
 	m.live[a.a.ID] = a
 	m.stats.Assigned++
@@ -764,17 +781,24 @@ func (m *EM) assign(b *buState, u Unit, old uint64, now time.Time) {
 	m.out = append(m.out, Output{Kind: OutAssign, Assign: a.a, ToRUs: m.cfg.Protocol == Push})
 }
 
-// pick chooses the BU for the next assignment of n elements: smooth
-// weighted round-robin (nginx's) over the BUs with enough credit (and, in
-// pull, fewer than MaxOutstanding open assignments), weighted by their
-// event credit. A BU with three times the credit gets three times the
-// assignments, interleaved rather than in bursts.
+// pick chooses the BU for the next assignment of n elements and about
+// bytes payload bytes: smooth weighted round-robin (nginx's) over the BUs
+// with enough event and byte credit (and, in pull, fewer than
+// MaxOutstanding open assignments), weighted by their event credit. A BU
+// with three times the credit gets three times the assignments,
+// interleaved rather than in bursts. A BU holding nothing takes an
+// assignment larger than its byte credit (one larger than a BU's whole
+// capacity would otherwise never go out).
 func (m *EM) pick(n, bytes int64) *buState {
 	var best *buState
 	var total int64
+	short := false
 	for _, b := range m.order {
-		if b.draining || b.events < n || b.bytes < bytes ||
-			(m.cfg.Protocol == Pull && len(b.open) >= m.cfg.MaxOutstanding) {
+		if b.draining || b.events < n || (m.cfg.Protocol == Pull && len(b.open) >= m.cfg.MaxOutstanding) {
+			continue
+		}
+		if b.bytes < bytes && (len(b.open) > 0 || len(b.undecided) > 0) {
+			short = true
 			continue
 		}
 		b.weight += b.events
@@ -785,6 +809,8 @@ func (m *EM) pick(n, bytes int64) *buState {
 	}
 	if best != nil {
 		best.weight -= total
+	} else if short {
+		m.stats.ByteLimited++
 	}
 	return best
 }
@@ -938,7 +964,7 @@ func (m *EM) resolve() {
 			m.stats.Adopted++
 			b := m.bus[e.BU]
 			a := Assign{Epoch: e.Epoch, ID: e.ID, Supersedes: e.Supersedes, Incarnation: e.Incarnation, BU: e.BU, Unit: e.Unit}
-			rec := &assignment{a: a, bu: b, reached: v.reached, at: now}
+			rec := &assignment{a: a, bu: b, reached: v.reached, at: now, charged: -1}
 			m.live[e.ID] = rec
 			if v.reached >= m.cfg.Release {
 				b.undecided[e.ID] = rec
