@@ -27,13 +27,9 @@ const emKillRate = 50
 // duplicate; the accepted streams of the stores hold every event once.
 func TestFarmEMKill(t *testing.T) {
 	ff := newFaultFarm(t, 6718930, "em")
-	// A 2 s lease: the EM's death is seen when its election key goes with
-	// its lease, and a loaded machine must not lose a live node's.
-	lease := [2]string{`lease_ttl: 1s`, "lease_ttl: 2s"}
 	for _, n := range farmNodes {
-		editFile(t, ff.files[n], [2]string{fmt.Sprintf(`rate: %d\n`, faultRate), fmt.Sprintf("rate: %d\n", emKillRate)}, lease)
+		editFile(t, ff.files[n], [2]string{fmt.Sprintf(`rate: %d\n`, faultRate), fmt.Sprintf("rate: %d\n", emKillRate)})
 	}
-	editFile(t, ff.files["farm-e"], lease)
 	e := ff.start("farm-e")
 	var epoch0 uint64
 	ff.waitFor(30*time.Second, "farm-e to lead", func() bool {

@@ -30,6 +30,10 @@ const (
 	faultRate = 100
 )
 
+// buSync is the BU-only node's store sync interval (policy durable: its
+// assignments are released a sync after they are stored).
+const buSync = "1s"
+
 // faultFarm is one fault test's farm: etcd, the run recorded, node
 // configurations written.
 type faultFarm struct {
@@ -95,8 +99,9 @@ func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
 	}
 	if extra == "bu" {
 		// A second of accepted events stored and not yet synced: the work
-		// a SIGKILL leaves unreleased (policy durable).
-		edits = append(edits, [2]string{`em_candidate: true`, "em_candidate: false"}, [2]string{`sync_interval: 50ms`, "sync_interval: 1s"})
+		// a SIGKILL leaves unreleased (policy durable). buKill holds it
+		// back longer.
+		edits = append(edits, [2]string{`em_candidate: true`, "em_candidate: false"}, [2]string{`sync_interval: 50ms`, "sync_interval: " + buSync})
 	}
 	editFile(t, ff.files[x], edits...)
 	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", ff.files["farm-a"], "--protocol", "push"}, ff.args...)...)
@@ -197,12 +202,21 @@ func (ff *faultFarm) stop(live ...string) map[string]node.Ledger {
 	out := map[string]node.Ledger{}
 	for _, n := range live {
 		p := ff.procs[n]
-		if code := p.wait(ff.t, 60*time.Second); code != 0 {
+		others := func() {
 			for m, q := range ff.procs {
 				if m != n {
 					ff.t.Logf("%s:\n%s", m, q.log())
 				}
 			}
+		}
+		select {
+		case <-p.done:
+		case <-time.After(60 * time.Second):
+			others()
+			ff.t.Logf("%s did not end within 60 s of the farm stop", n) // p.wait stops it and fails the test
+		}
+		if code := p.wait(ff.t, time.Second); code != 0 {
+			others()
 			ff.t.Fatalf("%s: exit %d\n%s\n%s", n, code, p.stdout.String(), p.log())
 		}
 		out[n] = readLedger(ff.t, ff.sums[n])
@@ -211,6 +225,25 @@ func (ff *faultFarm) stop(live ...string) map[string]node.Ledger {
 		}
 	}
 	return out
+}
+
+// storeWrites is the number of writes node addr's store has done (the
+// count of sluice_store_write_latency_seconds; 0 while it does not answer).
+func storeWrites(t *testing.T, addr string) uint64 {
+	b, err := httpGet("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "sluice_store_write_latency_seconds_count "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("/metrics: %q: %v", line, err)
+			}
+			return uint64(n)
+		}
+	}
+	return 0
 }
 
 // storeIDs lists the event ids of a store's stream (sluice store ls).
@@ -339,25 +372,34 @@ func TestFarmBUKill(t *testing.T) {
 func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 	const k = 2
 	ff := newFaultFarm(t, run, "bu")
+	// Until the kill farm-d's store never syncs, so every event it stores
+	// belongs to an assignment it holds unreleased (policy durable): once
+	// it has stored some, the kill is sure to leave stored events of
+	// reassigned work — the void path, not a matter of timing.
+	sync := [2]string{`sync_interval: ` + buSync, "sync_interval: 1h"}
+	editFile(t, ff.files["farm-d"], sync)
 	d := ff.start("farm-d")
 	dAddr := httpAddr(t, d)
 	for _, n := range farmNodes {
 		ff.start(n)
 	}
 	var held int
-	ff.waitFor(40*time.Second, fmt.Sprintf("farm-d to hold %d unreleased assignments", k), func() bool {
+	var writes uint64
+	ff.waitFor(40*time.Second, fmt.Sprintf("farm-d to hold %d unreleased assignments and to have stored events of them", k), func() bool {
 		l, ok := nodeStatus(t, d, dAddr)
 		if ok && l.Farm != nil && l.Farm.Agent.BU != nil {
 			held = l.Farm.Agent.BU.InFlight
 		}
-		return held >= k
+		writes = storeWrites(t, dAddr)
+		return held >= k && writes > 0
 	})
 	killed := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-d.done
-	t.Logf("farm-d killed holding %d unreleased assignments", held)
+	t.Logf("farm-d killed holding %d unreleased assignments, after %d store writes", held, writes)
+	editFile(t, ff.files["farm-d"], [2]string{sync[1], sync[0]}) // back to syncing, restarted
 	ff.waitFor(60*time.Second, "every announced event built", func() bool {
 		l := ff.status().Ledger
 		return l != nil && l.Announced == ff.want && l.Built == ff.want && l.Open == 0
@@ -382,16 +424,12 @@ func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 	l := ff.status().Ledger
 	checkFarmLedger(t, l, ff.want, voided)
 	if voided == 0 {
-		// Its held assignments may all have been undecided at the kill
-		// (nothing stored yet: seen in a CI-like run); the rest of the
-		// checks hold either way (no duplicates, no tombstones); the void
-		// path is then not exercised in this run.
-		t.Logf("farm-d voided nothing: it stored none of the %d assignments it held before the kill (sync interval 1s)", held)
+		t.Fatalf("farm-d voided nothing, though it had stored events (%d writes) of the %d assignments it held unreleased", writes, held)
 	}
 	tomb := storeIDs(t, ff.stores["farm-d"], "void")
 	slices.Sort(tomb)
-	if got := idsOf(l.DuplicateIDs); !slices.Equal(got, tomb) {
-		t.Fatalf("duplicate ids %v, farm-d's tombstones %v", got, tomb)
+	if got := idsOf(l.DuplicateIDs); uint64(len(tomb)) != voided || !slices.Equal(got, tomb) {
+		t.Fatalf("duplicate ids %v, farm-d's tombstones %v (%d voided)", got, tomb, voided)
 	}
 	checkStoresOnce(t, ff.stores, ff.want)
 	f := emFailover(t, ls, "farm-d")
