@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,18 +16,12 @@ import (
 // new EM must assign it.
 const emKillRate = 50
 
-// TestFarmEMKill: SIGKILL the event manager mid-run. The EM is an
-// EM-only process (roles: em: no readout, no builder), elected before the
-// three folded nodes start, so the kill hits the EM alone. Its election
-// key goes with its lease; a folded node (an EM candidate too) is elected
-// with a higher epoch, inherits the run's ledger the dead EM published,
-// takes over what the BUs and RUs hold (their inventories: in-flight
-// assignments adopted, settled ones carried over) and assigns the rest of
-// the readout. Nothing is lost or built twice: the farm ledger balances
-// with every announced event built once, nothing lost by any reason, no
-// duplicate; the accepted streams of the stores hold every event once.
-func TestFarmEMKill(t *testing.T) {
-	ff := newFaultFarm(t, 6718930, "em")
+// emFarm starts etcd, the EM-only farm-e and, once it leads, the three
+// folded nodes (paced at emKillRate), and waits until 30 events were
+// built under farm-e: it returns the farm, farm-e and its epoch.
+func emFarm(t *testing.T, run uint32) (*faultFarm, *proc, uint64) {
+	t.Helper()
+	ff := newFaultFarm(t, run, "em")
 	for _, n := range farmNodes {
 		editFile(t, ff.files[n], [2]string{fmt.Sprintf(`rate: %d\n`, faultRate), fmt.Sprintf("rate: %d\n", emKillRate)})
 	}
@@ -49,15 +44,40 @@ func TestFarmEMKill(t *testing.T) {
 		return before != nil && before.Built >= 30
 	})
 	if before.Announced >= ff.want {
-		t.Fatalf("every event was announced before the kill: %s", before)
+		t.Fatalf("every event was announced already: %s", before)
 	}
+	t.Logf("farm-e (EM, epoch %d): %d of %d events announced, %d built", epoch0, before.Announced, ff.want, before.Built)
+	return ff, e, epoch0
+}
+
+// TestFarmEMKill: SIGKILL the event manager mid-run. The EM is an
+// EM-only process (roles: em: no readout, no builder), elected before the
+// three folded nodes start, so the kill hits the EM alone. Its election
+// key goes with its lease; a folded node (an EM candidate too) is elected
+// with a higher epoch, inherits the run's ledger the dead EM published,
+// takes over what the BUs and RUs hold (their inventories: in-flight
+// assignments adopted, settled ones carried over) and assigns the rest of
+// the readout. Nothing is lost or built twice: the farm ledger balances
+// with every announced event built once, nothing lost by any reason, no
+// duplicate; the accepted streams of the stores hold every event once.
+func TestFarmEMKill(t *testing.T) {
+	ff, e, epoch0 := emFarm(t, 6718930)
 	if err := e.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-e.done
 	// An EM-only node stores nothing; its store, killed, is left as it is.
 	delete(ff.stores, "farm-e")
-	t.Logf("farm-e (EM, epoch %d) killed with %d of %d events announced, %d built", epoch0, before.Announced, ff.want, before.Built)
+	checkTakeover(t, ff, epoch0)
+}
+
+// checkTakeover: after farm-e stopped leading, another node is elected
+// with a higher epoch and the run goes on to every event built; the farm
+// stopped, the new EM's ledger balances with every announced event built
+// once, nothing lost, no duplicate, every event stored once, each node's
+// built count the farm ledger's; the new EM assigned work itself.
+func checkTakeover(t *testing.T, ff *faultFarm, epoch0 uint64) {
+	t.Helper()
 	var epoch1 uint64
 	var em1 string
 	ff.waitFor(30*time.Second, "another EM elected", func() bool {
@@ -108,4 +128,26 @@ func newEMStats(t *testing.T, ls map[string]node.Ledger, em string) farm.EMStats
 		t.Fatalf("%s's final ledger has no EM part", em)
 	}
 	return *l.Farm.Agent.EM
+}
+
+// TestFarmEMDrain: `sluice farm drain farm-e` while the EM-only farm-e
+// leads mid-run. It publishes its last ledger, resigns, says bye and
+// exits 0 with its ledger balanced; another candidate is elected and the
+// run goes on as after a kill (checkTakeover).
+func TestFarmEMDrain(t *testing.T) {
+	ff, e, epoch0 := emFarm(t, 6718931)
+	runOK(t, append([]string{"farm", "drain", "farm-e"}, ff.args...)...)
+	if code := e.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("farm-e: exit %d after draining\n%s", code, e.log())
+	}
+	delete(ff.procs, "farm-e") // ended as asked
+	for _, want := range []string{"handing over", "resigned as event manager", "drained; leaving"} {
+		if !strings.Contains(e.log(), want) {
+			t.Fatalf("farm-e did not say %q:\n%s", want, e.log())
+		}
+	}
+	if l := readLedger(t, ff.sums["farm-e"]); !l.Balanced {
+		t.Fatalf("farm-e ledger: %+v", l)
+	}
+	checkTakeover(t, ff, epoch0)
 }

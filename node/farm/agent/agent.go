@@ -209,6 +209,13 @@ type Agent struct {
 	draining bool
 	drained  chan struct{}
 	byes     map[string]uint64 // peers that said bye, by incarnation
+	// A draining EM candidate hands over (drain.go): stopCampaign ends its
+	// campaign, resigned says it will not lead again, handedOver that its
+	// last ledger is published and its leadership resigned.
+	stopCampaign context.CancelFunc
+	resigned     bool
+	handedOver   bool
+	noSuccessor  bool // logged once: no other EM candidate to hand over to
 
 	mu     sync.Mutex
 	status Status
@@ -373,10 +380,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	a.watchRunControl(ctx, &wg)
 	if a.cfg.Roles&farm.RoleEM != 0 {
+		cctx, stop := context.WithCancel(ctx)
+		a.stopCampaign = stop
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Campaign(ctx, ms)
+			l, err := c.Campaign(cctx, ms)
 			if err != nil {
 				return
 			}
@@ -642,6 +651,11 @@ func (a *Agent) report(ctx context.Context, epoch uint64) {
 // assignments (push) and its relays of releases go to the RUs it knows,
 // so one it did not know yet would miss them.
 func (a *Agent) becomeEM(ctx context.Context, l *control.Leadership, prev farm.LedgerSummary, inherit bool) {
+	if a.resigned {
+		// Elected while draining: hand over at once (nothing to publish).
+		a.resign(ctx, l, nil)
+		return
+	}
 	a.pendingLead = l
 	a.prevLedger, a.inherit = prev, inherit
 	a.tryLead(ctx)

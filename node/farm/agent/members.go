@@ -114,8 +114,8 @@ func (a *Agent) checkDrained() {
 			return
 		}
 	}
-	if a.em != nil {
-		return // the EM leaves only at the run's end (its ledger)
+	if !a.handOver() {
+		return
 	}
 	now := a.clock.Now()
 	if a.byeAt.IsZero() {

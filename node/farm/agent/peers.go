@@ -417,7 +417,7 @@ func (a *Agent) control(from string, typ uint16, body []byte) error {
 // its own election result did (the others' leader watch can be faster):
 // applied when it becomes EM, dropped (counted) if it does not.
 func (a *Agent) beforeEM(why string, fn func()) {
-	if a.cfg.Roles&farm.RoleEM == 0 || len(a.early2) >= maxBeforeEM {
+	if a.cfg.Roles&farm.RoleEM == 0 || a.resigned || len(a.early2) >= maxBeforeEM {
 		a.drop(why)
 		return
 	}
