@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/farm"
+	farmctl "github.com/sluice-daq/sluice/node/farm/control"
 )
 
 // The builder-unit and event-manager fault tests: real sluice processes
@@ -39,6 +41,9 @@ const buSync = "1s"
 type faultFarm struct {
 	t      *testing.T
 	args   []string // --etcd, --farm
+	etcd   string
+	token  string
+	farmID string
 	run    uint32
 	files  map[string]string
 	stores map[string]string
@@ -68,31 +73,19 @@ func editFile(t *testing.T, file string, edits ...[2]string) {
 	}
 }
 
-// newFaultFarm starts etcd, writes the folded nodes' configurations
-// (release durable, emulator at faultRate) and one role-only node's
-// (extra: "bu" for a BU-only farm-d, "em" for an EM-only farm-e), and
-// records run.
-func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
-	etcd := startEtcd(t)
-	token := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	farmID := fmt.Sprintf("e2e-%s-%d", extra, os.Getpid())
-	ff := &faultFarm{t: t, args: []string{"--etcd", etcd, "--farm", farmID}, run: run,
-		files: map[string]string{}, stores: map[string]string{}, procs: map[string]*proc{}, sums: map[string]string{}}
-	durable := [2]string{`release: decided`, `release: durable`}
-	for _, n := range farmNodes {
-		ff.files[n], ff.stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(faultLoop), true)
-		editFile(t, ff.files[n], durable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
-	}
-	// The role-only node: farm-c's file, another id, one role, no
-	// readout and no input (a BU's fragments come from the RUs; an EM
-	// takes none).
+// faultDurable is the fault farms' release policy.
+var faultDurable = [2]string{`release: decided`, `release: durable`}
+
+// roleNode writes the configuration of a role-only node (extra: "bu" for
+// a BU-only farm-d, "em" for an EM-only farm-e): farm-c's file, another
+// id, one role, no readout and no input (a BU's fragments come from the
+// RUs; an EM takes none).
+func (ff *faultFarm) roleNode(extra string) {
+	t := ff.t
 	x := map[string]string{"bu": "farm-d", "em": "farm-e"}[extra]
-	ff.files[x], ff.stores[x] = farmConfig(t, "farm-c", farmID, etcd, token, "1", true)
+	ff.files[x], ff.stores[x] = farmConfig(t, "farm-c", ff.farmID, ff.etcd, ff.token, "1", true)
 	inputs := "\n\nsources:\n"
-	edits := [][2]string{durable,
+	edits := [][2]string{faultDurable,
 		{`\n  id: farm-c\n`, "\n  id: " + x + "\n"},
 		{`(?s)\ninputs:\n.*?\nsources:\n`, inputs},
 		{`roles: both`, "roles: " + extra},
@@ -104,6 +97,26 @@ func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
 		edits = append(edits, [2]string{`em_candidate: true`, "em_candidate: false"}, [2]string{`sync_interval: 50ms`, "sync_interval: " + buSync})
 	}
 	editFile(t, ff.files[x], edits...)
+}
+
+// newFaultFarm starts etcd, writes the folded nodes' configurations
+// (release durable, emulator at faultRate) and one role-only node's
+// (extra: "bu" for a BU-only farm-d, "em" for an EM-only farm-e), and
+// records run.
+func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
+	etcd := startEtcd(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	farmID := fmt.Sprintf("e2e-%s-%d", extra, os.Getpid())
+	ff := &faultFarm{t: t, args: []string{"--etcd", etcd, "--farm", farmID}, etcd: etcd, token: token, farmID: farmID, run: run,
+		files: map[string]string{}, stores: map[string]string{}, procs: map[string]*proc{}, sums: map[string]string{}}
+	for _, n := range farmNodes {
+		ff.files[n], ff.stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(faultLoop), true)
+		editFile(t, ff.files[n], faultDurable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
+	}
+	ff.roleNode(extra)
 	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", ff.files["farm-a"], "--protocol", "push"}, ff.args...)...)
 	input, err := os.ReadFile(filepath.Join(repo, sampleMDF))
 	if err != nil {
@@ -370,8 +383,21 @@ func TestFarmBUKill(t *testing.T) {
 // record of the failover, when the BU was killed, and the events it
 // voided.
 func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
+	f, killed, voided, _ := buKillBaseline(t, run, false)
+	return f, killed, voided
+}
+
+// buKillBaseline is buKill; with baseline it also measures, on the same
+// kill, what detection by the membership lease alone takes: an EM-only
+// candidate that does not lead (farm-e; nothing fences it, as the EM
+// fences a BU it loses) is SIGKILLed with farm-d, and its lease is gone
+// when etcd reports its membership ended (0 without baseline).
+func buKillBaseline(t *testing.T, run uint32, baseline bool) (farm.Failover, time.Time, uint64, time.Duration) {
 	const k = 2
 	ff := newFaultFarm(t, run, "bu")
+	if baseline {
+		ff.roleNode("em")
+	}
 	// Until the kill farm-d's store never syncs, so every event it stores
 	// belongs to an assignment it holds unreleased (policy durable): once
 	// it has stored some, the kill is sure to leave stored events of
@@ -382,6 +408,46 @@ func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 	dAddr := httpAddr(t, d)
 	for _, n := range farmNodes {
 		ff.start(n)
+	}
+	var e *proc
+	leaseGone := make(chan time.Time, 1)
+	if baseline {
+		ff.waitFor(30*time.Second, "a folded node to lead", func() bool {
+			st := ff.status()
+			return st.EM != nil && st.EM.Node != "farm-e"
+		})
+		e = ff.start("farm-e")
+		httpAddr(t, e)
+		c, err := farmctl.Dial(context.Background(), farmctl.Config{Endpoints: []string{ff.etcd}, Farm: ff.farmID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var inc uint64
+		var rev int64
+		ff.waitFor(30*time.Second, "farm-e a member", func() bool {
+			ms, r, err := c.Members(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				if m.Node == "farm-e" {
+					inc, rev = m.Incarnation, r
+					return true
+				}
+			}
+			return false
+		})
+		go func() {
+			for ev := range c.WatchMembers(ctx, rev) {
+				if ev.Left && ev.Member.Node == "farm-e" && ev.Member.Incarnation == inc {
+					leaseGone <- time.Now()
+					return
+				}
+			}
+		}()
 	}
 	var held int
 	var writes uint64
@@ -396,6 +462,21 @@ func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 	killed := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	var leaseOnly time.Duration
+	if baseline {
+		eKilled := time.Now()
+		if err := e.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-e.done
+		delete(ff.stores, "farm-e") // stored nothing; killed, it is left as it is
+		select {
+		case at := <-leaseGone:
+			leaseOnly = at.Sub(eKilled)
+		case <-time.After(30 * time.Second):
+			t.Fatal("farm-e's membership did not end within 30 s of its SIGKILL")
+		}
 	}
 	<-d.done
 	t.Logf("farm-d killed holding %d unreleased assignments, after %d store writes", held, writes)
@@ -436,30 +517,35 @@ func buKill(t *testing.T, run uint32) (farm.Failover, time.Time, uint64) {
 	if f.Done.IsZero() || f.Open < 1 || f.Reassigned != f.Open {
 		t.Fatalf("failover %+v", f)
 	}
-	return f, killed, voided
+	return f, killed, voided, leaseOnly
 }
 
 // TestFarmFailoverTimes is the failover-time figure (scripts/bench.sh
-// runs it with SLUICE_FAILOVER_RUNS=5; skipped otherwise): TestFarmBUKill
+// runs it with SLUICE_FAILOVER_RUNS=N; skipped otherwise): TestFarmBUKill
 // that many times, each its own farm, and min / median / max of SIGKILL →
 // suspected (the EM sees the BU's connection fail), suspected → the last
 // of its unreleased assignments reassigned, and SIGKILL → that. The
-// reference is what detection by the membership lease alone would cost:
-// the lease TTL (5 s in these tests, so that a loaded machine does not
-// fence a live node; 2 s by default) and etcd's expiry
-// check on top.
+// baseline, measured on the same kill in the same farm (buKillBaseline):
+// detection by the membership lease alone (TTL 5 s in these tests, 2 s by
+// default, plus etcd's expiry check), and the ratio lease-only / SIGKILL → last
+// reassigned (how many times faster the farm fails over than the lease
+// would let it). Not a Go benchmark with internal/benchratio: one sample
+// is a whole farm (~15 s), not an operation to repeat b.N times.
 func TestFarmFailoverTimes(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SLUICE_FAILOVER_RUNS"))
 	if n < 1 {
 		t.Skip("set SLUICE_FAILOVER_RUNS (scripts/bench.sh does)")
 	}
-	var susp, re, total []time.Duration
+	var susp, re, total, lease []time.Duration
+	var ratio []float64
 	for i := range n {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			f, killed, _ := buKill(t, 6718920+uint32(i))
+			f, killed, _, leaseOnly := buKillBaseline(t, 6718920+uint32(i), true)
 			susp = append(susp, f.Suspected.Sub(killed))
 			re = append(re, f.Done.Sub(f.Suspected))
 			total = append(total, f.Done.Sub(killed))
+			lease = append(lease, leaseOnly)
+			ratio = append(ratio, float64(leaseOnly)/float64(f.Done.Sub(killed)))
 		})
 	}
 	mmm := func(ds []time.Duration) string {
@@ -469,8 +555,13 @@ func TestFarmFailoverTimes(t *testing.T) {
 		}
 		return fmt.Sprintf("%v / %v / %v", ds[0], ds[len(ds)/2], ds[len(ds)-1])
 	}
-	fmt.Printf("farm failover (BU SIGKILL, %d runs, min / median / max): SIGKILL → suspected %s; suspected → last reassigned %s; SIGKILL → last reassigned %s (lease-only detection: TTL 5 s in these tests + expiry check)\n",
-		len(total), mmm(susp), mmm(re), mmm(total))
+	slices.Sort(ratio)
+	r := "-"
+	if len(ratio) > 0 {
+		r = fmt.Sprintf("%.0f / %.0f / %.0f", ratio[0], ratio[len(ratio)/2], ratio[len(ratio)-1])
+	}
+	fmt.Printf("farm failover (BU SIGKILL, %d runs, min / median / max): SIGKILL → suspected %s; suspected → last reassigned %s; SIGKILL → last reassigned %s; same-run baseline, lease-only detection (TTL 5 s in these tests) %s; ratio lease-only / failover %s\n",
+		len(total), mmm(susp), mmm(re), mmm(total), mmm(lease), r)
 }
 
 // TestFarmBUStop: SIGSTOP a BU-only process while it holds unreleased
