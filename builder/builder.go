@@ -59,6 +59,7 @@ type Builder struct {
 	seq   uint64
 
 	ident       identity    // event identity: epochs, the reference (identity.go)
+	behind      behindState // waiting for sources behind the others (behind.go)
 	heldSuspect int         // open events opened by suspect fragments (<= MaxSuspectEvents)
 	asg         assignments // Config.Assigned (assign.go)
 	// For the emitter to do outside the lock: fragment references to drop
@@ -129,6 +130,7 @@ func New(cfg Config) (*Builder, error) {
 		quorum = b.nsrc/2 + 1
 	}
 	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, cfg.Assigned)
+	b.behind.seen = make([]activity, b.nsrc)
 	go b.run()
 	return b, nil
 }
@@ -376,10 +378,12 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 		}
 		if ev == nil { // discarded, counted
 			si.last = id
+			si.n++
 			return true
 		}
 	}
 	si.last = id
+	si.n++
 	s := &ev.slots[src]
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
@@ -639,6 +643,7 @@ func (b *Builder) Close(ctx context.Context) error {
 func (b *Builder) Ledger() Ledger {
 	b.mu.Lock()
 	l := b.led
+	l.EventsWaitedBehind = b.behind.events
 	d := b.disc
 	var suspects map[uint32]uint64
 	for i, v := range b.ident.suspectBy {

@@ -31,6 +31,12 @@ type Config struct {
 	// Timeout: an event still incomplete this long after its first
 	// fragment arrived is emitted incomplete.
 	Timeout time.Duration `yaml:"timeout"`
+	// BehindWait: an event past its Timeout waits on while one of its
+	// missing sources is behind it (has not yet reached its id) and still
+	// sending: it placed a fragment within the last BehindWait (see
+	// behind.go). 0: the default, 5s; negative: never (every event goes
+	// out at Timeout).
+	BehindWait time.Duration `yaml:"behind_wait"`
 	// SliceDuration is the timeslice length (timeslice mode only, where it
 	// is required); a fragment's EventID is then its timestamp in ns.
 	SliceDuration time.Duration `yaml:"slice_duration"`
@@ -103,6 +109,7 @@ func Defaults() Config {
 	return Config{
 		Mode:             schemas.ModeEvent,
 		Timeout:          time.Second,
+		BehindWait:       5 * time.Second,
 		MaxOpenEvents:    4096,
 		BatchEvents:      256,
 		BatchLatency:     50 * time.Millisecond,
@@ -165,6 +172,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = d.Timeout
+	}
+	if cfg.BehindWait == 0 {
+		cfg.BehindWait = d.BehindWait
 	}
 	if cfg.MaxOpenEvents == 0 {
 		cfg.MaxOpenEvents = d.MaxOpenEvents

@@ -16,7 +16,9 @@
 //     the table for the ready queue at once.
 //   - Timeout: open events form a FIFO in order of first arrival; the
 //     background goroutine emits those older than Timeout, flagged
-//     StatusIncomplete, with missing_sources listing who sent nothing.
+//     StatusIncomplete, with missing_sources listing who sent nothing —
+//     unless a missing source is behind the event and still sending
+//     (within BehindWait): then the events wait for it (behind.go).
 //   - Duplicate (same source, same event, still open): the first fragment
 //     wins, the later one is discarded ("duplicate") and the event gets
 //     StatusDuplicates.

@@ -91,10 +91,16 @@ func (b *Builder) doOut(w *outWork) {
 }
 
 // expireLocked emits, as incomplete, the open events whose timeout passed
-// (or dissolves those judged suspect), then ends the idle assignments. The
-// FIFO is in order of first arrival, so the events are all at its head.
+// (or dissolves those judged suspect) unless the oldest waits for a source
+// behind it (behind.go), then ends the idle assignments. The FIFO is in
+// order of first arrival, so the events are all at its head.
 func (b *Builder) expireLocked(now time.Time) {
+	b.behind.waiting = false
+	b.noteActivityLocked(now)
 	for b.head != nil && now.Sub(b.head.first) >= b.cfg.Timeout {
+		if b.waitBehindLocked(b.head, now) {
+			break
+		}
 		b.retireLocked(b.head)
 	}
 	if len(b.asg.live) > 0 {
@@ -129,6 +135,9 @@ func (b *Builder) nextDeadlineLocked(now time.Time) time.Duration {
 	d := time.Hour
 	if b.head != nil {
 		d = min(d, b.head.first.Add(b.cfg.Timeout).Sub(now))
+	}
+	if b.behind.waiting {
+		d = min(d, b.behindRecheck())
 	}
 	if len(b.ready) > 0 {
 		d = min(d, b.readyAt.Add(b.cfg.BatchLatency).Sub(now))

@@ -91,6 +91,7 @@ type event struct {
 	held     bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
 	opener   int32       // held: the source index that opened it
 	judge    bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
+	waited   bool        // waited past its timeout for a source behind it (behind.go)
 	asg      *assignment // Config.Assigned: the assignment its id belongs to
 	first    time.Time   // arrival of the first fragment: timeout start and (event mode) timestamp column
 	status   schemas.EventStatus
@@ -114,7 +115,7 @@ type event struct {
 // reset clears e for reuse; slots were already cleared by assembly.
 func (e *event) reset() {
 	e.status, e.present, e.frags, e.nCorrupt, e.bytes, e.dupCore = 0, 0, 0, 0, 0, 0
-	e.epoch, e.held, e.judge, e.asg = 0, false, false, nil
+	e.epoch, e.held, e.judge, e.waited, e.asg = 0, false, false, false, nil
 	clear(e.gbytes)
 	clear(e.coreN)
 	clear(e.tsFrags) // drop payload references for the garbage collector

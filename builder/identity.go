@@ -22,6 +22,7 @@ const refStale = 64
 // side so that a packet costs one cache line of it.
 type srcIdentity struct {
 	last uint64 // the id of the source's latest fragment
+	n    uint64 // its fragments placed or judged (behind.go: is it still sending?)
 	ep   uint32 // the epoch its fragments belong to; noEpoch before its first
 }
 

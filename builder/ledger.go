@@ -57,6 +57,9 @@ type Ledger struct {
 	// Resyncs counts the event-counter resets detected (a quorum of sources
 	// jumped back together); events after each build normally.
 	Resyncs uint64
+	// EventsWaitedBehind counts the events that waited past Timeout for a
+	// source still sending behind the others (Config.BehindWait).
+	EventsWaitedBehind uint64
 	// Config.Assigned: assignments done, and the event ids of those for
 	// which no fragment at all arrived (not fragments: not in the balance).
 	AssignmentsDone uint64

@@ -36,6 +36,9 @@ type Ledger struct {
 	// quorum of sources jumped back together); events after each were
 	// built in a new epoch.
 	Resyncs uint64 `json:"resyncs"`
+	// EventsWaitedBehind counts events that waited past builder.timeout
+	// for a source still sending behind the others (builder.behind_wait).
+	EventsWaitedBehind uint64 `json:"events_waited_behind,omitempty"`
 	// InputLosses are counted by the inputs before anything reached the
 	// builder (a UDP packet never received, a TCP packet cut by a
 	// disconnect, a packet that failed to decode), by "input/reason".
@@ -271,6 +274,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row("events built", l.EventsBuilt)
 	if l.Resyncs != 0 {
 		row("  after event-counter resets", l.Resyncs)
+	}
+	if l.EventsWaitedBehind != 0 {
+		row("  waited past the timeout for a source behind", l.EventsWaitedBehind)
 	}
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)

@@ -45,6 +45,7 @@ var metricDefs = []metricDef{
 	{"sluice_fragments_discarded_total", "Fragments discarded by the event builder, by reason.", []string{"reason"}},
 	{"sluice_fragments_suspect_total", "Fragments discarded as suspect_id (event id far from the other sources'), by source.", []string{"source"}},
 	{"sluice_builder_resyncs_total", "Event-counter resets (resyncs) the builder detected.", nil},
+	{"sluice_builder_events_waited_behind_total", "Events that waited past the builder timeout for a source still sending behind the others.", nil},
 	{"sluice_fragments_open", "Fragments held in events still under construction.", nil},
 	{"sluice_input_losses_total", "Packets or fragments lost before the builder (e.g. UDP loss, cut TCP packet), by input and reason.", []string{"input", "reason"}},
 	{"sluice_fragment_payload_bytes_total", "Payload bytes of the fragments handed to the event builder: fragment and multi-fragment packet headers excluded, so less than sluice_input_wire_bytes_total.", nil},
@@ -133,6 +134,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_fragments_suspect_total", v, strconv.FormatUint(uint64(s), 10))
 	}
 	counter("sluice_builder_resyncs_total", l.Resyncs)
+	counter("sluice_builder_events_waited_behind_total", l.EventsWaitedBehind)
 	gauge("sluice_fragments_open", float64(l.FragmentsOpen))
 	for k, v := range l.InputLosses {
 		input, reason := splitLossKey(k)

@@ -502,7 +502,7 @@ func (n *Node) snapshot() Ledger {
 		l.FragmentsReceived, l.BytesReceived = bl.FragmentsIn, bl.BytesIn
 		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen+bl.FragmentsWaiting
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
-		l.FragmentsSuspect, l.Resyncs = bl.SuspectBySource, bl.Resyncs
+		l.FragmentsSuspect, l.Resyncs, l.EventsWaitedBehind = bl.SuspectBySource, bl.Resyncs, bl.EventsWaitedBehind
 		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
 		l.EventsIncomplete, l.EventsCorrupt = bl.EventsIncomplete, bl.EventsCorrupt
 	}
