@@ -60,6 +60,8 @@ type Builder struct {
 
 	ident       identity    // event identity: epochs, the reference (identity.go)
 	behind      behindState // waiting for sources behind the others (behind.go)
+	absent      []bool      // by source index: declared absent (absent.go)
+	want        int         // sources an event needs to be complete: nsrc less the absent
 	heldSuspect int         // open events opened by suspect fragments (<= MaxSuspectEvents)
 	asg         assignments // Config.Assigned (assign.go)
 	// For the emitter to do outside the lock: fragment references to drop
@@ -131,6 +133,7 @@ func New(cfg Config) (*Builder, error) {
 	}
 	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, cfg.Assigned)
 	b.behind.seen = make([]activity, b.nsrc)
+	b.absent, b.want = make([]bool, b.nsrc), b.nsrc
 	go b.run()
 	return b, nil
 }
@@ -379,11 +382,17 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 		if ev == nil { // discarded, counted
 			si.last = id
 			si.n++
+			if b.want != b.nsrc && b.absent[src] {
+				b.presentAgainLocked(src)
+			}
 			return true
 		}
 	}
 	si.last = id
 	si.n++
+	if b.want != b.nsrc && b.absent[src] {
+		b.presentAgainLocked(src)
+	}
 	s := &ev.slots[src]
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
@@ -414,7 +423,7 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	ev.gbytes[b.grp[src]] += int64(len(payload))
 	b.heldB += int64(len(payload))
 	b.led.FragmentsOpen++
-	if ev.present == b.nsrc {
+	if ev.present >= b.want {
 		b.emitLocked(ev)
 	}
 	return true

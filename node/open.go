@@ -140,6 +140,14 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 			// its URI and the node its source groups.
 			ec := e.Config
 			ec.To, ec.Groups = ic.URI, groups
+			if ec.From != "" {
+				uri, from := ic.URI, ec.From
+				ec.OnSources = func(has []uint32) {
+					if f := p.emulatorFile; f != nil {
+						f(uri, from, has)
+					}
+				}
+			}
 			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
 			emu = func(ctx context.Context) error {
 				s, err := emulator.Run(ctx, ec)

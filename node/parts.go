@@ -86,6 +86,9 @@ type Parts struct {
 	// EmulatorSummaries returns what the embedded emulators reported when
 	// they ended (nil: none).
 	EmulatorSummaries func() []emulator.Summary
+	// emulatorFile, set by the node before the inputs start, is told the
+	// sources each embedded emulator's file contains once it is read.
+	emulatorFile func(input, file string, has []uint32)
 	// Close releases what the parts hold besides the above (e.g. sockets).
 	Close func()
 }

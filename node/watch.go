@@ -34,6 +34,13 @@ type watcher struct {
 	events, incomplete uint64
 	missing            map[uint32]uint64
 	last               []string // the warnings of the last interval
+	// notInFile are configured sources an embedded emulator's file does
+	// not contain (reported at start).
+	notInFile []uint32
+	// setAbsent declares sources absent in the builder (silent_absent)
+	// and returns those it declared; absent lists them now. Nil: none.
+	setAbsent func([]uint32) []uint32
+	absent    func() []uint32
 	// Counters at the start of the interval.
 	prevReceived, prevLate uint64
 	prevWait               []uint64
@@ -99,6 +106,48 @@ func (w *watcher) checkSilent() {
 		msg = "sources silent: no event built since the inputs opened"
 	}
 	w.log.Warn(msg, "sources", schemas.FormatSourceList(w.silent), "count", len(w.silent), "after", w.cfg.SilentAfter.String())
+	w.makeAbsentLocked(w.silent, "silent")
+}
+
+// makeAbsentLocked declares ids absent when warnings.silent_absent says so,
+// and logs the ones declared. Called with mu held.
+func (w *watcher) makeAbsentLocked(ids []uint32, why string) {
+	if !w.cfg.SilentAbsent || w.setAbsent == nil {
+		return
+	}
+	if got := w.setAbsent(ids); len(got) > 0 {
+		w.log.Warn("sources treated as absent: events no longer wait for them (warnings.silent_absent)",
+			"sources", schemas.FormatSourceList(got), "count", len(got), "why", why)
+	}
+}
+
+// emulatorFile is called when an embedded emulator has read its file: the
+// configured sources of groups it does not contain are reported at once,
+// by name (and in /status), and made absent under silent_absent.
+func (w *watcher) emulatorFile(input, file string, has []uint32, groups []schemas.SourceGroup) {
+	in := make(map[uint32]bool, len(has))
+	for _, s := range has {
+		in[s] = true
+	}
+	var missing []uint32
+	for _, g := range groups {
+		for _, s := range g.Sources {
+			if !in[s] {
+				missing = append(missing, s)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.Sort(missing)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notInFile = slices.Compact(append(w.notInFile, missing...))
+	slices.Sort(w.notInFile)
+	w.log.Warn("configured sources not in the emulator's file: events wait builder.timeout for them (warnings.silent_absent: true stops that)",
+		"input", input, "file", file, "sources", schemas.FormatSourceList(missing), "count", len(missing))
+	w.makeAbsentLocked(missing, "not in the emulator's file")
 }
 
 // interval ends one interval: l is the node's ledger now, wait each input's
@@ -163,7 +212,12 @@ func (w *watcher) missingMost(n int) string {
 func (w *watcher) status() WarningStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return WarningStatus{SilentSources: schemas.FormatSourceList(w.silent), Last: slices.Clone(w.last)}
+	st := WarningStatus{SilentSources: schemas.FormatSourceList(w.silent), NotInEmulatorFile: schemas.FormatSourceList(w.notInFile),
+		Last: slices.Clone(w.last)}
+	if w.absent != nil {
+		st.AbsentSources = schemas.FormatSourceList(w.absent())
+	}
+	return st
 }
 
 // WarningStatus is what the node warned about (GET /status "warnings").
@@ -172,6 +226,12 @@ type WarningStatus struct {
 	// opened, after warnings.silent_after) and have still sent nothing: a
 	// source list such as "12,40-47"; "" when none.
 	SilentSources string `json:"silent_sources"`
+	// NotInEmulatorFile are configured sources an embedded emulator's
+	// file does not contain (reported at start); "" when none.
+	NotInEmulatorFile string `json:"not_in_emulator_file,omitempty"`
+	// AbsentSources are treated as absent now (warnings.silent_absent):
+	// events do not wait for them; "" when none.
+	AbsentSources string `json:"absent_sources,omitempty"`
 	// Last are the warnings of the last interval.
 	Last []string `json:"last"`
 }

@@ -128,6 +128,12 @@ type Warnings struct {
 	// SilentAfter: a source in no event built this long after the inputs
 	// opened is reported silent, once, by name (and in /status).
 	SilentAfter time.Duration `yaml:"silent_after"`
+	// SilentAbsent: the sources reported silent, and those an embedded
+	// emulator's file does not contain, are treated as absent (event
+	// mode): events stop waiting for them and go out, incomplete, as soon
+	// as the other sources are in. A source that then sends is waited for
+	// again.
+	SilentAbsent bool `yaml:"silent_absent"`
 	// IncompleteFraction of the events built in an interval.
 	IncompleteFraction float64 `yaml:"incomplete_fraction"`
 	// LateFraction of the fragments received in an interval that came

@@ -50,6 +50,11 @@ type Config struct {
 	// the connections of tcp://. In a node's configuration their keys are
 	// written in the emulator section too.
 	Sender transport.SenderOptions `yaml:"-" json:"-"`
+
+	// OnSources, in file mode, is called once the file is read, before
+	// anything is sent, with the source ids it sends (sorted): a node
+	// reports the configured sources the file lacks.
+	OnSources func(ids []uint32) `yaml:"-" json:"-"`
 }
 
 // Faults are fault-injection probabilities per packet, in [0, 1]. Drop,

@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				return sum, fmt.Errorf("%s: sources %s: %w", cfg.From, cfg.SourceList, err)
 			}
 		}
+		if cfg.OnSources != nil {
+			cfg.OnSources(fs.sourceIDs())
+		}
 		// Replayed in place unless a fault keeps a packet back (reorder,
 		// stall) or changes its bytes (corrupt).
 		fs.inPlace = cfg.Faults.Reorder == 0 && cfg.Faults.Stall == 0 && cfg.Faults.Corrupt == 0

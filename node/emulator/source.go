@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -135,6 +136,20 @@ type fileSource struct {
 type odinPatch struct{ frag, off int }
 
 func (f *fileSource) sources() int { return f.nsrc }
+
+// sourceIDs are the sources of the file's packets, sorted.
+func (f *fileSource) sourceIDs() []uint32 {
+	seen := map[uint32]bool{}
+	var ids []uint32
+	for i := range f.packets {
+		if s := f.packets[i].source; !seen[s] {
+			seen[s] = true
+			ids = append(ids, s)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
 
 func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 	if f.i == len(f.packets) {

@@ -203,6 +203,7 @@ func (in *Input) Stats() transport.Stats {
 	for _, n := range ps.Refused {
 		s.Refused += n
 	}
+	s.ExpectStreams = in.o.ExpectStreams
 	return s
 }
 

@@ -71,6 +71,9 @@ type Stats struct {
 	// (TCP end-of-stream frames, UDP end markers); Open: connections open.
 	Connections, Streams uint64
 	Open                 int64
+	// ExpectStreams: TCP/UDP/peer, the streams the input waits for before
+	// it ends (its expect_streams; 0: it never ends by itself).
+	ExpectStreams int
 	// AcceptErrors: TCP, accept(2) failures the input backed off from and
 	// survived, by reason ("emfile": out of file descriptors, "enfile",
 	// "enobufs", "enomem", "econnaborted", "other"); absent when none.

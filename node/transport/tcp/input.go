@@ -95,6 +95,7 @@ func (in *Input) Stats() transport.Stats {
 	s := in.c.Snapshot()
 	s.CreditsOutstanding = in.outstanding.Load()
 	s.SocketBufferBytes = int(in.rcvbuf.Load())
+	s.ExpectStreams = in.cfg.ExpectStreams
 	return s
 }
 

@@ -149,6 +149,7 @@ func (in *Input) Close() error {
 func (in *Input) Stats() transport.Stats {
 	s := in.c.Snapshot()
 	s.SocketBufferBytes = in.rcvbuf
+	s.ExpectStreams = in.cfg.ExpectStreams
 	return s
 }
 
