@@ -71,14 +71,14 @@ type InputStatus struct {
 	// Network inputs: connections open now, connections refused over
 	// max_connections, and accept(2) failures survived by reason
 	// ("emfile": out of file descriptors; see transport.Stats).
-	Open         int64             `json:"connections_open,omitempty"`
-	Refused      uint64            `json:"connections_refused,omitempty"`
+	Open    int64  `json:"connections_open,omitempty"`
+	Refused uint64 `json:"connections_refused,omitempty"`
 	// Streams a network input waits for (expect_streams) and those that
 	// ended cleanly: with connections_open, whether every board connected
 	// (0 expected: the input ends only when the run is stopped).
-	StreamsExpected int    `json:"streams_expected,omitempty"`
-	StreamsEnded    uint64 `json:"streams_ended,omitempty"`
-	AcceptErrors map[string]uint64 `json:"accept_errors,omitempty"`
+	StreamsExpected int               `json:"streams_expected,omitempty"`
+	StreamsEnded    uint64            `json:"streams_ended,omitempty"`
+	AcceptErrors    map[string]uint64 `json:"accept_errors,omitempty"`
 }
 
 // PluginStatus is one trigger stage's plugin processes.
