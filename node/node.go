@@ -198,7 +198,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return n.failedStart(parts, err)
 	}
-	n.watch.setAbsent, n.watch.absent = b.SetAbsent, b.Absent
+	n.watch.useBuilder(b.SetAbsent, b.Absent)
 	parts.emulatorFile = func(input, file string, has []uint32) { n.watch.emulatorFile(input, file, has, groups) }
 	n.farmCtx = ctx
 	if n.cfg.Farm.Enabled() {

@@ -109,6 +109,13 @@ func (w *watcher) checkSilent() {
 	w.makeAbsentLocked(w.silent, "silent")
 }
 
+// useBuilder gives the watcher the builder's absent sources, once it exists.
+func (w *watcher) useBuilder(setAbsent func([]uint32) []uint32, absent func() []uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.setAbsent, w.absent = setAbsent, absent
+}
+
 // makeAbsentLocked declares ids absent when warnings.silent_absent says so,
 // and logs the ones declared. Called with mu held.
 func (w *watcher) makeAbsentLocked(ids []uint32, why string) {

@@ -13,8 +13,8 @@ import (
 	"github.com/sluice-daq/sluice/node"
 )
 
-// fullStatus is GET /status as the node's own type.
-func fullStatus(addr string) (node.Status, error) {
+// statusOf is GET /status as the node's own type.
+func statusOf(addr string) (node.Status, error) {
 	var s node.Status
 	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
@@ -53,7 +53,7 @@ log: {format: json}
 	first := start(t, "readout", "--to", to, "--groups", "a:0-3", "--connections", "2", "--rate", "200", "--events", "400")
 	var during node.Status
 	waitFor(t, "events built while sources 4-7 are silent", 60*time.Second, func() bool {
-		s, err := fullStatus(addr)
+		s, err := statusOf(addr)
 		if err != nil || len(s.Inputs) != 1 {
 			return false
 		}
@@ -70,7 +70,7 @@ log: {format: json}
 		t.Fatalf("first board: exit %d\n%s", code, first.log())
 	}
 	waitFor(t, "the first board's 2 streams to end", 30*time.Second, func() bool {
-		s, err := fullStatus(addr)
+		s, err := statusOf(addr)
 		return err == nil && len(s.Inputs) == 1 && s.Inputs[0].StreamsEnded == 2 && s.State == node.StateRunning
 	})
 	runOK(t, "readout", "--to", to, "--groups", "b:4-7", "--connections", "2", "--events", "10", "--first-event", "1000")
@@ -119,7 +119,7 @@ func TestEmulatorFileLacksSources(t *testing.T) {
 	p := start(t, "run", "--config", file, "--summary-json", summary)
 	addr := p.httpAddr(t)
 	waitFor(t, "events built while the emulator sends", 60*time.Second, func() bool {
-		s, err := fullStatus(addr)
+		s, err := statusOf(addr)
 		return err == nil && s.State == node.StateRunning && len(s.Inputs) == 1 && !s.Inputs[0].Done && s.Ledger.EventsBuilt >= 20 &&
 			s.Warnings.NotInEmulatorFile == "9000000-9000002" && s.Warnings.AbsentSources == "9000000-9000002"
 	})
