@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,7 +288,13 @@ func TestFarmReadoutAhead(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for len(f.procs["farm-b"].logRecords("emulator ended")) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("farm-b's emulator did not end:\n%s", f.procs["farm-b"].log())
+			p := f.procs["farm-b"]
+			_ = p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines' stacks
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+			}
+			t.Fatalf("farm-b's emulator did not end:\n%s", p.log())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
