@@ -105,6 +105,9 @@ type StageInfo struct {
 	Plugin      string          // path of the plugin binary
 	Description sdk.Description // what the stage's plugin said about itself
 	Instances   int             // plugin processes configured
+	// Digest is the SHA-256 (hex) of the plugin's executable, hashed
+	// when the stage started (what the stored events' provenance names).
+	Digest string
 }
 
 // Decide runs one event batch through the chain and returns one verdict
@@ -137,6 +140,11 @@ func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 			r := res[j]
 			if r.Decision == schemas.DecisionAccept && !last {
 				next = append(next, row)
+			}
+			if si > 0 {
+				// The event came this far accepted by every stage before.
+				prev := &out[row]
+				r.Trail = append(prev.Trail[:len(prev.Trail):len(prev.Trail)], prev.Step())
 			}
 			out[row] = r
 		}

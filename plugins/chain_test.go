@@ -2,7 +2,10 @@ package plugins
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -61,9 +64,26 @@ func TestChainTwoStages(t *testing.T) {
 	running := c.State()
 	c.Close()
 	want := inProcessL0(t, batches)
+	lltDigest, hltDigest := fileDigest(t, pluginPath("l0calo")), fileDigest(t, pluginPath("passthrough"))
 	accepted := 0
 	for id, r := range got {
 		w := want[id]
+		// Provenance: every stage that saw the event, with its plugin's
+		// identity (the digest is the binary's sha256).
+		steps := r.Steps()
+		if len(steps) == 0 || steps[0].Plugin == nil || *steps[0].Plugin != (schemas.PluginID{Stage: "llt", Name: "l0calo", Version: steps[0].Plugin.Version, Digest: lltDigest}) {
+			t.Fatalf("event %d: first step %+v, want llt's l0calo with sha256 %s", id, steps, lltDigest)
+		}
+		if steps[0].Decision != w.Decision || steps[0].Fired != w.Lines {
+			t.Fatalf("event %d: llt step %+v, l0calo in process says %+v", id, steps[0], w)
+		}
+		if w.Decision == schemas.DecisionAccept {
+			if len(steps) != 2 || steps[1].Plugin.Digest != hltDigest || steps[1].Plugin.Stage != "hlt" || steps[1].Decision != r.Decision || steps[1].Fired != r.Lines || steps[1].Lines != r.Lines {
+				t.Fatalf("event %d: steps %+v, want llt's then hlt's (%+v)", id, steps, r)
+			}
+		} else if len(steps) != 1 {
+			t.Fatalf("event %d: %d steps, want llt's only", id, len(steps))
+		}
 		switch {
 		case w.Decision != schemas.DecisionAccept:
 			if r.Decision != w.Decision || r.Stage != "llt" {
@@ -85,7 +105,7 @@ func TestChainTwoStages(t *testing.T) {
 	}
 	// State: what each stage decided, counted by the chain itself: llt's
 	// decisions and lines are l0calo's, hlt saw llt's accepts.
-	lltWant := StageState{StageInfo: StageInfo{Name: "llt", Plugin: pluginPath("l0calo"), Instances: 2}, Up: 2,
+	lltWant := StageState{StageInfo: StageInfo{Name: "llt", Plugin: pluginPath("l0calo"), Instances: 2, Digest: lltDigest}, Up: 2,
 		Calls: uint64(len(batches)), Lines: make([]uint64, 4)}
 	for _, w := range want {
 		switch w.Decision {
@@ -100,7 +120,7 @@ func TestChainTwoStages(t *testing.T) {
 			lltWant.Deferred++
 		}
 	}
-	hltWant := StageState{StageInfo: StageInfo{Name: "hlt", Plugin: pluginPath("passthrough"), Instances: 1}, Up: 1,
+	hltWant := StageState{StageInfo: StageInfo{Name: "hlt", Plugin: pluginPath("passthrough"), Instances: 1, Digest: hltDigest}, Up: 1,
 		Calls: uint64(len(batches)), Accepted: uint64(accepted), Rejected: lltWant.Accepted - uint64(accepted), Lines: []uint64{uint64(accepted)}}
 	if len(running) != 2 {
 		t.Fatalf("state of %d stages", len(running))
@@ -365,4 +385,15 @@ func TestChainMetricsStartAtZero(t *testing.T) {
 			t.Errorf("no series %s before the first batch (have %v)", want, seen)
 		}
 	}
+}
+
+// fileDigest is the sha256 (hex) of the file at path.
+func fileDigest(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

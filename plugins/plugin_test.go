@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -135,7 +136,7 @@ func TestArenaRoundTrip(t *testing.T) {
 	}
 	accepted := 0
 	for i := range a {
-		if a[i] != b[i] {
+		if !reflect.DeepEqual(a[i], b[i]) {
 			t.Fatalf("row %d: %+v by layout, %+v by copy", i, a[i], b[i])
 		}
 		if a[i].Decision == schemas.DecisionAccept {

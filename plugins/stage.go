@@ -40,6 +40,7 @@ type stage struct {
 	cfg      StageConfig
 	icfg     *instanceConfig
 	desc     sdk.Description
+	id       schemas.PluginID // what the stage's verdicts name as their plugin (provenance)
 	log      *slog.Logger
 	m        *metrics
 	slots    []*slot
@@ -71,6 +72,12 @@ func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*
 		}
 		if i == 0 {
 			s.desc = in.desc
+			digest, err := executableDigest(in.pid, cfg.Plugin)
+			if err != nil {
+				in.close()
+				return nil, fmt.Errorf("stage %s: %w", cfg.Name, err)
+			}
+			s.id = schemas.PluginID{Stage: cfg.Name, Name: in.desc.Name, Version: in.desc.Version, Digest: digest}
 			if err := s.setPrescales(); err != nil {
 				in.close()
 				return nil, err
@@ -139,7 +146,7 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 	n := ev.Len()
 	out := make([]schemas.Verdict, n)
 	for i := range out {
-		out[i].Stage = s.cfg.Name
+		out[i].Stage, out[i].Plugin = s.cfg.Name, &s.id
 	}
 	if b := s.cfg.Deferral.Backlog; b > 0 && s.waiting.Load() > int64(b) {
 		reason := schemas.Reason{Kind: schemas.ReasonBacklog, Text: fmt.Sprintf("backlog: above %d events", b)}
@@ -175,7 +182,7 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 		return nil, err
 	}
 	for j, row := range rows {
-		res[j].Stage = s.cfg.Name
+		res[j].Stage, res[j].Plugin, res[j].Fired = s.cfg.Name, &s.id, res[j].Lines
 		out[row] = res[j]
 	}
 	s.applyPrescales(rows, out)
@@ -320,6 +327,17 @@ func (s *stage) restart(ctx context.Context, sl *slot) error {
 		in.close()
 		sl.failures++
 		return fmt.Errorf("plugin %s changed its description on restart (%s, %d lines)", s.cfg.Plugin, in.desc.Name, len(in.desc.Lines))
+	}
+	// The stored events name the binary the stage started with: a
+	// replaced binary is not run under its predecessor's name.
+	if d, err := executableDigest(in.pid, s.cfg.Plugin); err != nil || d != s.id.Digest || in.desc.Version != s.id.Version {
+		in.close()
+		sl.failures++
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("plugin %s changed on restart (version %q sha256 %s; the stage started with version %q sha256 %s)",
+			s.cfg.Plugin, in.desc.Version, d, s.id.Version, s.id.Digest)
 	}
 	s.log.Info("trigger plugin restarted", "plugin", s.desc.Name, "pid", in.pid, "reason", sl.down)
 	s.m.restarts.WithLabelValues(s.cfg.Name, s.desc.Name, sl.down).Inc()

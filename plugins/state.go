@@ -46,7 +46,7 @@ func (c *Chain) State() []StageState {
 }
 
 func (s *stage) info() StageInfo {
-	return StageInfo{Name: s.cfg.Name, Plugin: s.cfg.Plugin, Description: s.desc, Instances: len(s.slots)}
+	return StageInfo{Name: s.cfg.Name, Plugin: s.cfg.Plugin, Description: s.desc, Instances: len(s.slots), Digest: s.id.Digest}
 }
 
 // counters are what a stage did, kept beside its metrics for State.

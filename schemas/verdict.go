@@ -52,6 +52,13 @@ type Verdict struct {
 	// (StatusTriggerError when its batch failed in the plugin repeatedly);
 	// the store keeps the event's status with these bits added.
 	Status EventStatus
+	// Plugin names Stage's plugin (nil when no stage decided); Fired is
+	// the lines it fired before the prescales; Trail is the steps of the
+	// stages before Stage that accepted the event, in chain order. The
+	// store keeps them as the event's provenance (Provenance).
+	Plugin *PluginID
+	Fired  uint64
+	Trail  []Step
 }
 
 // Decided returns v or, when v has no decision (DecisionNone), v deferred
