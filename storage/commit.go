@@ -112,7 +112,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 		}
 		switch v.Decision {
 		case schemas.DecisionAccept, schemas.DecisionDefer:
-			size += KeySize + encodedSize(ev, i, v)
+			size += KeySize + encodedSize(ev, i, v) + KeySize + provBound(v) // and the older passes' bytes
 		case schemas.DecisionReject:
 		default:
 			return ca, fmt.Errorf("store commit: row %d (run %d event %d): no decision", i, ev.Run(i), ev.EventID(i))
@@ -174,13 +174,18 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 		}
 	}
 	var acceptedBytes int64
+	at := uint64(start.UnixNano())
+	var unstored []uint32 // plugin table entries to write in the transaction
 	apply := func(txn *badger.Txn) error {
 		ca = CommitAck{}
 		acceptedBytes = 0
+		unstored = unstored[:0]
 		led, err := readLedger(txn)
 		if err != nil {
 			return err
 		}
+		s.plugins.mu.Lock()
+		defer s.plugins.mu.Unlock()
 		for i := range verdicts {
 			v := &verdicts[i]
 			k := Key{Run: ev.Run(i), EventID: ev.EventID(i)}
@@ -191,6 +196,26 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 				return err
 			}
 			ptr := ptrs[i*ptrSize : (i+1)*ptrSize : (i+1)*ptrSize]
+			// The event's provenance gets this replay pass (or goes with
+			// the event when it is rejected).
+			pk := appendProvKey(nil, k)
+			if v.Decision == schemas.DecisionReject {
+				if err := txn.Delete(pk); err != nil {
+					return err
+				}
+			} else {
+				var old []byte
+				if item, err := txn.Get(pk); err == nil {
+					if old, err = item.ValueCopy(nil); err != nil {
+						return err
+					}
+				} else if !errors.Is(err, badger.ErrKeyNotFound) {
+					return err
+				}
+				if err := txn.Set(pk, s.plugins.addPass(nil, old, true, at, v, &unstored)); err != nil {
+					return err
+				}
+			}
 			switch v.Decision {
 			case schemas.DecisionAccept:
 				if err := txn.Set(appendKey(nil, Accepted, k), ptr); err != nil {
@@ -220,6 +245,15 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 		led.Accepted += uint64(ca.Accepted)
 		led.Rejected += uint64(ca.Rejected)
 		led.Kept += uint64(ca.Kept)
+		recs, err := s.plugins.records(unstored)
+		if err != nil {
+			return fmt.Errorf("plugin table: %w", err)
+		}
+		for _, kv := range recs {
+			if err := txn.Set(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
 		return txn.Set(metaLedgerKey, led.encode())
 	}
 	// A concurrent Put of the same deferred event conflicts with the
@@ -234,6 +268,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 	if err != nil {
 		return CommitAck{}, fmt.Errorf("store commit: %w", err)
 	}
+	s.plugins.markStored(unstored)
 	s.checkCommit(before, b, verdicts, ca)
 	ack, err := s.written(ev.Len(), acceptedBytes)
 	ca.Ack = ack

@@ -35,6 +35,9 @@ var (
 	// ErrNotAStore: a read-only open of a directory that holds no store
 	// (no badger MANIFEST): not one `sluice run` wrote.
 	ErrNotAStore = errors.New("not a sluice store")
+	// ErrNoEvent: the store holds no event of that run and event id in
+	// any stream (Why).
+	ErrNoEvent = errors.New("no such event in the store")
 )
 
 // DiskBudgetError says which limit refused a write and by how much.

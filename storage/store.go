@@ -71,6 +71,12 @@ type Store struct {
 
 	recovery Recovery // what Open recovered of an unclean shutdown
 
+	plugins *pluginTable // the plugins the provenance records name
+	// noProvenance leaves the provenance records out (Put): the store as
+	// it was before them, only the same-run baseline of the benchmark
+	// that measures their cost.
+	noProvenance bool
+
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded values, keys and pointers of the current Put, reused
 	parts [][]byte   // the pieces of the current Put's values, in order
@@ -175,6 +181,11 @@ func Open(opts Options) (*Store, error) {
 	if err := s.loadSchema(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	s.plugins = newPluginTable()
+	if err := s.plugins.load(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}
 	if rec.Dirty {
 		if s.recovery.SegmentEntriesDropped, err = s.verifyLastSegment(); err != nil {
@@ -323,7 +334,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 	if err != nil {
 		return Ack{}, err
 	}
-	size := 0
+	size, psize := 0, 0 // events' keys and values; provenance records' (a bound)
 	var tooLarge []int
 	for _, i := range rows {
 		if err := validateVerdict(&verdicts[i]); err != nil {
@@ -335,6 +346,9 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			continue
 		}
 		size += KeySize + n
+		if !s.noProvenance {
+			psize += KeySize + 2 + provBound(&verdicts[i])
+		}
 	}
 	if tooLarge != nil {
 		// Badger would fail the whole write (and a 1 KiB hex dump with it).
@@ -348,25 +362,26 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			return Ack{TooLarge: tooLarge, Durable: true}, nil
 		}
 	}
-	if err := s.guard.admit(uint64(size), s.m); err != nil {
+	if err := s.guard.admit(uint64(size+psize), s.m); err != nil {
 		s.m.refused.Inc()
 		return Ack{}, err
 	}
-	defer s.guard.wrote(uint64(size))
+	defer s.guard.wrote(uint64(size + psize))
 	// The values go to the active segment file with one writev(2) (and,
 	// under SyncEveryBatch, one fdatasync) before their index entries go to
 	// badger: an entry never points at bytes not written. The payloads are
 	// written from the batch itself; the arena holds the rest of the
 	// values, then the keys and pointers until Flush returns (a WriteBatch
-	// keeps references, not copies, until its commit). Its size is exact,
-	// so the pieces taken from it stay valid.
+	// keeps references, not copies, until its commit), and the provenance
+	// records (psize bounds them). It is never outgrown, so the pieces
+	// taken from it stay valid.
 	payload := 0
 	for _, i := range rows {
 		for g := range batch.Groups {
 			payload += len(batch.GroupPayload(g, i))
 		}
 	}
-	need := size - KeySize*len(rows) - payload + (KeySize+ptrSize)*len(rows)
+	need := size - KeySize*len(rows) - payload + (KeySize+ptrSize)*len(rows) + psize
 	if cap(s.arena) < need {
 		s.arena = make([]byte, 0, need)
 	}
@@ -407,25 +422,52 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 	}
+	at := uint64(start.UnixNano())
+	var unstored []uint32 // plugin table entries to write with the events
 	start0, part0 := 0, 0
+	s.plugins.mu.Lock()
 	for r, i := range rows {
 		end, partEnd := ends[2*r], ends[2*r+1]
 		var crc uint32
 		for _, p := range parts[part0:partEnd] {
 			crc = crc32.Update(crc, castagnoli, p)
 		}
+		k := Key{Run: batch.Run(i), EventID: batch.EventID(i)}
 		k0 := len(buf)
-		buf = appendKey(buf, stream, Key{Run: batch.Run(i), EventID: batch.EventID(i)})
+		buf = appendKey(buf, stream, k)
 		p0 := len(buf)
 		buf = appendPtr(buf, valuePtr{seg: seg, off: off + int64(start0), n: uint32(end - start0), crc: crc})
 		if err := wb.Set(buf[k0:p0:p0], buf[p0:len(buf):len(buf)]); err != nil {
+			s.plugins.mu.Unlock()
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 		start0, part0 = end, partEnd
+		if s.noProvenance {
+			continue
+		}
+		q0 := len(buf)
+		buf = appendProvKey(buf, k)
+		v0 := len(buf)
+		buf = s.plugins.newProvenance(buf, false, at, &verdicts[i], &unstored)
+		if err := wb.Set(buf[q0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
+			s.plugins.mu.Unlock()
+			return Ack{}, fmt.Errorf("store put: %w", err)
+		}
+	}
+	recs, err := s.plugins.records(unstored)
+	s.plugins.mu.Unlock()
+	if err != nil {
+		return Ack{}, fmt.Errorf("store put: plugin table: %w", err)
+	}
+	for _, kv := range recs {
+		if err := wb.Set(kv[0], kv[1]); err != nil {
+			return Ack{}, fmt.Errorf("store put: %w", err)
+		}
 	}
 	if err := wb.Flush(); err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
+	s.plugins.markStored(unstored)
 	s.checkPut(stream, batch, rows)
 	if newSchema != nil {
 		ss, _ := parseStoreSchema(s.opts.Dir, newSchema)

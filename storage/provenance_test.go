@@ -1,0 +1,133 @@
+package storage
+
+import (
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/sluice-daq/sluice/schemas"
+)
+
+// TestProvenanceOnlineAndReplay stores events through a two-stage chain's
+// verdicts (one deferred, one accepted after a prescale took a line), replays
+// the deferred ones (accepted, rejected) and checks what Why says of each:
+// sources, both passes with their plugins, lines fired, kept and prescaled,
+// and that a rejected event's record goes with it. The plugin table
+// survives a reopen.
+func TestProvenanceOnlineAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, func(o *Options) { o.Dir = dir })
+	if err := s.SetLineNames(map[string][]string{"gec": {"small"}, "hlt1": {"all", "muon"}, "hlt2": {"final"}}); err != nil {
+		t.Fatal(err)
+	}
+	gec := &schemas.PluginID{Stage: "gec", Name: "gec", Version: "1.0.0", Digest: "aa"}
+	hlt1 := &schemas.PluginID{Stage: "hlt1", Name: "passthrough", Version: "2.0", Digest: "bb"}
+	hlt2 := &schemas.PluginID{Stage: "hlt2", Name: "passthrough", Version: "2.0", Digest: "cc"}
+	evs := genEvents(7, 100, 3, 1, 300)
+	evs[0].missing, evs[0].status = []uint32{2}, schemas.StatusIncomplete // a silent source
+	gecStep := schemas.Step{Plugin: gec, Decision: schemas.DecisionAccept, Fired: 1, Lines: 1}
+	// 100: deferred by hlt1's fraction; 101: accepted by hlt1, muon
+	// prescaled away; 102: deferred by gec.
+	evs[0].meta = schemas.Verdict{Decision: schemas.DecisionDefer, Stage: "hlt1", Plugin: hlt1, Reason: schemas.Reason{Text: "fraction"}, Trail: []schemas.Step{gecStep}}
+	evs[1].meta = schemas.Verdict{Decision: schemas.DecisionAccept, Stage: "hlt1", Plugin: hlt1, Fired: 3, Lines: 1, Trail: []schemas.Step{gecStep}}
+	evs[2].meta = schemas.Verdict{Decision: schemas.DecisionDefer, Stage: "gec", Plugin: gec, Reason: schemas.Reason{Text: "fraction"}}
+	before := time.Now()
+	put(t, s, Deferred, []testEvent{evs[0], evs[2]})
+	put(t, s, Accepted, evs[1:2])
+
+	w, err := s.Why(7, 101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Stream != "accepted" || w.Decision != "accept" || !reflect.DeepEqual(w.Lines, []string{"all"}) || len(w.Passes) != 1 {
+		t.Fatalf("why 101: %+v", w)
+	}
+	p := w.Passes[0]
+	wantSteps := []WhyStep{
+		{Stage: "gec", Plugin: "gec", Version: "1.0.0", SHA256: "aa", Decision: "accept", Fired: []string{"small"}, Kept: []string{"small"}, Prescaled: []string{}},
+		{Stage: "hlt1", Plugin: "passthrough", Version: "2.0", SHA256: "bb", Decision: "accept", Fired: []string{"all", "muon"}, Kept: []string{"all"}, Prescaled: []string{"muon"}},
+	}
+	if p.Replay || p.At.Before(before.Add(-time.Second)) || p.At.After(time.Now()) || !reflect.DeepEqual(p.Steps, wantSteps) {
+		t.Fatalf("why 101 pass: %+v\nwant steps %+v", p, wantSteps)
+	}
+	w, err = s.Why(7, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Sources.Expected != 5 || w.Sources.Contributed != 4 || !reflect.DeepEqual(w.Sources.Missing, []uint32{2}) || !reflect.DeepEqual(w.Status, []string{"incomplete"}) {
+		t.Fatalf("why 100 sources: %+v status %v", w.Sources, w.Status)
+	}
+
+	// Replay: 100 accepted by hlt2, 102 rejected.
+	c, err := s.NewCursor(Deferred, CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]schemas.Verdict, b.Events.Len())
+	for i := range out {
+		if b.Events.EventID(i) == 100 {
+			out[i] = schemas.Verdict{Decision: schemas.DecisionAccept, Stage: "hlt2", Plugin: hlt2, Fired: 1, Lines: 1}
+		} else {
+			out[i] = schemas.Verdict{Decision: schemas.DecisionReject, Stage: "hlt2", Plugin: hlt2}
+		}
+	}
+	replayAt := time.Now()
+	if _, err := s.Commit(b, out); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if _, err := c.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("cursor after the batch: %v", err)
+	}
+	c.Close()
+	w, err = s.Why(7, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Stream != "accepted" || len(w.Passes) != 2 {
+		t.Fatalf("why 100 after replay: %+v", w)
+	}
+	on, re := w.Passes[0], w.Passes[1]
+	if on.Replay || len(on.Steps) != 2 || on.Steps[1].Decision != "defer" || on.Steps[1].Reason != "fraction" || on.Steps[1].Stage != "hlt1" {
+		t.Fatalf("online pass: %+v", on)
+	}
+	if !re.Replay || re.Pass != 1 || re.At.Before(replayAt.Add(-time.Second)) || len(re.Steps) != 1 ||
+		!reflect.DeepEqual(re.Steps[0], WhyStep{Stage: "hlt2", Plugin: "passthrough", Version: "2.0", SHA256: "cc", Decision: "accept", Fired: []string{"final"}, Kept: []string{"final"}, Prescaled: []string{}}) {
+		t.Fatalf("replay pass: %+v", re)
+	}
+	if _, err := s.Why(7, 102); !errors.Is(err, ErrNoEvent) {
+		t.Fatalf("why of a rejected event: %v", err)
+	}
+	if err := s.db.View(func(txn *badger.Txn) error {
+		_, ok, err := s.provenanceOf(txn, Key{Run: 7, EventID: 102})
+		if ok || err != nil {
+			t.Errorf("a rejected event's provenance record is left (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Options{Dir: dir, ReadOnly: true, MemTableSize: 8 << 20, ValueLogFileSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Plugins(); !reflect.DeepEqual(got, []schemas.PluginID{*gec, *hlt1, *hlt2}) {
+		t.Fatalf("plugin table after reopen: %+v", got)
+	}
+	w2, err := r.Why(7, 100)
+	if err != nil || !reflect.DeepEqual(w2.Passes, w.Passes) {
+		t.Fatalf("why after reopen: %v\n%+v\nwant %+v", err, w2.Passes, w.Passes)
+	}
+}
