@@ -32,7 +32,7 @@ func newStoreCmd() *cobra.Command {
 		Use:   "store",
 		Short: "Inspect and export a node's event store (accepted and deferred streams)",
 	}
-	cmd.AddCommand(newStoreStatCmd(), newStoreLsCmd(), newStoreExportCmd())
+	cmd.AddCommand(newStoreStatCmd(), newStoreLsCmd(), newStoreWhyCmd(), newStoreExportCmd())
 	return cmd
 }
 
@@ -55,6 +55,7 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 type storeReader interface {
 	Stats() (storage.Stats, error)
 	List(stream storage.Stream, sel storage.Selection, limit int, fn func(storage.EventInfo) bool) error
+	Why(run uint32, id uint64) (storage.Why, error)
 	ExportBatches(stream storage.Stream, opts storage.ExportOptions, start func(*arrow.Schema) error, each func(arrow.RecordBatch) error) (int, error)
 	Close() error
 }

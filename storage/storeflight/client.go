@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -158,6 +160,27 @@ func (c *Client) LineNames() (map[string][]string, error) {
 		names = map[string][]string{}
 	}
 	return names, nil
+}
+
+// Why is one event's provenance (as storage.Store.Why); an event the
+// store does not hold is an error wrapping storage.ErrNoEvent.
+func (c *Client) Why(run uint32, id uint64) (storage.Why, error) {
+	var w storage.Why
+	body, _ := json.Marshal(WhyQuery{Version: Version, Run: run, Event: id})
+	r, err := c.c.DoAction(c.call(), &flight.Action{Type: ActionWhy, Body: body})
+	if err == nil {
+		var res *flight.Result
+		if res, err = r.Recv(); err == nil {
+			err = json.Unmarshal(res.GetBody(), &w)
+		}
+	}
+	if status.Code(err) == codes.NotFound {
+		return w, fmt.Errorf("flight %s: why: %w: %s", c.ep.URI, storage.ErrNoEvent, status.Convert(err).Message())
+	}
+	if err != nil {
+		return w, fmt.Errorf("flight %s: why: %w", c.ep.URI, err)
+	}
+	return w, nil
 }
 
 // List calls fn with the selected events of stream in key order, at most

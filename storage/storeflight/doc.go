@@ -23,7 +23,10 @@
 //	|             |                                 | JSON (limit required, at most MaxList)     |
 //	| DoAction    | "lines", body empty             | one result: the trigger line names by      |
 //	|             |                                 | stage as JSON ({"stage": ["line", …]})     |
-//	| ListActions |                                 | stat, ls, lines                            |
+//	| DoAction    | "why", body {"version":1,"run":R,| one result: storage.Why as JSON (the       |
+//	|             | "event":E}                      | event's provenance); NotFound: no such     |
+//	|             |                                 | event                                      |
+//	| ListActions |                                 | stat, ls, lines, why                       |
 //
 // Query (JSON): {"version":1, "stream":"accepted", "min_run":0,
 // "max_run":0, "min_event":0, "max_event":0, "limit":0} — storage.Selection's

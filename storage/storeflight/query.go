@@ -20,7 +20,16 @@ const (
 	ActionList = "ls"
 	// ActionLines: the trigger line names the store recorded, by stage.
 	ActionLines = "lines"
+	// ActionWhy: one event's provenance (storage.Why), body a WhyQuery.
+	ActionWhy = "why"
 )
+
+// WhyQuery names the event of a "why" action.
+type WhyQuery struct {
+	Version int    `json:"version"`
+	Run     uint32 `json:"run"`
+	Event   uint64 `json:"event"`
+}
 
 // EndpointFile is the name of the file in the store's directory that
 // names the serving endpoint (see the package doc).

@@ -217,6 +217,7 @@ func (v *service) ListActions(_ *flight.Empty, fs flight.FlightService_ListActio
 		{Type: ActionStat, Description: "the store's statistics (storage.Stats as JSON)"},
 		{Type: ActionList, Description: "the events a Query selects (one storage.EventInfo as JSON per result; limit required)"},
 		{Type: ActionLines, Description: "the trigger line names by stage (JSON object of stage to names, bit order)"},
+		{Type: ActionWhy, Description: "one event's provenance (storage.Why as JSON; body {\"version\":1,\"run\":R,\"event\":E})"},
 	} {
 		if err := fs.Send(a); err != nil {
 			return err
@@ -247,6 +248,23 @@ func (v *service) DoAction(a *flight.Action, fs flight.FlightService_DoActionSer
 			return status.Error(codes.Internal, err.Error())
 		}
 		return fs.Send(&flight.Result{Body: b})
+	case ActionWhy:
+		var q WhyQuery
+		if err := json.Unmarshal(a.GetBody(), &q); err != nil || q.Version != Version {
+			return status.Errorf(codes.InvalidArgument, "flight: why: want {\"version\":%d,\"run\":R,\"event\":E} (%v)", Version, err)
+		}
+		w, err := v.s.store.Why(q.Run, q.Event)
+		if errors.Is(err, storage.ErrNoEvent) {
+			return status.Error(codes.NotFound, err.Error())
+		}
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		b, err := json.Marshal(w)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return fs.Send(&flight.Result{Body: b})
 	case ActionList:
 		q, stream, sel, err := ParseQuery(a.GetBody())
 		if err != nil {
@@ -272,5 +290,5 @@ func (v *service) DoAction(a *flight.Action, fs flight.FlightService_DoActionSer
 		}
 		return nil
 	}
-	return status.Errorf(codes.InvalidArgument, "flight: unknown action %q (want %s, %s or %s)", a.GetType(), ActionStat, ActionList, ActionLines)
+	return status.Errorf(codes.InvalidArgument, "flight: unknown action %q (want %s, %s, %s or %s)", a.GetType(), ActionStat, ActionList, ActionLines, ActionWhy)
 }
