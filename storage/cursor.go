@@ -38,7 +38,10 @@ func (sel Selection) maxEvent() uint64 {
 // DefaultCursorOptions.
 type CursorOptions struct {
 	Selection
-	BatchSize     int              // events per batch at most
+	BatchSize int // events per batch at most
+	// Provenance: also read each event's provenance record
+	// (Batch.Provenance); a replay does not need it.
+	Provenance    bool
 	MaxBatchBytes int64            // value bytes per batch at most (at least one event per batch)
 	Mem           memory.Allocator // allocates the Arrow batches; default: the store's recycling allocator
 }
@@ -77,7 +80,10 @@ type Batch struct {
 	// Verdicts are the stored verdicts of the rows (decision, lines, stage,
 	// reason text).
 	Verdicts []schemas.Verdict
-	Bytes    int64 // encoded value bytes of the rows
+	// Provenance are the rows' provenance records (CursorOptions.Provenance;
+	// nil otherwise; an empty one for an event without a record).
+	Provenance []schemas.Provenance
+	Bytes      int64 // encoded value bytes of the rows
 }
 
 // Release releases the Arrow record.
@@ -205,6 +211,15 @@ func (c *Cursor) Next() (*Batch, error) {
 			return nil, fmt.Errorf("store %s: %s run %d event %d: %w", c.s.opts.Dir, c.stream, k.Run, k.EventID, err)
 		}
 		b.Verdicts = append(b.Verdicts, c.rec.verdict())
+		if c.opts.Provenance {
+			p, _, err := c.s.provenanceOf(txn, k)
+			if err != nil {
+				c.rows.release()
+				c.rows = newRowBuilder(c.opts.Mem, c.schema, len(c.groups))
+				return nil, fmt.Errorf("store %s: %s run %d event %d: %w", c.s.opts.Dir, c.stream, k.Run, k.EventID, err)
+			}
+			b.Provenance = append(b.Provenance, p)
+		}
 	}
 	b.Rec = c.rows.finish()
 	ev, err := schemas.NewEventBatch(b.Rec)

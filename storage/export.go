@@ -39,7 +39,7 @@ func (s *Store) Export(stream Stream, e format.Exporter, w io.Writer, opts Expor
 // it). It returns the number of events given. Errors: the store's, an
 // empty store (no schema yet), or start's or each's error as it is.
 func (s *Store) ExportBatches(stream Stream, opts ExportOptions, start func(*arrow.Schema) error, each func(arrow.RecordBatch) error) (int, error) {
-	c, err := s.NewCursor(stream, CursorOptions{Selection: opts.Selection, Mem: opts.Mem})
+	c, err := s.NewCursor(stream, CursorOptions{Selection: opts.Selection, Mem: opts.Mem, Provenance: true})
 	if err != nil {
 		return 0, err
 	}
@@ -114,7 +114,11 @@ func exportBatch(mem memory.Allocator, schema *arrow.Schema, b *Batch, n int, ea
 		rec = rec.NewSlice(0, int64(n))
 		defer rec.Release()
 	}
-	out := schemas.NewExportBatch(mem, schema, rec, b.Verdicts[:n])
+	var prov []schemas.Provenance
+	if b.Provenance != nil {
+		prov = b.Provenance[:n]
+	}
+	out := schemas.NewExportBatch(mem, schema, rec, b.Verdicts[:n], prov)
 	defer out.Release()
 	return each(out)
 }
