@@ -27,7 +27,7 @@ func exportFixture(t *testing.T) (*Store, []testEvent) {
 	s := openTest(t, nil)
 	evs := append(genEvents(1, 0, 15, 1, 3000), genEvents(2, 100, 10, 2, 3000)...)
 	for i := range evs {
-		evs[i].meta = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: uint64(i), Stage: "hlt1"}
+		evs[i].meta = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: uint64(i), Fired: uint64(i) | 1<<40, Stage: "hlt1", Plugin: exportPlugin}
 		evs[i].status = schemas.StatusCorrupt
 		evs[i].corrupt = []uint32{uint32(i)}
 	}
@@ -36,12 +36,15 @@ func exportFixture(t *testing.T) (*Store, []testEvent) {
 	return s, evs
 }
 
+// exportPlugin is the fixture's plugin: the provenance column names it.
+var exportPlugin = &schemas.PluginID{Stage: "hlt1", Name: "passthrough", Version: "1.0.0", Digest: strings.Repeat("ab", 32)}
+
 // checkExported compares a table read back from an export with the events.
 func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 	t.Helper()
 	want, _ := schemas.EventSchema(schemas.ModeEvent, testGroups)
-	if tbl.NumRows() != int64(len(evs)) || tbl.NumCols() != int64(len(want.Fields())+4) {
-		t.Fatalf("%d rows × %d columns, want %d × %d", tbl.NumRows(), tbl.NumCols(), len(evs), len(want.Fields())+4)
+	if tbl.NumRows() != int64(len(evs)) || tbl.NumCols() != int64(len(want.Fields())+5) {
+		t.Fatalf("%d rows × %d columns, want %d × %d", tbl.NumRows(), tbl.NumCols(), len(evs), len(want.Fields())+5)
 	}
 	for i, f := range want.Fields() {
 		if got := tbl.Schema().Field(i); got.Name != f.Name || !arrow.TypeEqual(got.Type, f.Type) {
@@ -62,10 +65,28 @@ func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 		dec := rec.Column(len(want.Fields())).(*array.Uint8)
 		lines := rec.Column(len(want.Fields()) + 1).(*array.Uint64)
 		stage := rec.Column(len(want.Fields()) + 2).(*array.String)
+		prov := rec.Column(len(want.Fields()) + 4).(*array.List)
+		steps := prov.ListValues().(*array.Struct)
+		field := func(name string) arrow.Array {
+			k, _ := steps.DataType().(*arrow.StructType).FieldIdx(name)
+			return steps.Field(k)
+		}
 		for i := 0; i < ev.Len(); i++ {
 			m := schemas.Verdict{Decision: schemas.Decision(dec.Value(i)), Lines: lines.Value(i), Stage: stage.Value(i)}
 			if err := checkRow(ev, m, i, evs[row], schemas.StatusCorrupt); err != nil {
 				t.Fatal(err)
+			}
+			// One online step: the plugin, the lines before and after the prescales.
+			from, to := prov.ValueOffsets(i)
+			e := evs[row].meta
+			if to-from != 1 || field("stage").(*array.String).Value(int(from)) != "hlt1" ||
+				field("sha256").(*array.String).Value(int(from)) != exportPlugin.Digest ||
+				field("version").(*array.String).Value(int(from)) != "1.0.0" ||
+				field("replay").(*array.Boolean).Value(int(from)) ||
+				field("lines_fired").(*array.Uint64).Value(int(from)) != e.Fired ||
+				field("lines_kept").(*array.Uint64).Value(int(from)) != e.Lines ||
+				field("at_ns").(*array.Uint64).Value(int(from)) == 0 {
+				t.Fatalf("event %d: provenance column rows %d..%d: %v", evs[row].id, from, to, prov.String())
 			}
 			row++
 		}
