@@ -109,6 +109,37 @@
 // builder's schema. A value must end after the last group. Decoding errors
 // are *schemas.DecodeError with the byte offset in the value.
 //
+// # Provenance record, version 1
+//
+// Beside each event, under key 0x10 + run (4 bytes big-endian) + event id
+// (8 bytes big-endian) — stream-independent, so it follows the event from
+// the deferred to the accepted stream and stays beside a tombstone —
+// what every trigger pass did with it (Store.Why, the export's provenance
+// column). Put writes it with the online pass; a replay Commit adds a
+// pass to it in the same transaction, or deletes it with a rejected
+// event. Varints are unsigned LEB128 (encoding/binary's Uvarint).
+//
+//	| size   | field      | meaning                                            |
+//	|--------|------------|----------------------------------------------------|
+//	|      1 | version    | ProvenanceVersion (1)                              |
+//	|      1 | n_passes   | passes, oldest first (at most 255)                 |
+//	|        | pass × n_passes:                                                |
+//	|      1 |   flags    | bit 0: a replay pass (else the online one)         |
+//	| varint |   at       | when the pass was stored, Unix ns                  |
+//	|      1 |   n_steps  | stages that saw the event, in chain order          |
+//	|        |   step × n_steps:                                               |
+//	| varint |     plugin | plugin table index + 1; 0: no stage (node's own)   |
+//	|      1 |     decision | schemas.Decision                                 |
+//	| varint |     fired  | lines the plugin fired, before the prescales       |
+//	| varint |     kept   | lines after the prescales                          |
+//	| varint |     reason_len R | bytes of the reason                          |
+//	|      R |     reason | UTF-8                                              |
+//
+// The plugin table is one record per plugin, "\x00plugin" + index (4 bytes
+// big-endian) holding schemas.PluginID as JSON ({"stage", "plugin",
+// "version", "sha256"}), written with the first event that names it;
+// indexes are dense from 0. A two-stage online pass takes about 25 bytes.
+//
 // # Schema record
 //
 // "\x00schema" holds JSON: {"value_version": 2, "mode": "event",
@@ -139,7 +170,8 @@
 //
 // Arrow IPC files and Parquet (uncompressed, Arrow schema stored) have the
 // event schema's columns followed by decision (uint8), trigger_lines
-// (uint64), stage and reason (utf8). FormatRows writes one record per event
+// (uint64), stage and reason (utf8) and provenance (a list of
+// schemas.ProvenanceStep structs, one per stage per pass). FormatRows writes one record per event
 // made by a caller's RowEncoder (`sluice store export --format mdf` uses
 // the LHCb joiner of schemas/lhcb).
 //

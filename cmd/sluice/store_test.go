@@ -185,7 +185,7 @@ func TestStoreExportArrowParquet(t *testing.T) {
 				t.Fatalf("row %d: event %d, payload of %d bytes", i, id, len(pay.Value(i)))
 			}
 		}
-		dec := tbl.Column(len(tbl.Schema().Fields()) - 4).Data().Chunk(0).(*array.Uint8)
+		dec := tbl.Column(tbl.Schema().FieldIndices(schemas.ColDecision)[0]).Data().Chunk(0).(*array.Uint8)
 		if dec.Value(0) != uint8(schemas.DecisionAccept) {
 			t.Fatalf("decision column %v", dec)
 		}
@@ -333,5 +333,33 @@ func TestStoreExportFileNameAndOverwrite(t *testing.T) {
 	}
 	if _, err := run(t, "store", "export", "--path", dir, "--out", pq, "--force"); err != nil {
 		t.Fatalf("second export with --force: %v", err)
+	}
+}
+
+// TestStoreWhy: `store why` prints one event's provenance, as text and as
+// JSON, and refuses an event the store does not hold.
+func TestStoreWhy(t *testing.T) {
+	dir := t.TempDir()
+	g := schemas.SourceGroup{Name: "det", Sources: []uint32{4, 5}}
+	writeStore(t, dir, g, storage.Deferred, smallRows(1, 0, 4), schemas.DecisionDefer)
+	out, err := run(t, "store", "why", "--path", dir, "1", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"run 1 event 3: deferred stream", "sources: 2 of 2 contributed; missing -; corrupt -", "verdict: defer by hlt1, lines big,scifi_busy, reason backlog", "pass 0 (online)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("store why: no %q in\n%s", want, out)
+		}
+	}
+	out, err = run(t, "store", "why", "--path", dir, "1", "3", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w storage.Why
+	if err := json.Unmarshal([]byte(out), &w); err != nil || w.EventID != 3 || w.Stream != "deferred" || len(w.Passes) != 1 || w.Passes[0].Steps[0].Reason != "backlog" {
+		t.Fatalf("store why --json: %v %+v\n%s", err, w, out)
+	}
+	if _, err := run(t, "store", "why", "--path", dir, "1", "99"); !errors.Is(err, storage.ErrNoEvent) {
+		t.Fatalf("store why of an event not stored: %v", err)
 	}
 }

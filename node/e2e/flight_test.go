@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestStoreWhileRunning: `sluice store stat|ls|export` on the store of a
+// TestStoreWhileRunning: `sluice store stat|ls|why|export` on the store of a
 // running `sluice run` (which holds badger's directory lock) read it
 // through the node's Arrow Flight endpoint, say so on stderr, and print
 // what they print for the same events from the store itself once the node
@@ -50,6 +50,11 @@ func TestStoreWhileRunning(t *testing.T) {
 	last := strings.Fields(lines[40])[1] // the 40th event's id
 	remote := filepath.Join(t.TempDir(), "remote.arrow")
 	through("store", "export", "--path", store, "--stream", "deferred", "--events", "0-"+last, "--format", "arrow", "--out", remote)
+	first := strings.Fields(lines[1])
+	whyRemote, whyErr := through("store", "why", "--path", store, first[0], first[1], "--json")
+	if !strings.Contains(whyErr, "through its Arrow Flight endpoint") || !strings.Contains(whyRemote, `"reason": "no-online-stage"`) {
+		t.Fatalf("store why through Flight:\n%s\n%s", whyRemote, whyErr)
+	}
 
 	if code, body := post(t, "http://"+addr+"/run/stop", nil); code != http.StatusAccepted {
 		t.Fatalf("POST /run/stop: %d %q", code, body)
@@ -66,6 +71,9 @@ func TestStoreWhileRunning(t *testing.T) {
 	}
 	if q.stdout.String() != ls {
 		t.Fatalf("store ls through Flight differs from the store's own:\n%s\nwant\n%s", ls, q.stdout.String())
+	}
+	if got := runOK(t, "store", "why", "--path", store, first[0], first[1], "--json"); got != whyRemote {
+		t.Fatalf("store why through Flight differs from the store's own:\n%s\nwant\n%s", whyRemote, got)
 	}
 	local := filepath.Join(t.TempDir(), "local.arrow")
 	runOK(t, "store", "export", "--path", store, "--stream", "deferred", "--events", "0-"+last, "--format", "arrow", "--out", local)
