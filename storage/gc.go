@@ -110,7 +110,7 @@ func (s *Store) scanIndex(fn func(key []byte, p valuePtr, raw []byte)) error {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			if k := item.Key(); len(k) == 0 || k[0] == metaPrefix || item.ValueSize() != ptrSize {
+			if k := item.Key(); len(k) == 0 || k[0] == metaPrefix || k[0] == provPrefix || item.ValueSize() != ptrSize {
 				continue
 			}
 			err := item.Value(func(v []byte) error {
