@@ -95,7 +95,8 @@ func (s *Store) Why(run uint32, id uint64) (Why, error) {
 				return err
 			}
 			var r record
-			err = item.Value(func(v []byte) error {
+			var buf []byte
+			err = s.eventValue(item, &buf, func(v []byte) error {
 				info, err := infoOf(st, k, v, &r)
 				if err != nil {
 					return err
