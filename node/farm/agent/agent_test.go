@@ -574,3 +574,56 @@ func TestAgentEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentDrainReleasesFirst: a BU asked to drain sends its last
+// releases before its bye and leaves only once they are out: the EM
+// credits it with every event it built, and builds none of them again
+// (its releases left in the group buffer, the EM took the assignments
+// for lost with the node and gave them to another BU).
+func TestAgentDrainReleasesFirst(t *testing.T) {
+	f := newTestFarm(t, "push")
+	f.start("a", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{0, 1, 2, 3, 4})
+	f.start("d", farm.RoleBU, nil)
+	f.ready(2)
+	f.mu.Lock()
+	f.checks["d"].hold = true // d's decisions wait: it is draining when they come
+	f.mu.Unlock()
+	f.readout("a", []uint32{0, 1, 2, 3, 4}, 0, 20)
+	f.waitFor("the 20 events built, d's undecided", 20*time.Second, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.built) == 20 && len(f.checks["d"].waiting) > 0
+	}, f.dump)
+	if _, err := f.client().Drain(context.Background(), "d", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("d to see its drain", 10*time.Second, func() bool { return f.agents["d"].drainingNow() }, f.dump)
+	f.checks["d"].unhold()
+	select {
+	case <-f.agents["d"].Drained():
+		f.stop("d") // as its node does: it leaves at once
+		delete(f.agents, "d")
+	case <-time.After(20 * time.Second):
+		f.dump()
+		t.Fatal("d did not drain")
+	}
+	f.waitFor("the EM to settle every assignment", 20*time.Second, func() bool {
+		s, ok := f.leaderStatus()
+		return ok && s.Ledger.Built == 20 && s.Ledger.Open == 0
+	}, f.dump)
+	s, _ := f.leaderStatus()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byD := 0
+	for id, by := range f.built {
+		if len(by) != 1 {
+			t.Fatalf("event %d built by %v", id, by)
+		}
+		if by[0] == "d" {
+			byD++
+		}
+	}
+	if byD == 0 || s.Ledger.PerBU["d"] != uint64(byD) {
+		t.Fatalf("d built %d events, the EM credits it %d (%v)", byD, s.Ledger.PerBU["d"], s.Ledger.PerBU)
+	}
+}

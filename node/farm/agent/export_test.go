@@ -8,3 +8,11 @@ func (a *Agent) stoppedNow() bool {
 	}
 	return <-done
 }
+
+func (a *Agent) drainingNow() bool {
+	done := make(chan bool, 1)
+	if a.post(a.ctx, func() { done <- a.draining }) != nil {
+		return false
+	}
+	return <-done
+}
