@@ -218,7 +218,10 @@ func (ss *segments) writev(in [][]byte) error {
 	fd := int(ss.active.Fd())
 	// A copy: a piece written in part is cut here, not in the caller's.
 	parts := append(ss.iov[:0], in...)
-	defer func() { ss.iov = parts[:0] }()
+	defer func() {
+		clear(ss.iov[:cap(ss.iov)]) // no reference to the caller's buffers
+	}()
+	ss.iov = parts
 	for len(parts) > 0 {
 		for len(parts) > 0 && len(parts[0]) == 0 {
 			parts = parts[1:]
@@ -436,6 +439,7 @@ func (ss *segments) snapshot() map[uint32]bool {
 // that began before now has ended (reap).
 func (ss *segments) doom(ids []uint32) {
 	if len(ids) == 0 {
+		ss.reap() // those doomed before whose readers have ended since
 		return
 	}
 	ss.emu.Lock()

@@ -406,6 +406,9 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		ends = append(ends, total, len(parts))
 	}
 	s.parts, s.ends = parts, ends
+	// The pieces view the batch's buffers, which the caller frees after
+	// Put: keep no reference to them.
+	defer clear(parts)
 	replaced, err := s.countStored(stream, batch, rows)
 	if err != nil {
 		return Ack{}, fmt.Errorf("store put: %w", err)
