@@ -124,6 +124,7 @@ type item struct {
 	Block uint32
 	Off   int64 // of the event (after its separator)
 	Bytes []byte
+	Bare  bool // no data separator before it (Block is NoSeparator)
 }
 
 func newReader(r io.Reader) *reader { return &reader{br: bufio.NewReaderSize(r, 1<<16)} }
@@ -140,6 +141,28 @@ func (r *reader) words(n uint64, field string) ([]uint32, error) {
 	}
 	r.off += int64(4 * n)
 	return w, nil
+}
+
+// bare reads an event that no data separator announces (a bare stream of
+// eformat v3.0 events, as ATLAS-derived DAQs write them without BESIII's
+// file records): its size is its own size word.
+func (r *reader) bare() (item, error) {
+	b, _ := r.br.Peek(8)
+	if len(b) < 8 {
+		return item{}, schemas.Errorf(fmtEvent, "full event size", r.off, schemas.ErrTruncated, "%d bytes left, less than a marker and a size", len(b))
+	}
+	n := 4 * uint64(binary.LittleEndian.Uint32(b[4:]))
+	if n < 8 {
+		return item{}, schemas.Errorf(fmtEvent, "full event size", r.off+4, schemas.ErrInconsistent, "%d bytes is no eformat event", n)
+	}
+	it := item{Block: NoSeparator, Off: r.off, Bare: true}
+	var err error
+	if r.buf, err = summary.ReadRecord(r.br, r.buf, n, r.off, fmtFile); err != nil {
+		return item{}, err
+	}
+	it.Bytes = r.buf
+	r.off += int64(n)
+	return it, nil
 }
 
 // readHead reads the file start records when the stream starts with them.
@@ -214,6 +237,8 @@ func (r *reader) next() (item, error) {
 	}
 	at := r.off
 	switch m := binary.LittleEndian.Uint32(b); m {
+	case MarkerFullEvent:
+		return r.bare()
 	case MarkerSeparator:
 	case MarkerFileEnd:
 		w, err := r.words(fileEndWords, "FILE_END")
@@ -228,7 +253,7 @@ func (r *reader) next() (item, error) {
 	case swap(MarkerSeparator), swap(MarkerFileStart):
 		return item{}, schemas.Errorf(fmtFile, "record marker", at, schemas.ErrUnsupported, "a byte-swapped (big-endian) file; BESIII writes little-endian")
 	default:
-		return item{}, schemas.Errorf(fmtFile, "record marker", at, schemas.ErrBadMagic, "want a data separator 0x%08x or FILE_END 0x%08x, have 0x%08x", MarkerSeparator, MarkerFileEnd, m)
+		return item{}, schemas.Errorf(fmtFile, "record marker", at, schemas.ErrBadMagic, "want a data separator 0x%08x, FILE_END 0x%08x or an eformat v3.0 full event 0x%08x, have 0x%08x", MarkerSeparator, MarkerFileEnd, MarkerFullEvent, m)
 	}
 	sep, err := r.words(separatorWords, "DATA_SEPARATOR")
 	if err != nil {

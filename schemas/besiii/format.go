@@ -31,7 +31,7 @@ var (
 
 func (rawFormat) Name() string { return fmtFile }
 func (rawFormat) Sign() string {
-	return "a BESIII raw file record (FILE_START 0x1234aaaa, or a data separator 0x1234cccc before an eformat v3.0 event)"
+	return "a BESIII raw file record (FILE_START 0x1234aaaa, or a data separator 0x1234cccc before an eformat v3.0 event), or a bare eformat v3.0 full event"
 }
 
 // ExportName is "besiii".
@@ -40,8 +40,9 @@ func (rawFormat) ExportName() string { return "besiii" }
 // NewJoiner returns a Joiner.
 func (rawFormat) NewJoiner() format.EventJoiner { return Joiner{} }
 
-// Detect is Certain for a FILE_START record followed by FILE_NAME, or for
-// a data separator followed by an eformat v3.0 full event.
+// Detect is Certain for a FILE_START record followed by FILE_NAME, for a
+// data separator followed by an eformat v3.0 full event, and for an
+// eformat v3.0 full event itself (a bare stream: atlas reads 4.0).
 func (rawFormat) Detect(head []byte) format.Match {
 	if len(head) < 36 {
 		return format.NoMatch
@@ -51,6 +52,8 @@ func (rawFormat) Detect(head []byte) format.Match {
 	case w(0) == MarkerFileStart && w(1) == fileStartWords && w(8) == MarkerFileName:
 		return format.Certain
 	case w(0) == MarkerSeparator && w(1) == separatorWords && w(4) == MarkerFullEvent && w(7)>>16 == Version>>16:
+		return format.Certain
+	case w(0) == MarkerFullEvent && w(3)>>16 == Version>>16:
 		return format.Certain
 	}
 	return format.NoMatch
@@ -68,6 +71,10 @@ type Report struct {
 	Runs           []uint32  `json:"runs,omitempty"`
 	GlobalIDRange  [2]uint32 `json:"global_id_range"`
 	BlockRange     [2]uint32 `json:"data_block_range"`
+	Bare           int       `json:"bare_events,omitempty"` // events without a data separator (a bare v3.0 stream)
+
+	events   int  // events read
+	blockSet bool // BlockRange holds a separator's block number
 	End            *FileEnd  `json:"file_end,omitempty"` // nil when the stream has none
 }
 
@@ -87,12 +94,17 @@ func (b *Report) Lines(line format.LineFunc) {
 		line("run parameters", "run %d, max events %d, rec enable %d, trigger type %d, detector mask %#x, beam type %d, beam energy %d",
 			h.Run, h.MaxEvents, h.RecEnable, h.TriggerType, h.DetectorMask, h.BeamType, h.BeamEnergy)
 	} else {
-		line("file", "no start records (the stream starts at a data separator)")
+		line("file", "no start records (the stream starts at a data separator or is bare eformat v3.0 events)")
 	}
 	line("fragments", "%d sub-detector, %d ROS, %d ROB (%d with status bits set)", b.SubDetectors, b.ROS, b.ROBs, b.StatusSet)
 	line("runs", "%s", schemas.FormatSourceList(b.Runs))
 	line("global ids", "%d .. %d", b.GlobalIDRange[0], b.GlobalIDRange[1])
-	line("data blocks", "%d .. %d", b.BlockRange[0], b.BlockRange[1])
+	if b.Bare < b.events {
+		line("data blocks", "%d .. %d", b.BlockRange[0], b.BlockRange[1])
+	}
+	if b.Bare > 0 {
+		line("bare events", "%d (no data separator)", b.Bare)
+	}
 	if e := b.End; e != nil {
 		line("file end", "written %s: %d events in file, %d MB; %d events in run, %d MB; status %d", dateTime(e.Date, e.Time), e.EventsInFile, e.DataInFileMB, e.EventsInRun, e.DataInRunMB, e.Status)
 	} else {
@@ -133,7 +145,12 @@ func (rawFormat) Inspect(s *format.Stream, maxEvents int) (*format.Report, error
 			err = schemas.WithOffset(err, it.Off)
 			break
 		}
-		d := summary.Record{Kind: "event", Index: rep.Events, Offset: it.Off - 4*separatorWords, Bytes: len(it.Bytes) + 4*separatorWords,
+		sep := 4 * separatorWords
+		if it.Bare {
+			sep = 0
+			b.Bare++
+		}
+		d := summary.Record{Kind: "event", Index: rep.Events, Offset: it.Off - int64(sep), Bytes: len(it.Bytes) + sep,
 			EventID: uint64(e.GlobalID()), Run: e.Run(), ChecksumOK: true}
 		nros, nrob := 0, 0
 		for i := range e.Children {
@@ -148,7 +165,11 @@ func (rawFormat) Inspect(s *format.Stream, maxEvents int) (*format.Report, error
 			}
 			return true
 		})
-		d.Note = fmt.Sprintf("block %d, lvl1_id %#x, trigger type %d, %d sub-detectors, %d ROS, %d ROBs", it.Block, e.L1ID(), e.L1TriggerType(), len(e.Children), nros, nrob)
+		where := fmt.Sprintf("block %d", it.Block)
+		if it.Bare {
+			where = "bare"
+		}
+		d.Note = fmt.Sprintf("%s, lvl1_id %#x, trigger type %d, %d sub-detectors, %d ROS, %d ROBs", where, e.L1ID(), e.L1TriggerType(), len(e.Children), nros, nrob)
 		b.SubDetectors += len(e.Children)
 		b.ROS += nros
 		b.ROBs += nrob
@@ -157,11 +178,17 @@ func (rawFormat) Inspect(s *format.Stream, maxEvents int) (*format.Report, error
 		if rep.Events == 0 {
 			start, end = t, t
 			b.GlobalIDRange = [2]uint32{e.GlobalID(), e.GlobalID()}
-			b.BlockRange = [2]uint32{it.Block, it.Block}
 		}
 		start, end = minTime(start, t), maxTime(end, t)
 		b.GlobalIDRange = [2]uint32{min(b.GlobalIDRange[0], e.GlobalID()), max(b.GlobalIDRange[1], e.GlobalID())}
-		b.BlockRange = [2]uint32{min(b.BlockRange[0], it.Block), max(b.BlockRange[1], it.Block)}
+		switch {
+		case it.Bare:
+		case !b.blockSet:
+			b.BlockRange, b.blockSet = [2]uint32{it.Block, it.Block}, true
+		default:
+			b.BlockRange = [2]uint32{min(b.BlockRange[0], it.Block), max(b.BlockRange[1], it.Block)}
+		}
+		b.events++
 		rep.Records++
 		rep.Events++
 		rep.Checksums.Absent++

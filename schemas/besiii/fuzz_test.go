@@ -47,6 +47,7 @@ func FuzzInspect(f *testing.F) {
 	b := firstEvent(f)
 	f.Add(b)
 	f.Add(b[headBytes:])
+	f.Add(b[headBytes+16:]) // a bare eformat v3.0 stream
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, _, err := format.NewStream(bytes.NewReader(b))
 		if err != nil {

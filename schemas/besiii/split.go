@@ -20,7 +20,8 @@ import (
 //	| 1     | layout = 1                                                   |
 //	| 1     | H: words of the file's start records (0: the stream had none) |
 //	| H     | FILE_START, FILE_NAME and RUN_PARAMS as in the file          |
-//	| 1     | the event's data block number (its data separator's)         |
+//	| 1     | the event's data block number (its data separator's);        |
+//	|       | NoSeparator: it had none (a bare eformat v3.0 stream)        |
 //	| e     | the full event's header (e = its header size word)           |
 //	| 1     | S: sub-detector fragments                                    |
 //	| then S times: the sub-detector's header, 1 word R: its ROS          |
@@ -33,6 +34,12 @@ import (
 // HeaderSource is the sluice source id of the event header fragment: ROB
 // source ids use the low 24 bits, so this one is never a ROB's.
 const HeaderSource uint32 = 0xFFFFFFFF
+
+// NoSeparator is the data block number of an event read from a bare
+// stream of eformat v3.0 events (no BESIII file records, no data
+// separator before it): Join writes it back without one. Block numbers of
+// real files count from 1 per file and never reach it.
+const NoSeparator uint32 = 0xFFFFFFFF
 
 const (
 	headerLayout = 1
@@ -289,7 +296,9 @@ func join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, []uint32, error) {
 		}
 	}
 	n := 4 * h.event.Words()
-	dst = appendSeparator(dst, h.block, n)
+	if h.block != NoSeparator {
+		dst = appendSeparator(dst, h.block, n)
+	}
 	return AppendFragment(dst, &h.event), h.head, nil
 }
 
