@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/farm/agent"
 )
 
 func init() { register(newRunCmd) }
@@ -203,7 +204,9 @@ func finishLedger(cmd *cobra.Command, l *node.Ledger, summary string, runErr err
 			return errors.Join(runErr, err)
 		}
 	}
-	if errors.Is(runErr, node.ErrRerun) {
+	if errors.Is(runErr, node.ErrRerun) || errors.Is(runErr, agent.ErrRefused) {
+		// A run recorded as done, or a farm run this node's configuration
+		// does not match (or that was never recorded): configuration.
 		return &exitError{code: exitConfig, err: runErr}
 	}
 	if errors.Is(runErr, node.ErrUnbalanced) {

@@ -149,7 +149,8 @@ func (c *Config) validateFill(ps *conf.Problems) {
 // plugin binaries are executable files, and each plugin, started once and
 // configured, accepts the stage's parameters, declares the lines the stage
 // prescales and reads only source groups the config defines; emulator input
-// files exist; the store directory can be created and written. It returns
+// files exist; the store directory can be created and written; a farm
+// node's token file holds a token. It returns
 // an *Error listing every problem. `sluice run` calls it after Validate,
 // before opening any input.
 func (c *Config) Preflight() error {
@@ -165,6 +166,7 @@ func (c *Config) Preflight() error {
 	ps = append(ps, c.Store.Preflight().In("store")...)
 	ps = append(ps, c.HTTP.Preflight().In("http")...)
 	ps = append(ps, c.Fill.Preflight().In("fill")...)
+	ps = append(ps, c.Farm.Preflight().In("farm")...)
 	return errOf("", ps)
 }
 

@@ -115,6 +115,21 @@ func (c Config) Token() (string, error) {
 	return t, nil
 }
 
+// Preflight checks what the section refers to on this machine: the token
+// file can be read and holds a token (a farm node that cannot read it
+// would fail only after its other parts started). Nothing for a section
+// that is not a farm's.
+func (c Config) Preflight() conf.Problems {
+	var ps conf.Problems
+	if !c.Enabled() || c.TokenFile == "" {
+		return ps
+	}
+	if _, err := c.Token(); err != nil {
+		ps.Add("token_file", c.TokenFile, "want a readable file holding the farm's shared token: %v", err)
+	}
+	return ps
+}
+
 // Validate checks the section as written, paths relative to it ("roles").
 // A section without an id (not a farm) is not checked further.
 func (c Config) Validate() conf.Problems {

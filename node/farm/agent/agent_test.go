@@ -160,7 +160,7 @@ func (f *testFarm) start(node string, roles farm.Roles, sources []uint32) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := &checker{t: f.t, node: node, mu: &f.mu, built: f.built, bad: &f.bad, ctx: ctx}
 	a, err := New(Config{Node: node, Roles: roles, Sources: sources, TriggerSource: 0, Run: f.cfg, Control: f.client(),
-		Transport: tr, LeaseTTL: time.Second, Wait: 5 * time.Second, Pipeline: ch, Log: testLog()})
+		Transport: tr, LeaseTTL: 5 * time.Second, Wait: 5 * time.Second, Pipeline: ch, Log: testLog()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
