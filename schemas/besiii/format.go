@@ -73,9 +73,9 @@ type Report struct {
 	BlockRange     [2]uint32 `json:"data_block_range"`
 	Bare           int       `json:"bare_events,omitempty"` // events without a data separator (a bare v3.0 stream)
 
-	events   int  // events read
-	blockSet bool // BlockRange holds a separator's block number
-	End            *FileEnd  `json:"file_end,omitempty"` // nil when the stream has none
+	events   int      // events read
+	blockSet bool     // BlockRange holds a separator's block number
+	End      *FileEnd `json:"file_end,omitempty"` // nil when the stream has none
 }
 
 // Key is the section's JSON key.
