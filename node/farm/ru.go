@@ -77,11 +77,11 @@ type RUOutput struct {
 
 // RUStats counts what the RU tracker did and ignored.
 type RUStats struct {
-	Held      int   `json:"held_packets"`
-	HeldBytes int64 `json:"held_bytes"`
-	Pending   int   `json:"pending_assignments"` // assigned, waiting for data
-	Sent      int   `json:"sent_assignments"`    // sent, not released
-	Freed     uint64
+	Held      int               `json:"held_packets"`
+	HeldBytes int64             `json:"held_bytes"`
+	Pending   int               `json:"pending_assignments"` // assigned, waiting for data
+	Sent      int               `json:"sent_assignments"`    // sent, not released
+	Freed     uint64            `json:"freed_packets"`
 	Duplicate uint64            `json:"duplicate_packets"` // a packet overlapping one held of the same source: dropped
 	Late      uint64            `json:"late_packets"`      // packets with data for elements whose assignments already went (or were released) without it
 	Stale     uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids

@@ -95,7 +95,9 @@ type Config struct {
 	// what they hold by then are given up on (default 5s).
 	ReconcileWait time.Duration
 	Pipeline      Pipeline
-	Log           *slog.Logger
+	// Log is the agent's logger; it names nothing itself, so give it one
+	// that names the node (and run).
+	Log *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -263,7 +265,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), loop: make(chan func(), 1024),
+	a := &Agent{cfg: cfg, log: cfg.Log, loop: make(chan func(), 1024),
 		members: map[string]*member{}, peers: map[string]*peerConn{}, seq: map[uint32]uint64{},
 		data: map[uint64]*received{}, seen: map[string][]uint32{}, masked: map[uint32]bool{},
 		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}, done: make(chan struct{})}
@@ -751,12 +753,16 @@ func (a *Agent) tryLead(ctx context.Context) {
 // runState follows the farm's desired run state: when the operator stops
 // this run (`sluice farm stop`), no more data will join partly filled
 // assignments (as EndOfData).
-func (a *Agent) runState(_ context.Context, st control.RunState) {
+func (a *Agent) runState(ctx context.Context, st control.RunState) {
 	if st.Run != a.cfg.Run.Run || st.State != control.StateStopped || a.stopped {
 		return
 	}
-	a.log.Info("farm: run stopped by the operator", "run", st.Run, "by", st.By)
+	a.log.Info("farm: run stopped by the operator", "by", st.By)
 	a.stopped = true
+	// Elected and waiting for sources no member reads: once stopped it
+	// leads without them (see covered), or nothing held here would ever
+	// be built and the stop would never end.
+	a.tryLead(ctx)
 	if a.em != nil {
 		a.em.Flush()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -625,5 +626,35 @@ func TestAgentDrainReleasesFirst(t *testing.T) {
 	}
 	if byD == 0 || s.Ledger.PerBU["d"] != uint64(byD) {
 		t.Fatalf("d built %d events, the EM credits it %d (%v)", byD, s.Ledger.PerBU["d"], s.Ledger.PerBU)
+	}
+}
+
+// TestAgentLeadAtStopUncovered: the only node reads sources 0-1 of the
+// run's 0-4; elected, its EM waits for the others' RUs, which never come.
+// Stopped by the operator, it leads without them: the events it holds
+// are built without sources 2-4 and nothing stays held (the stop never
+// ended: a fresh-clone trial found it).
+func TestAgentLeadAtStopUncovered(t *testing.T) {
+	f := newTestFarm(t, "push")
+	f.start("a", farm.RoleRU|farm.RoleBU|farm.RoleEM, []uint32{0, 1})
+	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
+	f.readout("a", []uint32{0, 1}, 0, 8)
+	time.Sleep(200 * time.Millisecond)
+	if s := f.agents["a"].Status(); s.EM != nil {
+		t.Fatalf("a leads without an RU for sources 2-4: %+v", s.EM)
+	}
+	if _, err := f.client().SetRunState(context.Background(), control.RunState{State: control.StateStopped, Run: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the 8 events built and nothing held", 20*time.Second, func() bool {
+		s := f.agents["a"].Status()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return s.EM != nil && len(f.built) == 8 && s.RU != nil && s.RU.Held == 0
+	}, f.dump)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.bad) == 0 || !strings.Contains(f.bad[0], "built without [2 3 4]") {
+		t.Fatalf("want the assignments built without sources 2-4, got %v", f.bad)
 	}
 }

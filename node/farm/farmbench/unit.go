@@ -71,6 +71,9 @@ func RunUnit(ctx context.Context, c UnitConfig, out io.Writer) error {
 	defer tr.Close()
 	cfg := agent.Config{Node: c.Node, Run: rc, Control: ctl, Transport: tr, LeaseTTL: 2 * time.Second,
 		Wait: 5 * time.Second, Tick: time.Millisecond, Linger: 100 * time.Microsecond, Log: c.Log}
+	if cfg.Log != nil {
+		cfg.Log = cfg.Log.With("node", c.Node)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if c.BU {
