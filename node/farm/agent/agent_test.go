@@ -369,10 +369,16 @@ func TestAgentFailover(t *testing.T) {
 	t.Logf("c held %d assignments when it died; %d reassigned; %d events c had built were built again", held, s.EM.Reassigned, dup)
 }
 
-// TestAgentEMFailover: the EM (an EM-only node) dies mid-run; another node
-// takes over as a new epoch, learns what the BUs hold and what the RUs
-// released, and goes on: every event built exactly once, nothing lost.
-func TestAgentEMFailover(t *testing.T) {
+// takeoverEvents is what the EM takeover tests read out, half before the
+// takeover and half after.
+const takeoverEvents = 400
+
+// emTakeoverFarm starts an EM-only a leading b and c (RU, BU and EM
+// candidates each) and reads out the first half of the events with c's
+// decisions held: a has settled work and c work in flight. It returns
+// a's status then.
+func emTakeoverFarm(t *testing.T) (*testFarm, Status) {
+	t.Helper()
 	f := newTestFarm(t, "push")
 	f.start("a", farm.RoleEM, nil)
 	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
@@ -381,9 +387,9 @@ func TestAgentEMFailover(t *testing.T) {
 	f.start("c", all, []uint32{3, 4})
 	f.readyBUs(3, 2)
 	f.mu.Lock()
-	f.checks["c"].hold = true // c's decisions wait: it holds work when a dies
+	f.checks["c"].hold = true // c's decisions wait: it holds work when a goes
 	f.mu.Unlock()
-	const events = 400
+	const events = takeoverEvents
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); f.readout("b", []uint32{0, 1, 2}, 0, events/2) }()
@@ -394,9 +400,18 @@ func TestAgentEMFailover(t *testing.T) {
 		c := f.agents["c"].Status()
 		return s.EM != nil && s.EM.Settled >= 10 && c.BU != nil && c.BU.InFlight >= 3
 	}, f.dump)
-	old := f.agents["a"].Status()
-	f.stop("a")
-	delete(f.agents, "a")
+	return f, f.agents["a"].Status()
+}
+
+// finishTakeover, once a has left, waits for a new EM of a higher epoch
+// than old's, lets c decide, reads out the second half: every event built
+// exactly once, every packet freed, and the new EM adopted work in flight.
+// It returns the new leader's status.
+func (f *testFarm) finishTakeover(old Status) Status {
+	t := f.t
+	t.Helper()
+	const events = takeoverEvents
+	var wg sync.WaitGroup
 	f.waitFor("a new EM", 10*time.Second, func() bool {
 		s, ok := f.leaderStatus()
 		return ok && !s.EM.Reconciling && s.Epoch > old.Epoch
@@ -433,8 +448,20 @@ func TestAgentEMFailover(t *testing.T) {
 	}
 	s, _ := f.leaderStatus()
 	if s.EM.Adopted == 0 {
-		t.Fatalf("the new EM adopted nothing: the test did not take over work in flight")
+		t.Fatalf("the new EM adopted nothing: the test did not hand over work in flight")
 	}
+	return s
+}
+
+// TestAgentEMFailover: the EM (an EM-only node) dies mid-run; another node
+// takes over as a new epoch, learns what the BUs hold and what the RUs
+// released, and goes on: every event built exactly once, nothing lost.
+func TestAgentEMFailover(t *testing.T) {
+	f, old := emTakeoverFarm(t)
+	f.stop("a")
+	delete(f.agents, "a")
+	s := f.finishTakeover(old)
+	const events = takeoverEvents
 	// The new EM's ledger is the run's: it inherited what the old one
 	// published, so it covers the events built before the takeover too.
 	if l := s.Ledger; l.Announced != events || l.Built != events || l.LostTotal() != 0 || len(l.Sets) != 1 {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,28 +15,7 @@ import (
 // every event built exactly once, the new EM's ledger spans the run with
 // nothing lost, every packet freed.
 func TestAgentEMDrain(t *testing.T) {
-	f := newTestFarm(t, "push")
-	f.start("a", farm.RoleEM, nil)
-	f.waitFor("a to win the election", 10*time.Second, func() bool { return f.agents["a"].Status().Leader == "a" })
-	all := farm.RoleRU | farm.RoleBU | farm.RoleEM
-	f.start("b", all, []uint32{0, 1, 2})
-	f.start("c", all, []uint32{3, 4})
-	f.readyBUs(3, 2)
-	f.mu.Lock()
-	f.checks["c"].hold = true // c's decisions wait: it holds work at the handover
-	f.mu.Unlock()
-	const events = 400
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); f.readout("b", []uint32{0, 1, 2}, 0, events/2) }()
-	go func() { defer wg.Done(); f.readout("c", []uint32{3, 4}, 0, events/2) }()
-	wg.Wait()
-	f.waitFor("settled work and work in flight", 10*time.Second, func() bool {
-		s := f.agents["a"].Status()
-		c := f.agents["c"].Status()
-		return s.EM != nil && s.EM.Settled >= 10 && c.BU != nil && c.BU.InFlight >= 3
-	}, f.dump)
-	old := f.agents["a"].Status()
+	f, old := emTakeoverFarm(t)
 	if _, err := f.client().Drain(context.Background(), "a", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -52,44 +30,8 @@ func TestAgentEMDrain(t *testing.T) {
 	}
 	f.stop("a") // the node leaves (its lease goes)
 	delete(f.agents, "a")
-	f.waitFor("a new EM", 10*time.Second, func() bool {
-		s, ok := f.leaderStatus()
-		return ok && !s.EM.Reconciling && s.Epoch > old.Epoch
-	}, f.dump)
-	f.checks["c"].unhold()
-	wg.Add(2)
-	go func() { defer wg.Done(); f.readout("b", []uint32{0, 1, 2}, events/2, events) }()
-	go func() { defer wg.Done(); f.readout("c", []uint32{3, 4}, events/2, events) }()
-	wg.Wait()
-	for _, n := range []string{"b", "c"} {
-		f.agents[n].EndOfData(context.Background())
-	}
-	f.waitFor("every event built", 20*time.Second, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for id := uint64(0); id < events; id++ {
-			if len(f.built[id]) == 0 {
-				return false
-			}
-		}
-		s, ok := f.leaderStatus()
-		return ok && s.Ledger.Balanced
-	}, f.dump)
-	f.waitFor("every packet freed", 5*time.Second, func() bool { return f.freed.Load() == events/4*nSources }, f.dump)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.bad) > 0 {
-		t.Fatalf("%d problems, first: %v", len(f.bad), f.bad[:min(5, len(f.bad))])
-	}
-	for id := uint64(0); id < events; id++ {
-		if len(f.built[id]) != 1 {
-			t.Fatalf("event %d built by %v", id, f.built[id])
-		}
-	}
-	s, _ := f.leaderStatus()
-	if s.EM.Adopted == 0 {
-		t.Fatalf("the new EM adopted nothing: the test did not hand over work in flight")
-	}
+	s := f.finishTakeover(old)
+	const events = takeoverEvents
 	if l := s.Ledger; !l.Balanced || l.Announced != events || l.Built != events || l.LostTotal() != 0 || l.Duplicate != 0 {
 		t.Fatalf("the new EM's ledger does not span the run: %s", l)
 	}
