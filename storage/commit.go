@@ -132,6 +132,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 	// memory is costly to touch.
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
+	s.commits.Add(1)
 	need := size + ptrSize*len(verdicts)
 	if cap(s.carena) < need {
 		s.carena = make([]byte, 0, need)

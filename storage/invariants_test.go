@@ -37,7 +37,7 @@ func TestStoreInvariantsCatchBrokenState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantViolation(t, func() { s.checkPut(Deferred, eb, allRows(eb.Len())) })
+	wantViolation(t, func() { s.checkPut(Deferred, eb, allRows(eb.Len()), s.commits.Load()) })
 
 	c, _ := s.NewCursor(Deferred, CursorOptions{})
 	b, err := c.Next()

@@ -60,14 +60,18 @@ func badgerOptions(o *Options, p memoryPlan) badger.Options {
 // (stream, run, event id). Put and Commit may be
 // called from different goroutines; Puts are serialized.
 type Store struct {
-	opts   Options
-	db     *badger.DB
-	schema atomic.Pointer[storeSchema]
-	guard  *guard
-	m      *metrics
-	pool   *recycle.Allocator // default allocator of cursors: recycles batch buffers
-	plan   memoryPlan         // the store's memory share, spent
-	trim   *trimmer           // keeps the mapped files' resident pages within plan.Mapped
+	// commits counts replay commits begun: the invariants build's check
+	// of a Put allows a deferred event gone when one ran since the Put
+	// began (a concurrent replay took it).
+	commits atomic.Uint64
+	opts    Options
+	db      *badger.DB
+	schema  atomic.Pointer[storeSchema]
+	guard   *guard
+	m       *metrics
+	pool    *recycle.Allocator // default allocator of cursors: recycles batch buffers
+	plan    memoryPlan         // the store's memory share, spent
+	trim    *trimmer           // keeps the mapped files' resident pages within plan.Mapped
 
 	recovery Recovery // what Open recovered of an unclean shutdown
 
@@ -310,6 +314,7 @@ func (s *Store) Dir() string { return s.opts.Dir }
 // would be passed. On success every row is in the store; Ack.Durable says
 // whether it is durable yet (see SyncPolicy and WaitDurable).
 func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas.Verdict, rows []int) (Ack, error) {
+	commits := s.commits.Load()
 	if s.closed.Load() {
 		return Ack{}, ErrClosed
 	}
@@ -471,7 +476,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		return Ack{}, fmt.Errorf("store put: %w", err)
 	}
 	s.plugins.markStored(unstored)
-	s.checkPut(stream, batch, rows)
+	s.checkPut(stream, batch, rows, commits)
 	if newSchema != nil {
 		ss, _ := parseStoreSchema(s.opts.Dir, newSchema)
 		s.schema.Store(ss)
