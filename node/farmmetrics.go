@@ -84,11 +84,7 @@ func (c *farmCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_farm_ru_packets_freed_total", ru.Freed)
 		counter("sluice_farm_ru_packets_dropped_total", ru.Duplicate, "duplicate")
 		counter("sluice_farm_ru_packets_dropped_total", ru.Late, "late")
-		var never uint64
-		for _, n := range ru.NeverAnnounced {
-			never += n
-		}
-		counter("sluice_farm_ru_elements_never_announced_total", never)
+		counter("sluice_farm_ru_elements_never_announced_total", ru.NeverAnnouncedTotal())
 	}
 	if bu := f.BU; bu != nil {
 		gauge("sluice_farm_bu_assignments_in_flight", float64(bu.InFlight))

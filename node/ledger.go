@@ -261,11 +261,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 			if ru.Late != 0 {
 				row("  late (their events built without them)", ru.Late)
 			}
-			if len(ru.NeverAnnounced) != 0 {
-				var never uint64
-				for _, n := range ru.NeverAnnounced {
-					never += n
-				}
+			if never := ru.NeverAnnouncedTotal(); never != 0 {
 				row("  elements the trigger source never named", never)
 			}
 			row("  still held", ru.Held)

@@ -309,10 +309,7 @@ func TestFarmReadoutAhead(t *testing.T) {
 		if !nl.Balanced || nl.Farm == nil || nl.Farm.Agent.RU == nil || nl.Farm.Agent.RU.Held != 0 {
 			t.Fatalf("%s ledger: %+v (farm %+v)", n, nl, nl.Farm)
 		}
-		var never uint64
-		for _, v := range nl.Farm.Agent.RU.NeverAnnounced {
-			never += v
-		}
+		never := nl.Farm.Agent.RU.NeverAnnouncedTotal()
 		wantNever := uint64(0)
 		if n == "farm-b" {
 			wantNever = extra * 10 * nb // its extra passes' events × its sources

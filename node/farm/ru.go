@@ -2,6 +2,7 @@ package farm
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -189,6 +190,15 @@ func (r *RU) Outputs() []RUOutput {
 	return o
 }
 
+// NeverAnnouncedTotal is NeverAnnounced summed over the sources.
+func (s RUStats) NeverAnnouncedTotal() uint64 {
+	var n uint64
+	for _, v := range s.NeverAnnounced {
+		n += v
+	}
+	return n
+}
+
 // Stats returns the tracker's counters.
 func (r *RU) Stats() RUStats {
 	s := r.stats
@@ -199,14 +209,8 @@ func (r *RU) Stats() RUStats {
 			s.Sent++
 		}
 	}
-	s.Missing = make(map[uint32]uint64, len(r.stats.Missing))
-	for k, v := range r.stats.Missing {
-		s.Missing[k] = v
-	}
-	s.NeverAnnounced = make(map[uint32]uint64, len(r.stats.NeverAnnounced))
-	for k, v := range r.stats.NeverAnnounced {
-		s.NeverAnnounced[k] = v
-	}
+	s.Missing = maps.Clone(r.stats.Missing)
+	s.NeverAnnounced = maps.Clone(r.stats.NeverAnnounced)
 	s.BytesPerBU = make(map[string]int64, len(r.stats.BytesPerBU))
 	for k, v := range r.stats.BytesPerBU {
 		if v != 0 {
