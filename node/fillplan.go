@@ -19,6 +19,9 @@ type FillStatus struct {
 	Plans       uint64    `json:"plans"` // plans made
 	// BacklogPeakBytes is the largest deferred backlog a plan saw.
 	BacklogPeakBytes int64 `json:"backlog_peak_bytes"`
+	// MaxBacklogBytes is the configured cap on the deferred backlog
+	// (fill.max_backlog_bytes; 0: none, the store's headroom bounds it).
+	MaxBacklogBytes int64 `json:"max_backlog_bytes"`
 	// FillStarts are the last fills seen begin (at most maxFillStarts),
 	// with the deferred events the inter-fill before left unreplayed.
 	FillStarts []FillStart `json:"fill_starts"`
@@ -97,7 +100,7 @@ func newFillPlanner(n *Node, parts *Parts, replay *interFill) (*fillPlanner, err
 			p.configured = s.Deferral.Fraction
 		}
 	}
-	p.status = FillStatus{Source: src.Describe(), Stage: p.stage, FillStarts: []FillStart{}}
+	p.status = FillStatus{Source: src.Describe(), Stage: p.stage, FillStarts: []FillStart{}, MaxBacklogBytes: int64(p.cfg.MaxBacklogBytes)}
 	return p, nil
 }
 

@@ -78,6 +78,7 @@ var metricDefs = []metricDef{
 	{"sluice_fill_deferral_fraction", "Deferral fraction the fill plan set on its stage.", nil},
 	{"sluice_fill_plan_reason", "What set the planned fraction: 1 for the current reason, 0 for the others.", []string{"reason"}},
 	{"sluice_fill_backlog_bytes", "Bytes of the deferred backlog, as the fill plan estimates them (events times the mean stored deferred event).", nil},
+	{"sluice_fill_max_backlog_bytes", "Configured cap on the deferred backlog's bytes (fill.max_backlog_bytes; 0: none, the store's headroom bounds it).", nil},
 	{"sluice_fill_expected_replay_seconds", "Time the deferred backlog takes to replay at the measured replay rate.", nil},
 	{"sluice_fill_next_fill_seconds", "Time until the next fill is expected to begin.", nil},
 	{"sluice_fill_remaining_seconds", "In a fill, the time until it is expected to end (0 in an inter-fill).", nil},
@@ -187,6 +188,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge("sluice_fill_plan_reason", boolFloat(r == p.Reason), string(r))
 		}
 		gauge("sluice_fill_backlog_bytes", float64(p.BacklogBytes))
+		gauge("sluice_fill_max_backlog_bytes", float64(f.MaxBacklogBytes))
 		gauge("sluice_fill_expected_replay_seconds", p.ReplaySeconds)
 		gauge("sluice_fill_next_fill_seconds", p.NextFillSeconds)
 		gauge("sluice_fill_remaining_seconds", p.FillRemainingSeconds)

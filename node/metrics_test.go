@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,11 +91,32 @@ func TestDashboardPanels(t *testing.T) {
 		"sluice_store_ack_seconds":             "store ack",
 		"sluice_event_end_to_end_seconds":      "end to end",
 	}
+	// The node's own metrics; the storage (sluice_store_…) and plugins
+	// (sluice_trigger_…) packages register theirs on its registry, and
+	// the e2e tests check that a running node serves every one plotted.
+	own := map[string]bool{}
+	for _, m := range append(slices.Clone(metricDefs), farmMetricDefs...) {
+		own[m.name] = true
+	}
+	reg := prometheus.NewRegistry()
+	newLatencies(reg)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		own[f.GetName()] = true
+	}
+	plotted := map[string]bool{}
 	re := regexp.MustCompile(`sluice_[a-z0-9_]+`)
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
 			for _, m := range re.FindAllString(tg.Expr, -1) {
 				m = strings.TrimSuffix(m, "_bucket")
+				plotted[m] = true
+				if !own[m] && !strings.HasPrefix(m, "sluice_store_") && !strings.HasPrefix(m, "sluice_trigger_") {
+					t.Errorf("panel %q plots %s, which the node does not define", p.Title, m)
+				}
 				if w, ok := owner[m]; ok && !strings.Contains(strings.ToLower(p.Title), w) {
 					t.Errorf("panel %q plots %s but its title does not say %q", p.Title, m, w)
 				}
@@ -102,6 +124,16 @@ func TestDashboardPanels(t *testing.T) {
 					t.Errorf("panel %q plots %s, which the node no longer serves", p.Title, m)
 				}
 			}
+		}
+	}
+	// Fill-aware deferral is on the dashboard: the beam, the planned
+	// fraction and why, the backlog against its cap, and replay in the
+	// inter-fill.
+	for _, m := range []string{"sluice_fill_beam", "sluice_fill_deferral_fraction", "sluice_fill_plan_reason",
+		"sluice_fill_backlog_bytes", "sluice_fill_max_backlog_bytes", "sluice_fill_expected_replay_seconds",
+		"sluice_fill_inter_fill_seconds", "sluice_replay_active", "sluice_replay_events_total"} {
+		if !plotted[m] {
+			t.Errorf("no panel plots %s", m)
 		}
 	}
 }

@@ -228,9 +228,21 @@ fills:
 	if !budgetBound || last.Fill.BacklogPeakBytes > fillBudget || last.Fill.BacklogPeakBytes < fillBudget/2 {
 		t.Fatalf("fill 9003: budget bound %v, backlog peak %d bytes, want the budget %d to bind, used over half and never exceeded", budgetBound, last.Fill.BacklogPeakBytes, fillBudget)
 	}
-	for _, m := range []string{"sluice_store_refused_writes_total 0", "sluice_fill_beam 0", `sluice_fill_plan_reason{reason="beam-off"} 1`, "sluice_fill_backlog_at_fill_start_events 0"} {
+	for _, m := range []string{"sluice_store_refused_writes_total 0", "sluice_fill_beam 0", `sluice_fill_plan_reason{reason="beam-off"} 1`,
+		"sluice_fill_backlog_at_fill_start_events 0", fmt.Sprint("sluice_fill_max_backlog_bytes ", fillBudget)} {
 		if !strings.Contains(metrics, m+"\n") {
 			t.Errorf("metrics lack %q", m)
+		}
+	}
+	// The dashboard's fill panels (and every other) plot what this node
+	// serves.
+	dash, err := os.ReadFile(filepath.Join(repo, "configs/grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range dashboardMetrics(dash) {
+		if !served(metrics, m) {
+			t.Errorf("the dashboard plots %s, which /metrics does not serve", m)
 		}
 	}
 	// Exactly once: every deferred event replay decided left the deferred
