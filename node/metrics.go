@@ -67,7 +67,7 @@ var metricDefs = []metricDef{
 	{"sluice_input_connections_open", "Connections open per network input.", []string{"input"}},
 	{"sluice_input_connections_refused_total", "Connections a network input closed at once because its max_connections were open.", []string{"input"}},
 	{"sluice_input_accept_errors_total", "Failed accepts a network input backed off from and survived, by reason (emfile: out of file descriptors).", []string{"input", "reason"}},
-	{"sluice_input_backpressure_seconds_total", "Seconds an input spent waiting for the event builder to take its packets (its senders throttled meanwhile: ring writer waiting for space, TCP sender out of credit).", []string{"input"}},
+	{"sluice_input_backpressure_seconds_total", "Wall-clock seconds an input spent waiting for the event builder to take its packets, at least one of its connections waiting (its senders throttled meanwhile: ring writer waiting for space, TCP sender out of credit).", []string{"input"}},
 	{"sluice_sources_silent", "Configured sources reported silent: in no event built since the inputs opened.", nil},
 	{"sluice_store_writable", "1 while the store accepts writes, 0 while its disk budget refuses them.", nil},
 	{"sluice_deferred_backlog_events", "Events waiting in the store's deferred stream for replay.", nil},

@@ -64,8 +64,9 @@ type InputStatus struct {
 	Packets     uint64  `json:"packets"`
 	Bytes       uint64  `json:"bytes"`
 	IdleSeconds float64 `json:"idle_seconds"` // since the last packet
-	// BackpressureSeconds the input spent waiting for the builder to take
-	// its packets (its senders throttled meanwhile).
+	// BackpressureSeconds is the wall-clock time the input spent waiting
+	// for the builder to take its packets, at least one of its connections
+	// waiting (its senders throttled meanwhile).
 	BackpressureSeconds float64 `json:"backpressure_seconds"`
 	Done                bool    `json:"done"` // a finite input that reached its end
 	// Network inputs: connections open now, connections refused over

@@ -44,6 +44,7 @@ type watcher struct {
 	// Counters at the start of the interval.
 	prevReceived, prevLate uint64
 	prevWait               []uint64
+	prevAt                 time.Time // when they were read
 }
 
 func newWatcher(cfg config.Warnings, groups []schemas.SourceGroup, log *slog.Logger) *watcher {
@@ -157,10 +158,13 @@ func (w *watcher) emulatorFile(input, file string, has []uint32, groups []schema
 	w.makeAbsentLocked(missing, "not in the emulator's file")
 }
 
-// interval ends one interval: l is the node's ledger now, wait each input's
-// seconds spent waiting for the builder so far (transport.Stats.SinkWaitNs),
-// uris the inputs' names.
-func (w *watcher) interval(l *Ledger, wait []uint64, uris []string) {
+// interval ends one interval at now: l is the node's ledger now, wait each
+// input's wall-clock nanoseconds spent waiting for the builder so far
+// (transport.Stats.SinkWaitNs), uris the inputs' names. An input's
+// backpressure fraction is its wait over the time since the last interval
+// as measured (a tick delayed on a busy machine makes a longer interval,
+// not a fraction over 100 %).
+func (w *watcher) interval(now time.Time, l *Ledger, wait []uint64, uris []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -181,10 +185,10 @@ func (w *watcher) interval(l *Ledger, wait []uint64, uris []string) {
 				"fraction", round3(frac), "threshold", f, "late", late, "received", received, "missing_most", w.missingMost(5))
 		}
 	}
-	if f := w.cfg.BackpressureFraction; f > 0 && len(wait) == len(w.prevWait) {
+	if f, span := w.cfg.BackpressureFraction, now.Sub(w.prevAt); f > 0 && span > 0 && len(wait) == len(w.prevWait) {
 		var slow []string
 		for i := range wait {
-			if frac := float64(wait[i]-w.prevWait[i]) / float64(w.cfg.Interval); frac > f {
+			if frac := float64(wait[i]-w.prevWait[i]) / float64(span); frac > f {
 				slow = append(slow, fmt.Sprintf("%s (%.0f%%)", uris[i], 100*frac))
 			}
 		}
@@ -195,7 +199,7 @@ func (w *watcher) interval(l *Ledger, wait []uint64, uris []string) {
 	w.last = out
 	w.events, w.incomplete = 0, 0
 	clear(w.missing)
-	w.prevReceived, w.prevLate, w.prevWait = l.FragmentsReceived, l.FragmentsDiscarded["late"], slices.Clone(wait)
+	w.prevReceived, w.prevLate, w.prevWait, w.prevAt = l.FragmentsReceived, l.FragmentsDiscarded["late"], slices.Clone(wait), now
 }
 
 // missingMost names the n sources missing from the most incomplete events
@@ -252,7 +256,7 @@ func (w *watcher) run(stop <-chan struct{}, sample func() (*Ledger, []uint64, []
 	defer tick.Stop()
 	l, wait, _ := sample()
 	w.mu.Lock()
-	w.prevReceived, w.prevLate, w.prevWait = l.FragmentsReceived, l.FragmentsDiscarded["late"], wait
+	w.prevReceived, w.prevLate, w.prevWait, w.prevAt = l.FragmentsReceived, l.FragmentsDiscarded["late"], wait, time.Now()
 	w.mu.Unlock()
 	for {
 		select {
@@ -261,7 +265,8 @@ func (w *watcher) run(stop <-chan struct{}, sample func() (*Ledger, []uint64, []
 		case <-silent.C:
 			w.checkSilent()
 		case <-tick.C:
-			w.interval(sample())
+			l, wait, uris := sample()
+			w.interval(time.Now(), l, wait, uris)
 		}
 	}
 }

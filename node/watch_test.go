@@ -107,3 +107,28 @@ func TestFirstRatesFromTheStart(t *testing.T) {
 		t.Fatalf("second rates %+v, want 100 events/s", r)
 	}
 }
+
+// An input's backpressure fraction is of the wall time since the last
+// interval as measured: a tick delayed to 2 s on a busy machine does not
+// make 1.5 s of waiting 150 % of a 1 s interval, and the fraction named is
+// at most 100 %.
+func TestBackpressureFractionOfElapsed(t *testing.T) {
+	logs := &syncBuffer{}
+	w := newWatcher(config.Warnings{Interval: time.Second, BackpressureFraction: 0.8}, nil,
+		slog.New(slog.NewTextHandler(logs, nil)))
+	at := time.Unix(1000, 0)
+	w.prevAt, w.prevWait = at, []uint64{0, 0}
+	l := &Ledger{}
+	uris := []string{"tcp://a:1", "tcp://b:2"}
+	w.interval(at.Add(2*time.Second), l, []uint64{uint64(1500 * time.Millisecond), uint64(1900 * time.Millisecond)}, uris)
+	out := logs.String()
+	if strings.Count(out, "inputs waiting for the builder above the threshold") != 1 ||
+		!strings.Contains(out, `inputs="tcp://b:2 (95%)"`) {
+		t.Fatalf("want one warning naming only tcp://b:2 at 95%%:\n%s", out)
+	}
+	// The next interval: b's wait all of its 1 s.
+	w.interval(at.Add(3*time.Second), l, []uint64{uint64(1500 * time.Millisecond), uint64(2900 * time.Millisecond)}, uris)
+	if out := logs.String(); !strings.Contains(out, `inputs="tcp://b:2 (100%)"`) {
+		t.Fatalf("second interval:\n%s", out)
+	}
+}

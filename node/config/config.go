@@ -139,8 +139,9 @@ type Warnings struct {
 	// LateFraction of the fragments received in an interval that came
 	// after their event was built (discarded as late).
 	LateFraction float64 `yaml:"late_fraction"`
-	// BackpressureFraction of an interval an input spent waiting for the
-	// builder to take its packets.
+	// BackpressureFraction of an interval's wall-clock time an input spent
+	// waiting for the builder to take its packets: time during which at
+	// least one of its connections waited, so 0..1 however many it has.
 	BackpressureFraction float64 `yaml:"backpressure_fraction"`
 }
 

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -53,7 +52,11 @@ type Stats struct {
 	Discarded map[Reason]uint64
 	// Lost counts UDP sequence numbers declared missing (window passed them).
 	Lost uint64
-	// SinkWaitNs is the time spent inside Sink.AddPacket (backpressure).
+	// SinkWaitNs is the wall-clock time, in nanoseconds (microsecond
+	// resolution), during which at least one of the input's readers was
+	// inside Sink.AddPacket (backpressure): the union over its connections,
+	// not their sum, so it never exceeds the time the input has run. A wait
+	// going on is included.
 	SinkWaitNs uint64
 	// HeldBytes are bytes handed to the sink and not yet released: the
 	// ring's records; the whole receive buffers of UDP and file inputs
@@ -97,11 +100,12 @@ func (s Stats) DiscardTotal() uint64 {
 // value is ready. An input counts with them and reports Snapshot (plus its
 // own fields) as its Stats.
 type Counters struct {
-	packets, fragments, bytes, lost, sinkWait atomic.Uint64
-	connections, streams                      atomic.Uint64
-	held, open                                atomic.Int64
-	discarded                                 [numReasons]atomic.Uint64
-	refused                                   atomic.Uint64
+	packets, fragments, bytes, lost atomic.Uint64
+	sinkWait                        waitClock
+	connections, streams            atomic.Uint64
+	held, open                      atomic.Int64
+	discarded                       [numReasons]atomic.Uint64
+	refused                         atomic.Uint64
 
 	mu           sync.Mutex
 	acceptErrors map[string]uint64 // rare: a map under a lock
@@ -111,7 +115,7 @@ type Counters struct {
 func (c *Counters) Snapshot() Stats {
 	s := Stats{
 		Packets: c.packets.Load(), Fragments: c.fragments.Load(), Bytes: c.bytes.Load(),
-		Lost: c.lost.Load(), SinkWaitNs: c.sinkWait.Load(), HeldBytes: c.held.Load(),
+		Lost: c.lost.Load(), SinkWaitNs: c.sinkWait.total() * 1000, HeldBytes: c.held.Load(),
 		Connections: c.connections.Load(), Streams: c.streams.Load(), Open: c.open.Load(),
 		Discarded: make(map[Reason]uint64, numReasons),
 	}
@@ -183,12 +187,12 @@ func (c *Counters) DiscardDecodeError(err error) {
 }
 
 // Hand gives a decoded packet to the sink, counting it and the time the
-// sink held the caller up. (Held bytes are counted by each input's release,
+// sink held the input up (see Stats.SinkWaitNs). (Held bytes are counted by each input's release,
 // which needs no extra closure per packet.)
 func (c *Counters) Hand(ctx context.Context, sink Sink, p schemas.MFP, release func()) error {
-	t0 := time.Now()
+	c.sinkWait.enter(clockUs())
 	err := sink.AddPacket(ctx, p, release)
-	c.sinkWait.Add(uint64(time.Since(t0)))
+	c.sinkWait.leave(clockUs())
 	if err != nil {
 		return err
 	}
