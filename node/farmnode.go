@@ -64,6 +64,9 @@ type farmNode struct {
 	stats   FarmLedger
 	// runState is the farm's desired state of this run (see FarmStatus).
 	runState string
+	// drained: run's done channel closed because this node was asked to
+	// drain and leave (sluice farm drain), not because the run stopped.
+	drained atomic.Bool
 }
 
 // FarmLedger is the farm part of a node's ledger: what its BU pipeline did
@@ -687,6 +690,7 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 			case <-f.agent.Load().Drained():
 				// Asked to drain (sluice farm drain): nothing of the farm
 				// is left here and the peers were told; the node leaves.
+				f.drained.Store(true)
 				finish()
 				return
 			case now := <-tick.C:

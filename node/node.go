@@ -338,7 +338,11 @@ wait:
 			n.farm.endOfData(ctx)
 			finished = nil
 		case <-farmDone:
-			n.log.Info("farm run stopped and nothing of it in flight here; draining")
+			if n.farm.drained.Load() {
+				n.log.Info("farm: this node was drained out of the run (sluice farm drain) and holds nothing of it; the run goes on without it; draining")
+			} else {
+				n.log.Info("farm run stopped and nothing of it in flight here; draining")
+			}
 			break wait
 		case <-ctx.Done():
 			n.log.Warn("run aborted")

@@ -42,6 +42,7 @@ type faultFarm struct {
 	t      *testing.T
 	args   []string // --etcd, --farm
 	etcd   string
+	etcdP  *os.Process // the etcd process (TestFarmEtcdStall stops it)
 	token  string
 	farmID string
 	run    uint32
@@ -102,21 +103,24 @@ func (ff *faultFarm) roleNode(extra string) {
 // newFaultFarm starts etcd, writes the folded nodes' configurations
 // (release durable, emulator at faultRate) and one role-only node's
 // (extra: "bu" for a BU-only farm-d, "em" for an EM-only farm-e), and
-// records run.
+// records run; any other extra (a name for the farm id) writes no fourth
+// node.
 func newFaultFarm(t *testing.T, run uint32, extra string) *faultFarm {
-	etcd := startEtcd(t)
+	etcd, etcdP := startEtcdProc(t)
 	token := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(token, []byte("e2e-farm-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	farmID := fmt.Sprintf("e2e-%s-%d", extra, os.Getpid())
-	ff := &faultFarm{t: t, args: []string{"--etcd", etcd, "--farm", farmID}, etcd: etcd, token: token, farmID: farmID, run: run,
+	ff := &faultFarm{t: t, args: []string{"--etcd", etcd, "--farm", farmID}, etcd: etcd, etcdP: etcdP, token: token, farmID: farmID, run: run,
 		files: map[string]string{}, stores: map[string]string{}, procs: map[string]*proc{}, sums: map[string]string{}}
 	for _, n := range farmNodes {
 		ff.files[n], ff.stores[n] = farmConfig(t, n, farmID, etcd, token, fmt.Sprint(faultLoop), true)
 		editFile(t, ff.files[n], faultDurable, [2]string{`(\n( +)loop: [^\n]*)`, "$1\n${2}rate: " + fmt.Sprint(faultRate)})
 	}
-	ff.roleNode(extra)
+	if extra == "bu" || extra == "em" {
+		ff.roleNode(extra)
+	}
 	runOK(t, append([]string{"farm", "start", "--run", fmt.Sprint(run), "--config", ff.files["farm-a"], "--protocol", "push"}, ff.args...)...)
 	input, err := os.ReadFile(filepath.Join(repo, sampleMDF))
 	if err != nil {
@@ -635,4 +639,41 @@ func TestFarmBUStop(t *testing.T) {
 	}
 	t.Logf("farm-d stopped holding %d assignments: suspected, fenced, %d reassigned in %v; continued, it voided %d events and rejoined as %x (was %x)",
 		held, f.Open, f.Done.Sub(f.Suspected), voided, dl.Farm.Agent.Incarnation, inc)
+}
+
+// TestFarmEtcdStall: etcd stops answering (SIGSTOP) for 2.5 s while the
+// farm runs, as a stalled disk or a starved etcd process does. Live nodes
+// must not be fenced for it: with the shipped lease (lease_ttl 5s) their
+// keep-alives get through once etcd resumes, the farm builds every event
+// once and every node ends balanced, never fenced. The 2 s lease the
+// shipped configurations had expired during such a stall: the nodes were
+// fenced and their readout units' runs failed (exit 1).
+func TestFarmEtcdStall(t *testing.T) {
+	ff := newFaultFarm(t, 6718940, "stall")
+	for _, n := range farmNodes {
+		ff.start(n)
+	}
+	ff.waitFor(40*time.Second, "the farm building events", func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Built > 0
+	})
+	if err := ff.etcdP.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if err := ff.etcdP.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ff.waitFor(60*time.Second, "every announced event built", func() bool {
+		l := ff.status().Ledger
+		return l != nil && l.Announced == ff.want && l.Built == ff.want && l.Open == 0
+	})
+	ls := ff.stop(farmNodes...)
+	for n, l := range ls {
+		if l.Farm.Fenced != 0 {
+			t.Errorf("%s was fenced %d times by a 2.5 s etcd stall", n, l.Farm.Fenced)
+		}
+	}
+	checkFarmLedger(t, ff.status().Ledger, ff.want, 0)
+	checkStoresOnce(t, ff.stores, ff.want)
 }

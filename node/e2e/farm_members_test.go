@@ -178,6 +178,10 @@ func TestFarmJoinDrain(t *testing.T) {
 	if !strings.Contains(f.procs["farm-d"].log(), "drained; leaving") {
 		t.Fatalf("farm-d did not say it drained:\n%s", f.procs["farm-d"].log())
 	}
+	// The run was not stopped: the drained node must not say it was.
+	if l := f.procs["farm-d"].log(); strings.Contains(l, "farm run stopped") || !strings.Contains(l, "drained out of the run") {
+		t.Fatalf("farm-d's log says the run stopped, or not that it was drained out of it:\n%s", l)
+	}
 	st = f.waitFor("every event built", 40*time.Second, farmNodes, func(st memberStatus) bool { return built(st, want) })
 	for _, m := range st.Members {
 		if m.Node == "farm-d" {

@@ -26,6 +26,14 @@ var farmNodes = []string{"farm-a", "farm-b", "farm-c"}
 // always is) on free ports and returns its client endpoint.
 func startEtcd(t *testing.T) string {
 	t.Helper()
+	addr, _ := startEtcdProc(t)
+	return addr
+}
+
+// startEtcdProc is startEtcd, also returning the etcd process (for tests
+// that stop it).
+func startEtcdProc(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "sluice"), "farm", "etcd", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
 		"--listen", "http://127.0.0.1:0", "--peer", "http://127.0.0.1:0", "--tick-ms", "20", "--election-ms", "200")
 	cmd.Dir = repo
@@ -59,13 +67,13 @@ func startEtcd(t *testing.T) string {
 	}()
 	select {
 	case a := <-addr:
-		return a
+		return a, cmd.Process
 	case <-done:
 		t.Fatalf("sluice farm etcd ended: %s", stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("sluice farm etcd did not serve within 30 s")
 	}
-	return ""
+	return "", nil
 }
 
 // farmConfig is configs/farm-<node>.yaml with loop passes, the test's
@@ -102,7 +110,7 @@ func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept boo
 		// live node: the deaths these tests cause are seen at once by
 		// the transport (a killed process's sockets close); a stopped one
 		// after the peer timeout.
-		"lease_ttl: 2s": "lease_ttl: 5s\n  peer_timeout: 3s",
+		"lease_ttl: 5s": "peer_timeout: 3s\n  lease_ttl: 5s",
 		// Nor make a live RU's data late: an RU and a BU wait this long
 		// for data that has not come (a dead RU is not waited for).
 		"wait: 2s":             "wait: 5s",

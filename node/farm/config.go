@@ -54,7 +54,10 @@ type Config struct {
 	TriggerSource uint32 `yaml:"trigger_source"`
 	// Wait is how long RUs and BUs wait for an assignment's missing data.
 	Wait time.Duration `yaml:"wait"`
-	// LeaseTTL is the membership lease (etcd may grant more).
+	// LeaseTTL is the membership lease (etcd may grant more). Dead BUs and
+	// RUs are found by heartbeats (PeerTimeout), not by the lease; a killed
+	// EM's leadership lasts about this long, and a live node whose
+	// keep-alives a stalled etcd cannot serve for this long is fenced.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// PeerTimeout: a peer link that carried nothing (heartbeats go every
 	// fifth of it) for this long is lost, and the EM declares a BU behind
@@ -68,7 +71,7 @@ func DefaultConfig() Config {
 	return Config{
 		Roles: "both", EMCandidate: true, Etcd: []string{"127.0.0.1:2379"}, Transport: "tcp",
 		Listen: "127.0.0.1:0", Protocol: "push", Unit: "events", AssignmentSize: 8,
-		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 8, Wait: time.Second, LeaseTTL: 2 * time.Second,
+		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 8, Wait: time.Second, LeaseTTL: 5 * time.Second,
 		PeerTimeout: 500 * time.Millisecond,
 	}
 }

@@ -74,7 +74,7 @@ type Config struct {
 	// Token is the farm's shared token, for the bye a drained node sends
 	// its peers as it leaves ("": no bye message, the lease's end says it).
 	Token string
-	// LeaseTTL is the membership lease (default 2s; etcd may grant more).
+	// LeaseTTL is the membership lease (default 5s; etcd may grant more).
 	LeaseTTL time.Duration
 	// Slots and SlotBytes: the BU's capacity (defaults 64 × assignment
 	// size, 256 MiB).
@@ -114,7 +114,7 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("agent: an RU needs its Sources")
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 2 * time.Second
+		c.LeaseTTL = 5 * time.Second
 	}
 	if c.Slots == 0 {
 		c.Slots = 64 * c.Run.AssignmentSize

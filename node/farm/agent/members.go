@@ -44,7 +44,9 @@ func (a *Agent) watchRunControl(ctx context.Context, wg *sync.WaitGroup) {
 // maskEvent: run control masked more of the run.
 func (a *Agent) maskEvent(m control.RunMask) {
 	a.mask = m
-	a.log.Info("farm: run mask", "nodes", m.Nodes, "sources", m.Sources, "by", m.By)
+	// The mask's sources with those its nodes' records named: a mask of
+	// nodes only has no sources of its own.
+	a.log.Info("farm: run mask", "nodes", m.Nodes, "sources", schemas.FormatSourceList(m.SourceIDs()), "by", m.By)
 	a.applyMask()
 	if a.pendingLead != nil {
 		a.tryLead(a.ctx) // a masked RU no longer holds up leading
