@@ -2,6 +2,7 @@ package storeflight
 
 import (
 	"net"
+	"time"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 )
@@ -16,10 +17,17 @@ type Config struct {
 	TokenFile string `yaml:"token_file"`
 	TLSCert   string `yaml:"tls_cert"`
 	TLSKey    string `yaml:"tls_key"`
+	// CloseGrace is how long closing lets calls in progress finish (a
+	// client reading an export) before it cuts them: at run end the node
+	// waits no longer than this for its Flight clients. 0: DefaultCloseGrace.
+	CloseGrace time.Duration `yaml:"close_grace"`
 }
 
-// DefaultConfig: an endpoint on 127.0.0.1, any port.
-func DefaultConfig() Config { return Config{Listen: "127.0.0.1:0"} }
+// DefaultCloseGrace is Config.CloseGrace by default.
+const DefaultCloseGrace = 5 * time.Second
+
+// DefaultConfig: an endpoint on 127.0.0.1, any port, a 5 s close grace.
+func DefaultConfig() Config { return Config{Listen: "127.0.0.1:0", CloseGrace: DefaultCloseGrace} }
 
 // Enabled says whether the node serves its store.
 func (c Config) Enabled() bool { return c.Listen != "" && c.Listen != "off" }
@@ -34,6 +42,9 @@ func (c Config) Validate() conf.Problems {
 	if err != nil {
 		ps.Add("listen", c.Listen, "want host:port, e.g. 127.0.0.1:0, or off")
 		return ps
+	}
+	if c.CloseGrace < 0 {
+		ps.Add("close_grace", c.CloseGrace.String(), "want a duration >= 0 (0: the default, 5s)")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		ps.Add("tls_cert", c.TLSCert, "want both tls_cert and tls_key, or neither")

@@ -39,6 +39,16 @@
 // carries gRPC metadata "authorization: Bearer TOKEN"; a call without it
 // is refused (Unauthenticated) and counted.
 //
+// # Closing
+//
+// Close (the node's run end) refuses new calls and lets those in progress
+// finish for Config.CloseGrace (flight.close_grace, 5 s by default); a
+// client still reading then (a DoGet it stopped reading holds its stream
+// and the server's response bytes) has its connection cut: it gets an
+// error, never a stream that looks whole. Cut connections are counted
+// (Server.Cut) and logged, so a node ends within the grace period
+// whatever its Flight clients do.
+//
 // # Discovery
 //
 // While it serves, the server keeps a file named EndpointFile in the

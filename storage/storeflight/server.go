@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-daq/sluice/storage"
@@ -31,10 +33,15 @@ import (
 // Server serves one store.
 type Server struct {
 	store   *storage.Store
-	srv     flight.Server
+	srv     *grpc.Server
+	log     *slog.Logger
+	grace   time.Duration
 	uri     string
 	file    string // the EndpointFile written
 	refused atomic.Uint64
+	calls   atomic.Int64  // calls whose handler runs
+	conns   atomic.Int64  // client connections open
+	cut     atomic.Uint64 // connections Close cut after the grace period
 	errc    chan error
 	once    sync.Once
 	err     error
@@ -50,8 +57,13 @@ func Serve(store *storage.Store, cfg Config, log *slog.Logger) (*Server, error) 
 	if ps := cfg.Validate(); len(ps) > 0 {
 		return nil, fmt.Errorf("flight: %s", ps.String())
 	}
-	s := &Server{store: store, errc: make(chan error, 1)}
-	var opts []grpc.ServerOption
+	s := &Server{store: store, log: log, grace: cfg.CloseGrace, errc: make(chan error, 1)}
+	if s.grace == 0 {
+		s.grace = DefaultCloseGrace
+	}
+	// Stop waits for the handlers it cancels (a DoGet between two batches
+	// reads the store, which closes after this server).
+	opts := []grpc.ServerOption{grpc.WaitForHandlers(true), grpc.StatsHandler(connCounter{&s.conns})}
 	scheme := "grpc"
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -61,7 +73,18 @@ func Serve(store *storage.Store, cfg Config, log *slog.Logger) (*Server, error) 
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
 		scheme = "grpc+tls"
 	}
-	var mw []flight.ServerMiddleware
+	// Every call is counted while it runs, so that Close can say how many
+	// it cut.
+	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		s.calls.Add(1)
+		defer s.calls.Add(-1)
+		return h(ctx, req)
+	}}
+	stream := []grpc.StreamServerInterceptor{func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		s.calls.Add(1)
+		defer s.calls.Add(-1)
+		return h(srv, ss)
+	}}
 	if cfg.TokenFile != "" {
 		tok, err := readToken(cfg.TokenFile)
 		if err != nil {
@@ -77,33 +100,34 @@ func Serve(store *storage.Store, cfg Config, log *slog.Logger) (*Server, error) 
 			s.refused.Add(1)
 			return status.Error(codes.Unauthenticated, "flight: a valid token is required (authorization: Bearer TOKEN)")
 		}
-		mw = append(mw, flight.ServerMiddleware{
-			Unary: func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-				if err := check(ctx); err != nil {
-					return nil, err
-				}
-				return h(ctx, req)
-			},
-			Stream: func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-				if err := check(ss.Context()); err != nil {
-					return err
-				}
-				return h(srv, ss)
-			},
+		unary = append(unary, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := check(ctx); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		})
+		stream = append(stream, func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := check(ss.Context()); err != nil {
+				return err
+			}
+			return h(srv, ss)
 		})
 	}
-	s.srv = flight.NewServerWithMiddleware(mw, opts...)
-	s.srv.RegisterFlightService(&service{s: s})
-	if err := s.srv.Init(cfg.Listen); err != nil {
+	// A grpc server of our own (flight.Server only stops gracefully,
+	// which a client holding a stream open would make last forever).
+	s.srv = grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))...)
+	flight.RegisterFlightServiceServer(s.srv, &service{s: s})
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("flight: listen %s: %w", cfg.Listen, err)
 	}
-	addr := s.srv.Addr().String()
+	addr := lis.Addr().String()
 	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0") {
 		h, _ := os.Hostname()
 		addr = net.JoinHostPort(h, port)
 	}
 	s.uri = scheme + "://" + addr
-	go func() { s.errc <- s.srv.Serve() }()
+	go func() { s.errc <- s.srv.Serve(lis) }()
 	body := s.uri + "\n"
 	for _, kv := range [][2]string{{"token_file", cfg.TokenFile}, {"tls_cert", cfg.TLSCert}} {
 		if kv[1] != "" {
@@ -113,7 +137,8 @@ func Serve(store *storage.Store, cfg Config, log *slog.Logger) (*Server, error) 
 	}
 	s.file = filepath.Join(store.Dir(), EndpointFile)
 	if err := os.WriteFile(s.file, []byte(body), 0o644); err != nil {
-		s.srv.Shutdown()
+		s.srv.Stop()
+		<-s.errc
 		return nil, fmt.Errorf("flight: %w", err)
 	}
 	log.Info("store served over Arrow Flight", "endpoint", s.uri, "token", cfg.TokenFile != "")
@@ -126,18 +151,57 @@ func (s *Server) URI() string { return s.uri }
 // Refused is the calls refused for want of a valid token.
 func (s *Server) Refused() uint64 { return s.refused.Load() }
 
-// Close removes the EndpointFile and stops serving once the calls in
-// progress end.
-// Closing again returns the first Close's result.
+// Cut is the client connections Close cut after Config.CloseGrace: each
+// had a call running or a response not yet read whole (its client gets
+// an error, not the end of the stream).
+func (s *Server) Cut() uint64 { return s.cut.Load() }
+
+// Close removes the EndpointFile, refuses new calls and lets the calls in
+// progress end for Config.CloseGrace; then it cuts the connections still
+// open (counted in Cut, logged) and returns once every handler has
+// returned, so a client holding a stream open (a DoGet it stopped
+// reading) delays the node's end by the grace period at most. Closing
+// again returns the first Close's result.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		_ = os.Remove(s.file)
-		s.srv.Shutdown()
+		graceful := make(chan struct{})
+		go func() {
+			s.srv.GracefulStop()
+			close(graceful)
+		}()
+		t := time.NewTimer(s.grace)
+		select {
+		case <-graceful:
+			t.Stop()
+		case <-t.C:
+			n := max(s.conns.Load(), 1) // graceful stop waits for one at least
+			s.cut.Add(uint64(n))
+			s.log.Warn("flight: clients still reading after the close grace period; cutting their connections",
+				"connections", n, "calls_running", s.calls.Load(), "grace", s.grace)
+			s.srv.Stop()
+			<-graceful
+		}
 		if err := <-s.errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.err = err
 		}
 	})
 	return s.err
+}
+
+// connCounter counts a server's open client connections.
+type connCounter struct{ n *atomic.Int64 }
+
+func (c connCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (c connCounter) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (c connCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c connCounter) HandleConn(_ context.Context, st stats.ConnStats) {
+	switch st.(type) {
+	case *stats.ConnBegin:
+		c.n.Add(1)
+	case *stats.ConnEnd:
+		c.n.Add(-1)
+	}
 }
 
 func readToken(file string) (string, error) {

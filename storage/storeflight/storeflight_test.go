@@ -357,6 +357,7 @@ func TestConfig(t *testing.T) {
 		{Config{Listen: "0.0.0.0:9000", TLSCert: "c", TLSKey: "k"}, 1},
 		{Config{Listen: "0.0.0.0:9000", TLSCert: "c", TLSKey: "k", TokenFile: "t"}, 0},
 		{Config{Listen: "127.0.0.1:0", TLSCert: "c"}, 1},
+		{Config{Listen: "127.0.0.1:0", CloseGrace: -time.Second}, 1},
 	} {
 		if ps := c.cfg.Validate(); len(ps) != c.problems {
 			t.Errorf("%+v: %d problems (%s), want %d", c.cfg, len(ps), ps.String(), c.problems)
@@ -414,4 +415,78 @@ func parquetEqual(t *testing.T, a, b []byte) bool {
 	defer ta.Release()
 	defer tb.Release()
 	return ta.NumRows() > 0 && array.TableEqual(ta, tb)
+}
+
+// TestCloseCutsHeldStream: a client that opened a DoGet and stopped
+// reading keeps its stream (and the server's handler) open; Close waits
+// CloseGrace for it, then cuts it (counted in Cut), and returns: the
+// node's end is bounded. The client then sees its stream fail.
+func TestCloseCutsHeldStream(t *testing.T) {
+	s := openGolden(t)
+	srv, err := Serve(s, Config{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fixed 64 KiB flow-control windows (no BDP growth): the server
+	// blocks once that much of the ~1 MB export is unread.
+	fc, err := flight.NewClientWithMiddleware(srv.URI()[len("grpc://"):], nil, nil,
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	g, err := fc.DoGet(context.Background(), &flight.Ticket{Ticket: QueryOf(storage.Accepted, storage.Selection{}, 0).Encode()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Recv(); err != nil { // the schema: the handler runs
+		t.Fatal(err)
+	}
+	// The export is one ~840 kB message: the handler hands it to gRPC
+	// and returns, and the bytes wait for the client to read them.
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close did not return within a minute while a client held a DoGet open")
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("Close returned after %v, before the 200ms grace", d)
+	}
+	if srv.Cut() != 1 {
+		t.Errorf("Cut %d, want the one client holding its DoGet", srv.Cut())
+	}
+	if srv.calls.Load() != 0 {
+		t.Errorf("%d calls still running after Close", srv.calls.Load())
+	}
+	for {
+		if _, err := g.Recv(); err != nil {
+			if err == io.EOF {
+				t.Fatal("the cut stream ended as if whole")
+			}
+			break
+		}
+	}
+}
+
+// TestCloseGraceful: a client that ended its calls is that ends within the grace period is
+// not cut.
+func TestCloseGraceful(t *testing.T) {
+	s := openGolden(t)
+	srv, err := Serve(s, Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialDir(t, s.Dir())
+	if _, err := c.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil || srv.Cut() != 0 {
+		t.Fatalf("close: %v, %d calls cut, want none", err, srv.Cut())
+	}
 }
