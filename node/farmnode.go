@@ -201,7 +201,7 @@ func (n *Node) startFarm(ctx context.Context, b *builder.Builder) (*farmNode, er
 	f.roles = roles
 	f.acfg = agent.Config{Node: n.cfg.Node.ID, Roles: roles, Sources: sources,
 		TriggerSource: fc.TriggerSource, Run: rc, Control: ctl, Transport: tr, HTTP: n.httpAdvertised(), Token: tok, LeaseTTL: fc.LeaseTTL,
-		Wait: fc.Wait, SendPool: int(max(plan.FarmSend, minSendPool)), SlotBytes: max(int64(plan.FarmReceive), 1),
+		Wait: fc.Wait, BehindWait: n.cfg.Builder.BehindWait, BehindLimit: fc.BehindLimit, SendPool: int(max(plan.FarmSend, minSendPool)), SlotBytes: max(int64(plan.FarmReceive), 1),
 		Pipeline: pipe, Log: n.log}
 	ag, err := agent.New(f.acfg)
 	if err != nil {

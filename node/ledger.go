@@ -258,6 +258,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		}
 		if ru := f.Agent.RU; ru != nil {
 			row("farm readout unit: packets freed", ru.Freed)
+			if ru.WaitedBehind != 0 {
+				row("  assignments that waited past farm.wait for a source behind", ru.WaitedBehind)
+			}
 			if ru.Late != 0 {
 				row("  late (their events built without them)", ru.Late)
 			}
@@ -265,6 +268,10 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 				row("  elements the trigger source never named", never)
 			}
 			row("  still held", ru.Held)
+		}
+		if bu := f.Agent.BU; bu != nil && bu.WaitedFinal != 0 {
+			row("farm builder unit: assignments that waited past farm.wait for a live RU", bu.WaitedFinal)
+			row("  built without its data at the behind limit", bu.FinalTimedOut)
 		}
 	}
 	row("events built", l.EventsBuilt)

@@ -23,8 +23,19 @@ type BUConfig struct {
 	Slots     int
 	SlotBytes int64
 	// Wait is how long an assignment waits for the data of every source
-	// before the BU builds it without the rest (flagged incomplete).
+	// before the BU builds it without the rest (flagged incomplete) —
+	// except for the sources of a live RU that has not sent its final
+	// data message for it: those it waits for up to FinalWait. That RU
+	// decides what it sends without (its own Wait, longer for a source of
+	// its that is behind: RUConfig.BehindWait); an RU that dies is seen by
+	// the transport or its lease (RUDead) and one run control masks by
+	// Mask, so the BU need not guess from a timer that its data will not
+	// come, and build without the data of a live, slow readout.
 	Wait time.Duration
+	// FinalWait bounds the wait for a live RU's final data, from the
+	// assignment (0 or below Wait: Wait). It is a backstop, longer than
+	// an RU waits (its BehindLimit) plus the transfer.
+	FinalWait time.Duration
 	// Sources are every source of the run (its source map): an assignment
 	// is complete when each has sent its data or is known not to.
 	Sources []uint32
@@ -92,6 +103,10 @@ type BUStats struct {
 	Released   uint64 `json:"released"`    // release entries sent
 	Unknown    uint64 `json:"unknown_ids"` // outcomes reported for ids not in flight
 	Discarded  uint64 `json:"discarded"`   // early data whose assignment never came
+	// WaitedFinal: assignments that waited past Wait for a live RU's
+	// final data; FinalTimedOut: of those, built at FinalWait without it.
+	WaitedFinal   uint64 `json:"waited_final"`
+	FinalTimedOut uint64 `json:"final_timed_out"`
 }
 
 type buAssign struct {
@@ -102,6 +117,7 @@ type buAssign struct {
 	bytes    uint64
 	since    time.Time
 	complete bool
+	waited   bool // counted in WaitedFinal
 	reached  Outcome
 }
 
@@ -535,9 +551,20 @@ func (b *BU) flush() {
 func (b *BU) Tick() {
 	now := b.clock.Now()
 	for _, a := range b.sorted() {
-		if !a.complete && now.Sub(a.since) >= b.cfg.Wait {
-			b.complete(a)
+		if a.complete || now.Sub(a.since) < b.cfg.Wait {
+			continue
 		}
+		if b.liveRUOwes(a) {
+			if now.Sub(a.since) < b.cfg.FinalWait {
+				if !a.waited {
+					a.waited = true
+					b.stats.WaitedFinal++
+				}
+				continue
+			}
+			b.stats.FinalTimedOut++
+		}
+		b.complete(a)
 	}
 	if len(b.rel) > 0 && now.Sub(b.relAt) >= b.cfg.ReleaseLinger {
 		b.flush()
@@ -563,6 +590,22 @@ func (b *BU) Tick() {
 		b.stats.Discarded++
 		b.out = append(b.out, BUOutput{Kind: BUDiscard, Assignment: Assign{ID: id}})
 	}
+}
+
+// liveRUOwes reports whether a waits for a source of a live RU that has
+// not sent its final data message for it (see BUConfig.Wait).
+func (b *BU) liveRUOwes(a *buAssign) bool {
+	for ru, srcs := range b.rus {
+		if a.finals[ru] {
+			continue
+		}
+		for _, s := range srcs {
+			if a.wait[s] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Inventory is what this BU tells a new EM of epoch: its assignments in

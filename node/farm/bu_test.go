@@ -282,3 +282,71 @@ func TestBURequestWindow(t *testing.T) {
 	u.Assign(Assign{Epoch: 1, ID: 2, Incarnation: 9, BU: "bu", Unit: events(1, 1)})
 	want(u, "no window", reqKey{1, "ru1"}, reqKey{1, "ru2"}, reqKey{1, "ru3"}, reqKey{2, "ru1"}, reqKey{2, "ru2"}, reqKey{2, "ru3"})
 }
+
+// TestBUWaitsForLiveRU: past its wait an assignment waits on for the
+// final data of a live RU (the RU decides what it sends without), up to
+// FinalWait; not for a dead RU's sources nor for sources no live RU reads.
+func TestBUWaitsForLiveRU(t *testing.T) {
+	clk := newClock()
+	b, err := NewBU(BUConfig{Node: "bu", Protocol: Push, Release: OutcomeDecided, ReleaseGroup: 1, ReleaseLinger: time.Millisecond,
+		Slots: 100, SlotBytes: 1 << 20, Wait: 50 * time.Millisecond, FinalWait: 200 * time.Millisecond, Sources: []uint32{1, 2, 3, 4}}, 9, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.RUJoin("ru1", []uint32{1, 2})
+	b.RUJoin("ru2", []uint32{3, 4})
+	b.Lead(1)
+	step := func(d time.Duration) []BUOutput {
+		clk.advance(d)
+		b.Tick()
+		var c []BUOutput
+		for _, o := range b.Outputs() {
+			if o.Kind == BUComplete {
+				c = append(c, o)
+			}
+		}
+		return c
+	}
+	as := func(id uint64) Assign {
+		return Assign{Epoch: 1, ID: id, Incarnation: 9, BU: "bu", Unit: events(10*id, 10)}
+	}
+	b.Assign(as(1))
+	b.Data("ru1", final(1), []uint32{1, 2})
+	if c := step(150 * time.Millisecond); len(c) != 0 {
+		t.Fatalf("built without live ru2's final data: %+v", c)
+	}
+	b.Data("ru2", final(1), []uint32{3, 4})
+	if c := b.Outputs(); len(c) == 0 || c[0].Kind != BUComplete || c[0].Missing != nil {
+		t.Fatalf("assignment 1: %+v", c)
+	}
+	// ru2 dies while assignment 2 waits for it: built at once without it.
+	b.Assign(as(2))
+	b.Data("ru1", final(2), []uint32{1, 2})
+	if c := step(100 * time.Millisecond); len(c) != 0 {
+		t.Fatalf("built without live ru2's final data: %+v", c)
+	}
+	b.RUDead("ru2")
+	if c := b.Outputs(); len(c) == 0 || c[0].Kind != BUComplete || !reflect.DeepEqual(c[0].Missing, []uint32{3, 4}) {
+		t.Fatalf("assignment 2 after ru2 died: %+v", c)
+	}
+	// Sources no live RU reads: the wait.
+	b.Assign(as(3))
+	b.Data("ru1", final(3), []uint32{1, 2})
+	if c := step(50 * time.Millisecond); len(c) != 1 || !reflect.DeepEqual(c[0].Missing, []uint32{3, 4}) {
+		t.Fatalf("assignment 3 at the wait: %+v", c)
+	}
+	// A live RU that never sends its final data: FinalWait.
+	b.RUJoin("ru2", []uint32{3, 4})
+	b.Assign(as(4))
+	b.Data("ru2", final(4), []uint32{3, 4})
+	b.Data("ru1", DataHeader{Assignment: 4, Incarnation: 9, PayloadBytes: 10}, []uint32{1})
+	if c := step(199 * time.Millisecond); len(c) != 0 {
+		t.Fatalf("built before FinalWait: %+v", c)
+	}
+	if c := step(time.Millisecond); len(c) != 1 || !reflect.DeepEqual(c[0].Missing, []uint32{2}) {
+		t.Fatalf("assignment 4 at FinalWait: %+v", c)
+	}
+	if st := b.Stats(); st.WaitedFinal != 3 || st.FinalTimedOut != 1 || st.Incomplete != 3 {
+		t.Fatalf("stats %+v: want 3 waited for a final, 1 timed out, 3 incomplete", st)
+	}
+}

@@ -54,6 +54,12 @@ type Config struct {
 	TriggerSource uint32 `yaml:"trigger_source"`
 	// Wait is how long RUs and BUs wait for an assignment's missing data.
 	Wait time.Duration `yaml:"wait"`
+	// BehindLimit: an RU keeps an assignment waiting past Wait for a
+	// source of its own that is behind it and still sending (a packet
+	// within builder.behind_wait), up to this long after the assignment;
+	// BUs wait for a live RU's final data up to this plus Wait. 0: an RU
+	// waits Wait only.
+	BehindLimit time.Duration `yaml:"behind_limit"`
 	// LeaseTTL is the membership lease (etcd may grant more). Dead BUs and
 	// RUs are found by heartbeats (PeerTimeout), not by the lease; a killed
 	// EM's leadership lasts about this long, and a live node whose
@@ -71,7 +77,7 @@ func DefaultConfig() Config {
 	return Config{
 		Roles: "both", EMCandidate: true, Etcd: []string{"127.0.0.1:2379"}, Transport: "tcp",
 		Listen: "127.0.0.1:0", Protocol: "push", Unit: "events", AssignmentSize: 8,
-		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 8, Wait: time.Second, LeaseTTL: 5 * time.Second,
+		Release: "decided", MaxOutstanding: 4, ReleaseGroup: 8, Wait: time.Second, BehindLimit: 30 * time.Second, LeaseTTL: 5 * time.Second,
 		PeerTimeout: 500 * time.Millisecond,
 	}
 }
@@ -195,6 +201,9 @@ func (c Config) Validate() conf.Problems {
 	}
 	if c.Wait <= 0 {
 		ps.Add("wait", c.Wait, "want a positive duration such as 1s")
+	}
+	if c.BehindLimit < 0 {
+		ps.Add("behind_limit", c.BehindLimit, "want >= 0 (0: an RU waits `wait` only)")
 	}
 	if c.PeerTimeout < 10*time.Millisecond {
 		ps.Add("peer_timeout", c.PeerTimeout, "want at least 10ms (heartbeats go every fifth of it)")

@@ -19,8 +19,21 @@ type RUConfig struct {
 	Release Outcome
 	// Wait is how long an assignment waits for data of its elements that
 	// has not arrived before it is sent without it (flag DataMissing,
-	// counted by source).
+	// counted by source), unless a source it lacks is behind (below).
 	Wait time.Duration
+	// BehindWait and BehindLimit: past Wait, an assignment waits on while
+	// a source of this RU it lacks data of is behind it — has not reached
+	// its last element — and still sending: a packet of it came within
+	// the last BehindWait (before its first packet: since the tracker
+	// started, so a readout starting late is waited for too) and its
+	// readout has not ended (ReadoutEnded). It waits so at most
+	// BehindLimit after it was assigned. The readout of a loaded node
+	// runs seconds behind the others' (its boards starved of CPU, or
+	// started later): its data comes, only after the EM announced the
+	// assignments the trigger source named, and without this each went
+	// without it (built incomplete, the data late). BehindWait <= 0: no
+	// source is waited for past Wait.
+	BehindWait, BehindLimit time.Duration
 	// Names: this RU holds the trigger source (TriggerSource): its
 	// packets name the elements (announced to the EM), and it tells the
 	// other RUs which it named when it names no more (End).
@@ -88,6 +101,9 @@ type RUStats struct {
 	Stale     uint64            `json:"stale_releases"`    // releases of another incarnation or BU, or unknown ids
 	Voided    uint64            `json:"voided"`            // assignments of an older EM replaced by a newer one's
 	Missing   map[uint32]uint64 `json:"missing_by_source"` // elements sent without this source's data
+	// WaitedBehind: assignments that waited past Wait for a source of
+	// this RU that was behind them (RUConfig.BehindWait).
+	WaitedBehind uint64 `json:"waited_behind"`
 	// NeverAnnounced: elements of held packets that the trigger source
 	// never named (after its End), by source: freed unsent.
 	NeverAnnounced map[uint32]uint64 `json:"never_announced_by_source,omitempty"`
@@ -120,7 +136,15 @@ type ruAssign struct {
 	packets []*ruPacket
 	since   time.Time
 	sent    bool
+	waited  bool // counted in WaitedBehind
 	bytes   int64
+}
+
+// sourceSeen is how far a source's readout got: the last element of its
+// packets in each numbering space, and when its last packet came.
+type sourceSeen struct {
+	last map[UnitKey]uint64
+	at   time.Time
 }
 
 // RU tracks what an RU holds and for whom: packets from its readout,
@@ -158,8 +182,13 @@ type RU struct {
 	named map[UnitKey]*rangeSet
 	quiet map[UnitKey]bool
 	ended map[UnitKey]*rangeSet
-	stats RUStats
-	out   []RUOutput
+	// seen[source]: how far each source's readout got (BehindWait);
+	// readoutEnded: this node's readout ended, its sources send nothing
+	// more.
+	seen         map[uint32]*sourceSeen
+	readoutEnded bool
+	stats        RUStats
+	out          []RUOutput
 }
 
 // NewRU returns an RU tracker.
@@ -172,9 +201,12 @@ func NewRU(cfg RUConfig, clock Clock) (*RU, error) {
 	}
 	r := &RU{cfg: cfg, clock: clock, sources: map[uint32]bool{}, held: map[UnitKey]map[uint32][]*ruPacket{},
 		assigns: map[uint64]*ruAssign{}, byUnit: map[unitSig]*ruAssign{}, done: map[UnitKey]*rangeSet{},
-		named: map[UnitKey]*rangeSet{}, quiet: map[UnitKey]bool{}, ended: map[UnitKey]*rangeSet{}}
+		named: map[UnitKey]*rangeSet{}, quiet: map[UnitKey]bool{}, ended: map[UnitKey]*rangeSet{},
+		seen: map[uint32]*sourceSeen{}}
+	now := clock.Now()
 	for _, s := range cfg.Sources {
 		r.sources[s] = true
+		r.seen[s] = &sourceSeen{last: map[UnitKey]uint64{}, at: now}
 	}
 	r.stats.Missing = map[uint32]uint64{}
 	r.stats.NeverAnnounced = map[uint32]uint64{}
@@ -242,6 +274,12 @@ func (r *RU) Add(p *Packet) error {
 		r.stats.Duplicate++
 		return fmt.Errorf("ru: packet of source %d for %d-%d overlaps one held", p.Source, p.First, last)
 	}
+	if sn := r.seen[p.Source]; sn != nil {
+		sn.at = r.clock.Now()
+		if l, ok := sn.last[p.Key]; !ok || last > l {
+			sn.last[p.Key] = last
+		}
+	}
 	rp := &ruPacket{p: p}
 	list = append(list, nil)
 	copy(list[i+1:], list[i:])
@@ -277,17 +315,34 @@ func (r *RU) Add(p *Packet) error {
 		}
 		nm.add(p.First, last)
 	}
+	var hit []*ruAssign
 	for _, a := range r.pending {
 		if KeyOf(a.a.Unit) == p.Key {
 			if n := unitOverlap(a.a.Unit, p.First, last); n > 0 {
 				rp.assigned += n
 				r.attach(a, rp)
+				hit = append(hit, a)
 			}
 		}
 	}
-	r.trySend(false)
+	r.sendComplete(hit)
 	r.maybeFree(rp)
 	return nil
+}
+
+// sendComplete sends those of hit (pending assignments a packet came for)
+// whose data is now complete; those whose wait ends go at the next Tick.
+func (r *RU) sendComplete(hit []*ruAssign) {
+	n := 0
+	for _, a := range hit {
+		if r.missing(a) == nil {
+			r.send(a, nil)
+			n++
+		}
+	}
+	if n > 0 {
+		r.pending = slices.DeleteFunc(r.pending, func(a *ruAssign) bool { return a.sent })
+	}
 }
 
 // unitOverlap counts u's elements in [lo, hi].
@@ -399,7 +454,7 @@ func (r *RU) trySend(force bool) {
 	kept := r.pending[:0]
 	for _, a := range r.pending {
 		miss := r.missing(a)
-		if miss != nil && !force && now.Sub(a.since) < r.cfg.Wait {
+		if miss != nil && !force && (now.Sub(a.since) < r.cfg.Wait || r.behind(a, miss, now)) {
 			kept = append(kept, a)
 			continue
 		}
@@ -409,6 +464,39 @@ func (r *RU) trySend(force bool) {
 		r.pending[i] = nil
 	}
 	r.pending = kept
+}
+
+// behind reports whether a, past its Wait, waits on for a source in miss
+// that is behind it and still sending (RUConfig.BehindWait), within
+// BehindLimit of its assignment.
+func (r *RU) behind(a *ruAssign, miss map[uint32]uint64, now time.Time) bool {
+	if r.cfg.BehindWait <= 0 || r.readoutEnded || now.Sub(a.since) >= r.cfg.BehindLimit {
+		return false
+	}
+	key, end := KeyOf(a.a.Unit), a.a.Unit.Ranges[len(a.a.Unit.Ranges)-1].Last()
+	for s := range miss {
+		sn := r.seen[s]
+		if now.Sub(sn.at) >= r.cfg.BehindWait {
+			continue // paused too long: taken for stopped
+		}
+		if l, ok := sn.last[key]; ok && l >= end {
+			continue // past the assignment: what it lacks is not coming
+		}
+		if !a.waited {
+			a.waited = true
+			r.stats.WaitedBehind++
+		}
+		return true
+	}
+	return false
+}
+
+// ReadoutEnded tells the RU that this node's readout ended: its sources
+// send nothing more, so no assignment waits for one behind it
+// (RUConfig.BehindWait); those waiting go now.
+func (r *RU) ReadoutEnded() {
+	r.readoutEnded = true
+	r.trySend(false)
 }
 
 func (r *RU) send(a *ruAssign, miss map[uint32]uint64) {

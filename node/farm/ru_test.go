@@ -394,3 +394,77 @@ func TestRUProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestRUBehind: past its wait an assignment waits on for a source of the
+// RU that is behind it (no packet reaching its last element yet) and
+// still sending (a packet within BehindWait; before its first one, since
+// the RU started: a readout starting late), up to BehindLimit; not for a
+// source that paused longer, one already past it (it lost those
+// elements), nor once the readout ended.
+func TestRUBehind(t *testing.T) {
+	clk := newClock()
+	r, err := NewRU(RUConfig{Sources: []uint32{1, 2}, Release: OutcomeDecided, Wait: 10 * time.Millisecond,
+		BehindWait: 50 * time.Millisecond, BehindLimit: 200 * time.Millisecond}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(d time.Duration) []RUOutput { clk.advance(d); r.Tick(); return sends(r.Outputs()) }
+	r.Assign(asg(1, "a", 1, 0, 4))
+	r.Assign(asg(2, "a", 1, 4, 4))
+	r.Add(pkt(1, 0, 4))
+	r.Add(pkt(1, 4, 4))
+	// Source 2 has sent nothing yet: behind, and started 30 ms ago.
+	if s := step(30 * time.Millisecond); len(s) != 0 {
+		t.Fatalf("sent while source 2 had not started: %+v", s)
+	}
+	r.Add(pkt(2, 0, 4))
+	if s := sends(r.Outputs()); len(s) != 1 || s[0].Header.Assignment != 1 || s[0].Header.Flags != DataFinal {
+		t.Fatalf("assignment 1 once source 2 came: %+v", s)
+	}
+	// Source 2 reached 3 of 4-7, 40 ms ago: still sending.
+	if s := step(40 * time.Millisecond); len(s) != 0 {
+		t.Fatalf("sent while source 2 was behind and sending: %+v", s)
+	}
+	// 60 ms silent: taken for stopped.
+	s := step(20 * time.Millisecond)
+	if len(s) != 1 || s[0].Header.Assignment != 2 || s[0].Header.Flags != DataFinal|DataMissing || r.Stats().Missing[2] != 4 {
+		t.Fatalf("assignment 2 after source 2 paused: %+v %+v", s, r.Stats())
+	}
+	// Source 2 past the assignment (it lost 8-11): no waiting.
+	r.Assign(asg(3, "a", 1, 8, 4))
+	r.Add(pkt(1, 8, 4))
+	r.Add(pkt(2, 12, 4))
+	if s := step(10 * time.Millisecond); len(s) != 1 || s[0].Header.Assignment != 3 || s[0].Header.Flags&DataMissing == 0 {
+		t.Fatalf("assignment 3 with source 2 past it: %+v", s)
+	}
+	// A source sending, but too slowly to reach the assignment within
+	// BehindLimit.
+	r.Assign(asg(4, "a", 1, 100, 4))
+	r.Add(pkt(1, 100, 4))
+	next := uint64(16)
+	for i := 0; i < 9; i++ {
+		r.Add(pkt(2, next, 4))
+		next += 4
+		if s := step(20 * time.Millisecond); len(s) != 0 {
+			t.Fatalf("sent at %d ms while source 2 was behind and sending: %+v", 20*(i+1), s)
+		}
+	}
+	r.Add(pkt(2, next, 4))
+	if s := step(20 * time.Millisecond); len(s) != 1 || s[0].Header.Assignment != 4 {
+		t.Fatalf("assignment 4 at its behind limit: %+v", s)
+	}
+	// The readout ended: what waits for a source behind goes now.
+	r.Assign(asg(5, "a", 1, 200, 4))
+	r.Add(pkt(1, 200, 4))
+	r.Add(pkt(2, next+4, 4))
+	if s := step(15 * time.Millisecond); len(s) != 0 {
+		t.Fatalf("sent while source 2 was behind and sending: %+v", s)
+	}
+	r.ReadoutEnded()
+	if s := sends(r.Outputs()); len(s) != 1 || s[0].Header.Assignment != 5 {
+		t.Fatalf("assignment 5 after the readout ended: %+v", s)
+	}
+	if st := r.Stats(); st.WaitedBehind != 4 {
+		t.Fatalf("waited behind %d, want 4 (assignments 1, 2, 4, 5): %+v", st.WaitedBehind, st)
+	}
+}

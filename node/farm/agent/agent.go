@@ -83,6 +83,14 @@ type Config struct {
 	// Wait: how long RUs and BUs wait for an assignment's missing data
 	// (default 1s).
 	Wait time.Duration
+	// BehindWait and BehindLimit: past Wait an RU waits on for a source
+	// of its own that is behind the assignment and sent a packet within
+	// BehindWait, up to BehindLimit after the assignment (see
+	// farm.RUConfig). BehindWait 0: 5s, as builder.behind_wait; negative,
+	// or BehindLimit 0: the RU waits Wait only. A BU waits for a live
+	// RU's final data up to max(Wait, BehindLimit) + Wait
+	// (farm.BUConfig.FinalWait).
+	BehindWait, BehindLimit time.Duration
 	// Tick is the state machines' timer (default 5ms).
 	Tick time.Duration
 	// BlockSize: assignment ids the EM reserves at a time (default 4096).
@@ -124,6 +132,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Wait == 0 {
 		c.Wait = time.Second
+	}
+	if c.BehindWait == 0 {
+		c.BehindWait = 5 * time.Second
 	}
 	if c.Tick == 0 {
 		c.Tick = 5 * time.Millisecond
@@ -430,6 +441,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) startRoles() error {
 	if a.cfg.Roles&farm.RoleRU != 0 {
 		ru, err := farm.NewRU(farm.RUConfig{Sources: a.cfg.Sources, Release: a.policy, Wait: a.cfg.Wait,
+			BehindWait: a.cfg.BehindWait, BehindLimit: a.cfg.BehindLimit,
 			Names: slices.Contains(a.cfg.Sources, a.cfg.TriggerSource), TriggerSource: a.cfg.TriggerSource}, a.clock)
 		if err != nil {
 			return err
@@ -439,13 +451,25 @@ func (a *Agent) startRoles() error {
 	if a.cfg.Roles&farm.RoleBU != 0 {
 		bu, err := farm.NewBU(farm.BUConfig{Node: a.cfg.Node, Protocol: a.proto, Release: a.policy,
 			ReleaseGroup: a.cfg.Run.ReleaseGroup, ReleaseLinger: 2 * a.cfg.Tick, Slots: a.cfg.Slots,
-			SlotBytes: a.cfg.SlotBytes, Wait: a.cfg.Wait, Sources: a.sources, MaxRequests: a.cfg.Run.MaxRequests}, a.inc, a.clock)
+			SlotBytes: a.cfg.SlotBytes, Wait: a.cfg.Wait, FinalWait: a.finalWait(), Sources: a.sources,
+			MaxRequests: a.cfg.Run.MaxRequests}, a.inc, a.clock)
 		if err != nil {
 			return err
 		}
 		a.bu = bu
 	}
 	return nil
+}
+
+// finalWait is how long a BU waits for a live RU's final data: longer
+// than the RU waits (Wait, or BehindLimit for a source behind), with a
+// Wait's margin for the announcement and the transfer (see
+// farm.BUConfig.FinalWait).
+func (a *Agent) finalWait() time.Duration {
+	if a.cfg.BehindWait <= 0 || a.cfg.BehindLimit <= 0 {
+		return 2 * a.cfg.Wait
+	}
+	return max(a.cfg.Wait, a.cfg.BehindLimit) + a.cfg.Wait
 }
 
 // endForGoneTrigger: the run is stopped and the RU holding the trigger
@@ -812,6 +836,9 @@ func (a *Agent) EndOfData(ctx context.Context) error {
 		a.stopped = true
 		if a.em != nil {
 			a.em.Flush()
+		}
+		if a.ru != nil {
+			a.ru.ReadoutEnded()
 		}
 		a.endNaming()
 	})
