@@ -781,7 +781,7 @@ func (f *farmNode) voidStored(ctx context.Context, next *agent.Agent, wait uint6
 			f.log.Error("farm: void records", "err", err)
 			return
 		}
-		if wait == 0 || slices.ContainsFunc(recs, func(v farm.VoidRecord) bool { return v.Incarnation == wait }) ||
+		if wait == 0 || slices.ContainsFunc(recs, func(v farm.VoidRecord) bool { return uint64(v.Incarnation) == wait }) ||
 			time.Since(start) > 2*time.Second || ctx.Err() != nil {
 			break
 		}
@@ -814,9 +814,9 @@ func (f *farmNode) voidStored(ctx context.Context, next *agent.Agent, wait uint6
 		f.stats.Voided += uint64(len(keys))
 		f.mu.Unlock()
 		for _, u := range voidedUnits(keys) {
-			next.Duplicate(farm.Duplicate{Dead: v.Incarnation, BU: f.n.cfg.Node.ID, Unit: u})
+			next.Duplicate(farm.Duplicate{Dead: uint64(v.Incarnation), BU: f.n.cfg.Node.ID, Unit: u})
 		}
-		if err := f.ctl.DeleteVoid(ctx, run, f.n.cfg.Node.ID, v.Incarnation); err != nil {
+		if err := f.ctl.DeleteVoid(ctx, run, f.n.cfg.Node.ID, uint64(v.Incarnation)); err != nil {
 			f.log.Warn("farm: delete void record", "err", err)
 		}
 	}

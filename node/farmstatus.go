@@ -60,7 +60,7 @@ func (f *farmNode) status() *FarmStatus {
 		s.Roles = f.stats.Roles // not joined yet
 	}
 	if st.Incarnation != 0 {
-		s.Incarnation = strconv.FormatUint(st.Incarnation, 16)
+		s.Incarnation = strconv.FormatUint(uint64(st.Incarnation), 16)
 	}
 	f.mu.Lock()
 	s.RunState = f.runState

@@ -151,7 +151,7 @@ func TestFarmStartStopStatus(t *testing.T) {
 		t.Fatalf("status --json nodes %+v", st.Nodes)
 	}
 	sum := sha256.Sum256([]byte("plugin bytes"))
-	if len(st.Members) != 1 || st.Members[0].Incarnation != ms.Incarnation() || st.EM == nil || st.EM.Incarnation != ms.Incarnation() ||
+	if len(st.Members) != 1 || uint64(st.Members[0].Incarnation) != ms.Incarnation() || st.EM == nil || uint64(st.EM.Incarnation) != ms.Incarnation() ||
 		st.Config == nil || st.Config.Plugins[0].Digest != hex.EncodeToString(sum[:]) || st.Config.Prescales["hlt1"]["minbias"] != 100 ||
 		st.Config.Sources[1].Sources != "10-11" {
 		t.Fatalf("status %+v", st)

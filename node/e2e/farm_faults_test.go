@@ -438,7 +438,7 @@ func buKillBaseline(t *testing.T, run uint32, baseline bool) (farm.Failover, tim
 			}
 			for _, m := range ms {
 				if m.Node == "farm-e" {
-					inc, rev = m.Incarnation, r
+					inc, rev = uint64(m.Incarnation), r
 					return true
 				}
 			}
@@ -446,7 +446,7 @@ func buKillBaseline(t *testing.T, run uint32, baseline bool) (farm.Failover, tim
 		})
 		go func() {
 			for ev := range c.WatchMembers(ctx, rev) {
-				if ev.Left && ev.Member.Node == "farm-e" && ev.Member.Incarnation == inc {
+				if ev.Left && ev.Member.Node == "farm-e" && uint64(ev.Member.Incarnation) == inc {
 					leaseGone <- time.Now()
 					return
 				}
@@ -589,7 +589,7 @@ func TestFarmBUStop(t *testing.T) {
 	ff.waitFor(40*time.Second, fmt.Sprintf("farm-d to hold %d unreleased assignments", k), func() bool {
 		l, ok := nodeStatus(t, d, dAddr)
 		if ok && l.Farm != nil && l.Farm.Agent.BU != nil {
-			held, inc = l.Farm.Agent.BU.InFlight, l.Farm.Agent.Incarnation
+			held, inc = l.Farm.Agent.BU.InFlight, uint64(l.Farm.Agent.Incarnation)
 		}
 		return held >= k
 	})
@@ -613,7 +613,7 @@ func TestFarmBUStop(t *testing.T) {
 	var dl node.Ledger
 	ff.waitFor(30*time.Second, "farm-d back as a new incarnation", func() bool {
 		l, ok := nodeStatus(t, d, dAddr)
-		if ok && l.Farm != nil && l.Farm.Fenced == 1 && l.Farm.Agent.Incarnation != 0 && l.Farm.Agent.Incarnation != inc {
+		if ok && l.Farm != nil && l.Farm.Fenced == 1 && l.Farm.Agent.Incarnation != 0 && uint64(l.Farm.Agent.Incarnation) != inc {
 			dl = l
 			return true
 		}
@@ -634,7 +634,7 @@ func TestFarmBUStop(t *testing.T) {
 	}
 	checkStoresOnce(t, ff.stores, ff.want)
 	f := emFailover(t, ls, "farm-d")
-	if f.Incarnation != inc || f.Done.IsZero() || f.Reassigned != f.Open {
+	if uint64(f.Incarnation) != inc || f.Done.IsZero() || f.Reassigned != f.Open {
 		t.Fatalf("failover %+v (incarnation %x)", f, inc)
 	}
 	t.Logf("farm-d stopped holding %d assignments: suspected, fenced, %d reassigned in %v; continued, it voided %d events and rejoined as %x (was %x)",

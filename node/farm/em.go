@@ -133,10 +133,10 @@ type Output struct {
 // the EM (of Epoch) declared it dead: they go to other BUs, so whatever
 // that incarnation stored of them is void.
 type VoidRecord struct {
-	BU          string   `json:"bu"`
-	Incarnation uint64   `json:"incarnation"`
-	Epoch       uint64   `json:"epoch"`
-	Assigns     []Assign `json:"assignments"`
+	BU          string      `json:"bu"`
+	Incarnation Incarnation `json:"incarnation"`
+	Epoch       uint64      `json:"epoch"`
+	Assigns     []Assign    `json:"assignments"`
 }
 
 // Failover is one BU incarnation declared dead and the reassignment of
@@ -144,12 +144,12 @@ type VoidRecord struct {
 // when the last of its Open unreleased assignments went to another BU
 // (zero until then).
 type Failover struct {
-	BU          string    `json:"bu"`
-	Incarnation uint64    `json:"incarnation"`
-	Open        int       `json:"open"`
-	Reassigned  int       `json:"reassigned"`
-	Suspected   time.Time `json:"suspected"`
-	Done        time.Time `json:"done,omitzero"`
+	BU          string      `json:"bu"`
+	Incarnation Incarnation `json:"incarnation"`
+	Open        int         `json:"open"`
+	Reassigned  int         `json:"reassigned"`
+	Suspected   time.Time   `json:"suspected"`
+	Done        time.Time   `json:"done,omitzero"`
 }
 
 // maxFailovers bounds the failovers EMStats lists (the latest).
@@ -495,9 +495,9 @@ func (m *EM) dead(b *buState) {
 	// A failover is recorded (and its void record written) only when
 	// there is work to move: a BU that leaves drained has none.
 	var f *Failover
-	void := VoidRecord{BU: b.id, Incarnation: b.inc, Epoch: m.epoch}
+	void := VoidRecord{BU: b.id, Incarnation: Incarnation(b.inc), Epoch: m.epoch}
 	if len(open) > 0 {
-		f = &Failover{BU: b.id, Incarnation: b.inc, Open: len(open), Suspected: now}
+		f = &Failover{BU: b.id, Incarnation: Incarnation(b.inc), Open: len(open), Suspected: now}
 		m.failovers = append(m.failovers, f)
 		if len(m.failovers) > maxFailovers {
 			m.failovers = m.failovers[len(m.failovers)-maxFailovers:]

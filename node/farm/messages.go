@@ -121,8 +121,8 @@ func (k *UnitKind) UnmarshalText(b []byte) error {
 // Range is N consecutive numbers (event ids or packet sequence numbers)
 // from First.
 type Range struct {
-	First uint64
-	N     uint32
+	First uint64 `json:"first"`
+	N     uint32 `json:"n"`
 }
 
 // Last is the range's last number (N >= 1).

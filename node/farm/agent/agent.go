@@ -236,13 +236,13 @@ type Agent struct {
 
 // Status is a snapshot for /status and tests.
 type Status struct {
-	Node        string        `json:"node"`
-	Incarnation uint64        `json:"incarnation"`
-	Roles       string        `json:"roles"`
-	EM          *farm.EMStats `json:"em,omitempty"`
-	RU          *farm.RUStats `json:"ru,omitempty"`
-	BU          *farm.BUStats `json:"bu,omitempty"`
-	Peers       []string      `json:"peers"`
+	Node        string           `json:"node"`
+	Incarnation farm.Incarnation `json:"incarnation"`
+	Roles       string           `json:"roles"`
+	EM          *farm.EMStats    `json:"em,omitempty"`
+	RU          *farm.RUStats    `json:"ru,omitempty"`
+	BU          *farm.BUStats    `json:"bu,omitempty"`
+	Peers       []string         `json:"peers"`
 	// Members are the other members this node knows, with their link.
 	Members []PeerStatus `json:"members"`
 	// SendPool is the RU's send buffers (bytes in use, their peak, the
@@ -256,12 +256,12 @@ type Status struct {
 
 // PeerStatus is one other member as this node sees it.
 type PeerStatus struct {
-	Node        string `json:"node"`
-	Incarnation uint64 `json:"incarnation"`
-	Roles       string `json:"roles"`
-	Address     string `json:"address"` // peer transport
-	HTTP        string `json:"http,omitempty"`
-	Connected   bool   `json:"connected"` // the peer link is up
+	Node        string           `json:"node"`
+	Incarnation farm.Incarnation `json:"incarnation"`
+	Roles       string           `json:"roles"`
+	Address     string           `json:"address"` // peer transport
+	HTTP        string           `json:"http,omitempty"`
+	Connected   bool             `json:"connected"` // the peer link is up
 }
 
 // PoolStatus is a bounded pool of bytes.
@@ -310,7 +310,7 @@ func (a *Agent) post(ctx context.Context, fn func()) error {
 }
 
 // Incarnation is this agent's membership lease id (0 before it joined).
-func (a *Agent) Incarnation() uint64 { return a.Status().Incarnation }
+func (a *Agent) Incarnation() uint64 { return uint64(a.Status().Incarnation) }
 
 // Run joins the farm and runs until ctx ends (nil) or the node is fenced
 // (ErrFenced) or refused (ErrRefused). An agent runs once: a node fenced
@@ -533,7 +533,7 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 		delete(a.members, m.Node)
 		a.log.Info("farm: member left", "peer", m.Node, "incarnation", fmt.Sprintf("%x", m.Incarnation))
 		a.memberGone(old)
-		if p := a.peers[m.Node]; p != nil && p.inc == m.Incarnation {
+		if p := a.peers[m.Node]; p != nil && p.inc == uint64(m.Incarnation) {
 			p.close()
 			delete(a.peers, m.Node)
 		}
@@ -549,7 +549,7 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 	nm := &member{Member: m, roles: roles}
 	a.members[m.Node] = nm
 	if roles&farm.RoleBU != 0 && a.em != nil {
-		a.em.Join(m.Node, m.Incarnation)
+		a.em.Join(m.Node, uint64(m.Incarnation))
 	}
 	if roles&farm.RoleRU != 0 {
 		srcs, err := schemas.ParseSourceList(m.Sources)
@@ -564,8 +564,8 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 			a.applyMask() // a masked node's sources, learnt now
 		}
 	}
-	if roles&farm.RoleBU != 0 && a.em != nil && a.drains[m.Node] == m.Incarnation {
-		a.em.Drain(m.Node, m.Incarnation)
+	if roles&farm.RoleBU != 0 && a.em != nil && a.drains[m.Node] == uint64(m.Incarnation) {
+		a.em.Drain(m.Node, uint64(m.Incarnation))
 	}
 	if m.Node != a.cfg.Node {
 		a.connect(ctx, nm)
@@ -579,7 +579,7 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 // memberGone: an incarnation ended (left, fenced, expired, or replaced).
 func (a *Agent) memberGone(m *member) {
 	if m.roles&farm.RoleBU != 0 && a.em != nil {
-		a.em.Dead(m.Node, m.Incarnation)
+		a.em.Dead(m.Node, uint64(m.Incarnation))
 	}
 	if a.em != nil {
 		a.em.PartyGone(m.Node)
@@ -753,9 +753,9 @@ func (a *Agent) tryLead(ctx context.Context) {
 	for _, n := range names {
 		m := a.members[n]
 		if m.roles&farm.RoleBU != 0 {
-			em.Join(m.Node, m.Incarnation)
-			if a.drains[m.Node] == m.Incarnation {
-				em.Drain(m.Node, m.Incarnation)
+			em.Join(m.Node, uint64(m.Incarnation))
+			if a.drains[m.Node] == uint64(m.Incarnation) {
+				em.Drain(m.Node, uint64(m.Incarnation))
 			}
 		}
 		if m.roles&(farm.RoleBU|farm.RoleRU) != 0 {
@@ -899,7 +899,7 @@ func (a *Agent) snapshot() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := &a.status
-	s.Node, s.Incarnation, s.Roles = a.cfg.Node, a.inc, a.cfg.Roles.String()
+	s.Node, s.Incarnation, s.Roles = a.cfg.Node, farm.Incarnation(a.inc), a.cfg.Roles.String()
 	s.Leader, s.Epoch = a.leader.Node, a.leader.Epoch
 	s.EM, s.RU, s.BU, s.Ledger = nil, nil, nil, nil
 	if a.em != nil {
@@ -927,7 +927,7 @@ func (a *Agent) snapshot() {
 			continue
 		}
 		ps := PeerStatus{Node: n, Incarnation: m.Incarnation, Roles: m.Roles, Address: m.Address, HTTP: m.HTTP}
-		if p := a.peers[n]; p != nil && p.conn != nil && p.inc == m.Incarnation {
+		if p := a.peers[n]; p != nil && p.conn != nil && p.inc == uint64(m.Incarnation) {
 			select {
 			case <-p.done:
 			default:

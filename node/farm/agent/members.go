@@ -80,13 +80,13 @@ func (a *Agent) applyMask() {
 
 // drainEvent: run control asked an incarnation to drain and leave.
 func (a *Agent) drainEvent(d control.DrainRequest) {
-	a.drains[d.Node] = d.Incarnation
+	a.drains[d.Node] = uint64(d.Incarnation)
 	if a.em != nil {
 		if m := a.members[d.Node]; m != nil && m.Incarnation == d.Incarnation && m.roles&farm.RoleBU != 0 {
-			a.em.Drain(d.Node, d.Incarnation)
+			a.em.Drain(d.Node, uint64(d.Incarnation))
 		}
 	}
-	if d.Node != a.cfg.Node || d.Incarnation != a.inc || a.draining {
+	if d.Node != a.cfg.Node || uint64(d.Incarnation) != a.inc || a.draining {
 		return
 	}
 	a.log.Info("farm: draining: no new work; leaving once what this node holds is done", "by", d.By)
@@ -161,7 +161,7 @@ func (a *Agent) Drained() <-chan struct{} { return a.drained }
 // lost.
 func (a *Agent) onBye(from string, b farm.Bye) {
 	m := a.members[from]
-	if b.Node != from || m == nil || m.Incarnation != b.Incarnation {
+	if b.Node != from || m == nil || uint64(m.Incarnation) != b.Incarnation {
 		a.drop("stale_bye")
 		return
 	}

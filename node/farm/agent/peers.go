@@ -126,14 +126,14 @@ func (p *peerConn) unsent() bool {
 // dials, the other accepts.
 func (a *Agent) connect(ctx context.Context, m *member) {
 	p := a.peers[m.Node]
-	if p != nil && p.inc != 0 && p.inc != m.Incarnation {
+	if p != nil && p.inc != 0 && p.inc != uint64(m.Incarnation) {
 		p.close() // an earlier incarnation's
 		p = nil
 	}
 	if p == nil {
 		p = a.ensurePeer(ctx, m.Node)
 	}
-	p.inc = m.Incarnation
+	p.inc = uint64(m.Incarnation)
 	if a.cfg.Node < m.Node && m.Address != "" && p.conn == nil && !p.dialing {
 		p.dialing = true
 		go a.dial(ctx, p, m.Address)
@@ -295,11 +295,11 @@ func (a *Agent) peerLost(ctx context.Context, p *peerConn, err error) {
 		go func() {
 			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if err := a.cfg.Control.Fence(fctx, inc); err != nil {
+			if err := a.cfg.Control.Fence(fctx, uint64(inc)); err != nil {
 				a.log.Warn("farm: fence", "peer", p.node, "err", err)
 			}
 		}()
-		a.em.Dead(m.Node, m.Incarnation)
+		a.em.Dead(m.Node, uint64(m.Incarnation))
 	}
 	if m.roles&farm.RoleRU != 0 && a.bu != nil {
 		a.bu.RUDead(m.Node)

@@ -78,7 +78,7 @@ func TestMembershipLeaseExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(members) != 1 || members[0].Node != "node-a" || members[0].Incarnation != ms.Incarnation() || members[0].Sources != "0-9" {
+	if len(members) != 1 || members[0].Node != "node-a" || uint64(members[0].Incarnation) != ms.Incarnation() || members[0].Sources != "0-9" {
 		t.Fatalf("members %+v", members)
 	}
 	w := obs.WatchMembers(ctxT(t), rev)
@@ -86,7 +86,7 @@ func TestMembershipLeaseExpiry(t *testing.T) {
 	a.Close()
 	e := waitEvent(t, w, 5*time.Second)
 	took := time.Since(t0)
-	if !e.Left || e.Member.Node != "node-a" || e.Member.Incarnation != ms.Incarnation() {
+	if !e.Left || e.Member.Node != "node-a" || uint64(e.Member.Incarnation) != ms.Incarnation() {
 		t.Fatalf("event %+v", e)
 	}
 	// A 1 s lease with 20 ms ticks: gone after about 1-1.5 s, never before 1 s.
@@ -116,7 +116,7 @@ func TestFence(t *testing.T) {
 	if err := em.Fence(ctxT(t), ms.Incarnation()); err != nil {
 		t.Fatal(err)
 	}
-	if e := waitEvent(t, w, 2*time.Second); !e.Left || e.Member.Incarnation != ms.Incarnation() {
+	if e := waitEvent(t, w, 2*time.Second); !e.Left || uint64(e.Member.Incarnation) != ms.Incarnation() {
 		t.Fatalf("event %+v", e)
 	}
 	select {
@@ -132,7 +132,7 @@ func TestFence(t *testing.T) {
 	if ms2.Incarnation() == ms.Incarnation() {
 		t.Fatal("rejoin kept the incarnation")
 	}
-	if e := waitEvent(t, w, 2*time.Second); e.Left || e.Member.Incarnation != ms2.Incarnation() {
+	if e := waitEvent(t, w, 2*time.Second); e.Left || uint64(e.Member.Incarnation) != ms2.Incarnation() {
 		t.Fatalf("event %+v", e)
 	}
 	if err := ms2.Leave(ctxT(t)); err != nil {
@@ -167,7 +167,7 @@ func TestElectionHandover(t *testing.T) {
 	if blk1 != (farm.Block{First: 1, End: 1001}) || blk2 != (farm.Block{First: 1001, End: 1501}) {
 		t.Fatalf("blocks %+v %+v", blk1, blk2)
 	}
-	if l, ok, err := obs.Leader(ctxT(t)); err != nil || !ok || l.Node != "node-a" || l.Epoch != la.Epoch() || l.Incarnation != msA.Incarnation() {
+	if l, ok, err := obs.Leader(ctxT(t)); err != nil || !ok || l.Node != "node-a" || l.Epoch != la.Epoch() || uint64(l.Incarnation) != msA.Incarnation() {
 		t.Fatalf("leader %+v %v %v", l, ok, err)
 	}
 	won := make(chan *Leadership, 1)

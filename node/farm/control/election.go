@@ -108,9 +108,9 @@ func (c *Client) Reserved(ctx context.Context) (uint64, error) {
 
 // Leader is the current EM, as the election prefix says.
 type Leader struct {
-	Node        string `json:"node"`
-	Epoch       uint64 `json:"epoch"`
-	Incarnation uint64 `json:"incarnation"`
+	Node        string           `json:"node"`
+	Epoch       uint64           `json:"epoch"`
+	Incarnation farm.Incarnation `json:"incarnation"`
 }
 
 // Leader returns the current EM, or ok false when there is none.
@@ -123,7 +123,7 @@ func (c *Client) Leader(ctx context.Context) (Leader, bool, error) {
 		return Leader{}, false, nil
 	}
 	kv := resp.Kvs[0]
-	return Leader{Node: string(kv.Value), Epoch: uint64(kv.CreateRevision), Incarnation: uint64(kv.Lease)}, true, nil
+	return Leader{Node: string(kv.Value), Epoch: uint64(kv.CreateRevision), Incarnation: farm.Incarnation(kv.Lease)}, true, nil
 }
 
 // WatchLeader sends the current EM, if there is one, and then every

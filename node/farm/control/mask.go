@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluice-daq/sluice/node/farm"
+
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -174,10 +176,10 @@ type MaskEvent struct {
 // DrainRequest asks incarnation Incarnation of Node to drain (stop taking
 // work, finish what it holds) and leave the farm (drain/<node>).
 type DrainRequest struct {
-	Node        string    `json:"node"`
-	Incarnation uint64    `json:"incarnation"`
-	By          string    `json:"by,omitempty"`
-	Since       time.Time `json:"since"`
+	Node        string           `json:"node"`
+	Incarnation farm.Incarnation `json:"incarnation"`
+	By          string           `json:"by,omitempty"`
+	Since       time.Time        `json:"since"`
 }
 
 func (c *Client) drainPrefix() string { return c.prefix + "drain/" }

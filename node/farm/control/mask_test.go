@@ -44,12 +44,12 @@ func TestMaskAndDrain(t *testing.T) {
 	}
 	drains := c.WatchDrains(ctx)
 	d, err := c.Drain(ctx, "ru-a", "op")
-	if err != nil || d.Incarnation != ms.Incarnation() {
+	if err != nil || uint64(d.Incarnation) != ms.Incarnation() {
 		t.Fatalf("drain %+v: %v", d, err)
 	}
 	select {
 	case got := <-drains:
-		if got.Node != "ru-a" || got.Incarnation != ms.Incarnation() {
+		if got.Node != "ru-a" || uint64(got.Incarnation) != ms.Incarnation() {
 			t.Fatalf("watched drain %+v", got)
 		}
 	case <-time.After(5 * time.Second):

@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-daq/sluice/node/farm"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -24,7 +26,7 @@ type Member struct {
 	Joined  time.Time `json:"joined"`
 	// Incarnation is the record's lease id (reads take it from the key's
 	// lease, whatever the stored value says).
-	Incarnation uint64 `json:"incarnation"`
+	Incarnation farm.Incarnation `json:"incarnation"`
 }
 
 // Membership is this node's registration: a session (a lease kept alive)
@@ -55,7 +57,7 @@ func (c *Client) Join(ctx context.Context, m Member, ttl time.Duration) (*Member
 	if m.Joined.IsZero() {
 		m.Joined = time.Now().UTC()
 	}
-	m.Incarnation = uint64(s.Lease())
+	m.Incarnation = farm.Incarnation(s.Lease())
 	val, err := json.Marshal(m)
 	if err != nil {
 		s.Close()
@@ -128,7 +130,7 @@ func decodeMember(v []byte, lease int64) (Member, error) {
 	if err := json.Unmarshal(v, &m); err != nil {
 		return Member{}, fmt.Errorf("control: member record: %w", err)
 	}
-	m.Incarnation = uint64(lease)
+	m.Incarnation = farm.Incarnation(lease)
 	return m, nil
 }
 

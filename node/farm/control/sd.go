@@ -51,7 +51,7 @@ func (c *Client) Targets(ctx context.Context) (groups []TargetGroup, skipped int
 			"farm":                      c.farm,
 			"node":                      m.Node,
 			"roles":                     m.Roles,
-			"__meta_sluice_incarnation": strconv.FormatUint(m.Incarnation, 16),
+			"__meta_sluice_incarnation": strconv.FormatUint(uint64(m.Incarnation), 16),
 			"__meta_sluice_address":     m.Address,
 			"__meta_sluice_sources":     m.Sources,
 			"__meta_sluice_em":          strconv.FormatBool(lead && leader.Incarnation == m.Incarnation),
