@@ -75,7 +75,7 @@ func (g *byteGate) peakHeld() int64 {
 // batch is one event batch on its way from the builder to the store.
 type batch struct {
 	rec      arrow.RecordBatch
-	ev       *schemas.EventBatch // the one view of rec, for the chain and the store
+	ev       *schemas.EventBatch // the one view of rec, for the chain and the store; releases rec once decided
 	size     int64               // bytes held in the byteGate
 	emitted  time.Time           // when the builder handed it on (and it entered the queue)
 	verdicts []schemas.Verdict
@@ -170,7 +170,7 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			// Aborted: the batch is dropped and its events stay in flight
 			// in the ledger, which then does not balance.
 			n.gate.release(b.size)
-			b.rec.Release()
+			b.ev.Release()
 			continue
 		default:
 			n.fail(fmt.Errorf("trigger chain: %w", err))
@@ -331,7 +331,9 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 			}
 		}
 		n.gate.release(b.size)
-		b.rec.Release()
+		// Through the view: a shadow plugin still reading the batch is
+		// cut off first (its result for it is discarded), never waited for.
+		b.ev.Release()
 	}
 }
 

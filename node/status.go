@@ -122,7 +122,8 @@ type ShadowStatus struct {
 	// Skipped counts the events not compared, by reason (queue_full: the
 	// shadow was behind; failed: it crashed, passed its deadline or
 	// returned an error; production_failed: the stage's plugin failed on
-	// the batch; stopped; copy_error).
+	// the batch; stopped; released: the node stored the batch before the
+	// shadow had decided it).
 	Skipped map[string]uint64 `json:"skipped_events,omitempty"`
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/internal/benchratio"
@@ -163,29 +164,28 @@ func BenchmarkL0calo(b *testing.B) {
 // candidate) on 2 instances, fed by 2 goroutines, batches of 500 events of
 // 10 sources × 1 KiB built in the shared arena; the shadow is a second
 // l0calo (other parameters) with the default settings (1 instance, queue
-// 4, nice 19 under SCHED_IDLE). One op = one batch decided by production;
-// the shadow's queue drains between rounds, untimed. Reports the
-// fraction of the subject's events the shadow compared (the rest it
-// skipped, behind).
+// 4, nice 19 under SCHED_IDLE), reading production's batches in the arena.
+// Each feeder releases a batch (through its view, as the node's store does
+// once it has written it) when it has decided storeLag more: a shadow not
+// done with a batch by then has it skipped (released). One op = one batch
+// decided by production; the shadow's queue drains between rounds,
+// untimed. Reports the fraction of the subject's events the shadow
+// compared (the rest it skipped: behind, or the batch released first).
 func BenchmarkShadowOverhead(b *testing.B) {
-	const events, size, batches = 500, 1 << 10, 16
+	const events, size, batches, storeLag = 500, 1 << 10, 16, 2
 	arena, err := NewArena(batches*events*10*size + 16<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer arena.Close()
-	var recs []*schemas.EventBatch
+	var recs []arrow.RecordBatch
 	for k := range batches {
 		rec, err := synthbatch.Synthetic(arena, synthbatch.Spec{FirstEventID: uint64(k * events), Events: events, FragmentSize: size, Seed: 5})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer rec.Release()
-		ev, err := schemas.NewEventBatch(rec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs = append(recs, ev)
+		recs = append(recs, rec)
 	}
 	ctx := context.Background()
 	chain := func(sh *ShadowConfig) *Chain {
@@ -206,10 +206,29 @@ func BenchmarkShadowOverhead(b *testing.B) {
 			var wg sync.WaitGroup
 			for range 2 {
 				wg.Go(func() {
+					var held []*schemas.EventBatch // decided, not yet "stored"
+					defer func() {
+						for _, ev := range held {
+							ev.Release()
+						}
+					}()
 					for k := next.Add(1) - 1; k < int64(n); k = next.Add(1) - 1 {
-						if _, err := c.Decide(ctx, recs[k%batches]); err != nil {
+						rec := recs[k%batches]
+						rec.Retain()
+						ev, err := schemas.NewEventBatch(rec)
+						if err != nil {
+							rec.Release()
 							b.Error(err)
 							return
+						}
+						if _, err := c.Decide(ctx, ev); err != nil {
+							ev.Release()
+							b.Error(err)
+							return
+						}
+						if held = append(held, ev); len(held) > storeLag {
+							held[0].Release()
+							held = held[1:]
 						}
 					}
 				})
@@ -235,4 +254,11 @@ func BenchmarkShadowOverhead(b *testing.B) {
 		b.Fatalf("production saw %d events, want %d", st.Seen(), b.N*events)
 	}
 	b.ReportMetric(float64(st.Shadow.Compared)/float64(st.Seen()), "shadow_compared_fraction")
+	var released uint64
+	for _, k := range st.Shadow.Skipped {
+		if k.Reason == skipReleased {
+			released = k.Events
+		}
+	}
+	b.ReportMetric(float64(released)/float64(st.Seen()), "shadow_released_fraction")
 }

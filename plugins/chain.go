@@ -130,7 +130,7 @@ func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 		}
 	}()
 	for si, s := range c.stages {
-		res, err := s.decide(ctx, cur)
+		res, err := s.decide(ctx, cur, ev)
 		if err != nil {
 			return nil, err
 		}

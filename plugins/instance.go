@@ -145,9 +145,32 @@ func (in *instance) configure(ctx context.Context, params map[string]string) err
 	return nil
 }
 
-// decide sends rec (only the columns the plugin asked for) and returns the
-// plugin's verdict on each row.
-func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
+// decide sends rec (only the columns the plugin asked for), or l's batch
+// when l is not nil, and returns the plugin's verdict on each of its n
+// rows. With a lease the batch is read only while placing it; errReleased
+// when its owner released it before.
+func (in *instance) decide(ctx context.Context, n int, rec arrow.RecordBatch, l *lease) ([]schemas.Verdict, error) {
+	req, err := in.request(rec, l)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := in.rpc.Decide(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResults(resp, n, in.desc.Name)
+}
+
+// request places the batch for the plugin: rec, or l's batch while l
+// holds it.
+func (in *instance) request(rec arrow.RecordBatch, l *lease) (*pluginpb.DecideRequest, error) {
+	if l != nil {
+		var ok bool
+		if rec, ok = l.acquire(); !ok {
+			return nil, errReleased
+		}
+		defer l.placed()
+	}
 	if len(in.desc.Columns) > 0 {
 		rec = project(rec, in.desc.Columns)
 		defer rec.Release()
@@ -157,11 +180,7 @@ func (in *instance) decide(ctx context.Context, rec arrow.RecordBatch) ([]schema
 	if err := in.place(rec, req); err != nil {
 		return nil, err
 	}
-	resp, err := in.rpc.Decide(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return decodeResults(resp, int(rec.NumRows()), in.desc.Name)
+	return req, nil
 }
 
 // place writes rec's IPC stream into the instance's shared-memory region

@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		shadowLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_line_differing_events_total",
 			Help: "Compared events a trigger line fired on for one side only (fired_by production or shadow)."}, []string{"stage", "line", "fired_by"}),
 		shadowSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_skipped_batches_total",
-			Help: "Batches not compared with the shadow plugin, by reason (queue_full: the shadow was behind; failed: it crashed, passed its deadline or erred; production_failed; stopped; copy_error)."}, []string{"stage", "reason"}),
+			Help: "Batches not compared with the shadow plugin, by reason (queue_full: the shadow was behind; failed: it crashed, passed its deadline or erred; production_failed; stopped; released: the batch was stored before the shadow had decided it)."}, []string{"stage", "reason"}),
 		shadowSkippedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_skipped_events_total",
 			Help: "Events in the batches of sluice_trigger_shadow_skipped_batches_total."}, []string{"stage", "reason"}),
 	}

@@ -104,7 +104,7 @@ func (p *Plugin) Configure(ctx context.Context, params map[string]string) error 
 // plugin's verdict on each row, as it gave it (no stage, prescales or
 // deferral policy).
 func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
-	return p.in.decide(ctx, rec)
+	return p.in.decide(ctx, int(rec.NumRows()), rec, nil)
 }
 
 // Close stops the plugin process and removes its shared-memory region.

@@ -3,13 +3,10 @@ package plugins
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/schemas"
@@ -17,12 +14,14 @@ import (
 
 // ShadowConfig is a stage's shadow (canary) plugin (`shadow:` of a stage):
 // another binary, or another version of the same one, with its own
-// parameters. It gets its own copy of every batch the stage's plugin
-// decides (the events the stage's deferral policies left to the plugin)
-// and the host compares the two plugins' decisions (Comparison); the
-// shadow's decisions are never used. It cannot slow the stage: a batch
-// arriving while Queue batches already wait for it is skipped for the
-// shadow (counted), a shadow call past Deadline is abandoned and the
+// parameters. It gets every batch the stage's plugin decides (the events
+// the stage's deferral policies left to the plugin), read where the
+// stage's plugin reads it (the arena), and the host compares the two
+// plugins' decisions (Comparison); the shadow's decisions are never used.
+// It cannot slow the stage: a batch arriving while Queue batches already
+// wait for it is skipped for the shadow (counted), a batch its owner
+// releases before the shadow has decided it is skipped too (the owner
+// never waits for it), a shadow call past Deadline is abandoned and the
 // process restarted, and its processes run at a lower CPU priority (Nice).
 type ShadowConfig struct {
 	Plugin    string            `yaml:"plugin"`    // path of the shadow plugin binary
@@ -32,15 +31,12 @@ type ShadowConfig struct {
 	// killed and restarted and the batch is skipped. Default 10 s (a
 	// shadow at idle priority on a busy node waits long for a core).
 	Deadline time.Duration `yaml:"deadline"`
-	// Queue is how many batches (their copies) may wait for a shadow
-	// process or be decided by one; a batch arriving when the queue is
-	// full is skipped for the shadow. Default 4.
+	// Queue is how many batches may wait for a shadow process or be
+	// decided by one; a batch arriving when the queue is full is skipped
+	// for the shadow. Default 4. The shadow holds no memory of its own:
+	// a queued batch is the production batch itself, until its owner
+	// releases it.
 	Queue int `yaml:"queue"`
-	// QueueBytes is the size of the shadow's own shared-memory region,
-	// which holds those copies (its plugins read them there, without a
-	// further copy): a batch that does not fit in what is free is skipped
-	// too. Outside node.memory_budget. Default 64 MiB.
-	QueueBytes conf.ByteSize `yaml:"queue_bytes"`
 	// Nice is the CPU priority the shadow processes run at (Linux nice
 	// value, 0..19: 19 is the lowest priority), so that production plugins
 	// take the cores first. Default 19; 0 keeps the node's priority.
@@ -55,7 +51,7 @@ type ShadowConfig struct {
 // DefaultShadow holds the values zero ShadowConfig fields take.
 func DefaultShadow() ShadowConfig {
 	nice, idle := 19, true
-	return ShadowConfig{Instances: 1, Deadline: 10 * time.Second, Queue: 4, QueueBytes: 64 << 20, Nice: &nice, Idle: &idle}
+	return ShadowConfig{Instances: 1, Deadline: 10 * time.Second, Queue: 4, Nice: &nice, Idle: &idle}
 }
 
 func (s ShadowConfig) withDefaults() ShadowConfig {
@@ -68,9 +64,6 @@ func (s ShadowConfig) withDefaults() ShadowConfig {
 	}
 	if s.Queue == 0 {
 		s.Queue = d.Queue
-	}
-	if s.QueueBytes == 0 {
-		s.QueueBytes = d.QueueBytes
 	}
 	if s.Nice == nil {
 		s.Nice = d.Nice
@@ -95,9 +88,6 @@ func (s ShadowConfig) validate() conf.Problems {
 	if s.Queue < 1 || s.Queue > 1024 {
 		ps.Add("queue", s.Queue, "want 1..1024 batches")
 	}
-	if s.QueueBytes < 1<<20 || s.QueueBytes > 64<<30 {
-		ps.Add("queue_bytes", s.QueueBytes, "want 1MiB..64GiB")
-	}
 	if s.Nice != nil && (*s.Nice < 0 || *s.Nice > 19) {
 		ps.Add("nice", *s.Nice, "want a nice value 0..19 (19: lowest CPU priority)")
 	}
@@ -112,26 +102,27 @@ const (
 	// skipProdFailed: the production plugin failed on the batch (its
 	// events deferred with StatusTriggerError): nothing to compare.
 	skipProdFailed = "production_failed"
-	skipStopped    = "stopped"    // the chain closed before the shadow got to it
-	skipCopy       = "copy_error" // the batch could not be copied for the shadow
+	skipStopped    = "stopped" // the chain closed before the shadow got to it
+	// skipReleased: the batch's owner released it (the node stored it)
+	// before the shadow had decided it; what the shadow decided, if it
+	// got to it, is discarded.
+	skipReleased = "released"
 )
 
 // skipReasons are the reasons, in the order State reports them.
-var skipReasons = []string{skipQueueFull, skipFailed, skipProdFailed, skipStopped, skipCopy}
+var skipReasons = []string{skipQueueFull, skipFailed, skipProdFailed, skipStopped, skipReleased}
 
 // shadow runs a stage's shadow plugin beside it. A batch the stage's
-// plugin is to decide is copied for the shadow while the plugin decides
-// it (offer), so the copy costs the stage no time unless it takes longer
-// than the plugin's call, and nothing the production path shares (the
-// arena) is held once the stage is done with the batch (finish). Tokens
-// bound the copies alive, queued or being decided, to Queue.
+// plugin is to decide is leased to the shadow (offer): its processes read
+// it where production's read it, without a copy, until the shadow is done
+// with it or the batch's owner releases it (see lease), and once the
+// stage's plugin has decided it (finish) it waits for a shadow process.
+// Tokens bound the batches queued or being decided to Queue.
 type shadow struct {
 	prod   *stage // the production stage it shadows
 	st     *stage // the shadow plugin's own stage: processes, restarts, metrics
 	tokens chan struct{}
 	queue  chan *shadowJob
-	arena  *Arena           // the shadow's own region, holding the copies
-	mem    memory.Allocator // arena's, without zeroing: a copy writes every byte
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the workers
@@ -143,40 +134,29 @@ type shadow struct {
 	skipped map[string][2]uint64 // batches, events
 }
 
-// shadowJob is the shadow's copy of one batch the production plugin
-// decides, with (once finished) its decisions.
+// shadowJob is one batch the production plugin decides, leased to the
+// shadow, with (once finished) production's decisions.
 type shadowJob struct {
-	copied chan struct{} // closed once rec (or err) is set
-	rec    arrow.RecordBatch
-	err    error
-	ids    []uint64
-	prod   []schemas.Verdict
+	lease *lease
+	ids   []uint64
+	prod  []schemas.Verdict
 }
 
-// newShadow starts the shadow of stage prod.
+// newShadow starts the shadow of stage prod. Its processes map the same
+// arena as production's (opts.Arena).
 func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 	c := prod.cfg.Shadow
 	cfg := StageConfig{Name: prod.cfg.Name + "/shadow", Plugin: c.Plugin, Params: c.Params, Instances: c.Instances,
 		Deadline: c.Deadline, When: prod.cfg.When, MaxAttempts: 1,
 		RestartBackoff: prod.cfg.RestartBackoff, MaxRestartBackoff: prod.cfg.MaxRestartBackoff, nice: *c.Nice, idle: *c.Idle, shadow: true}
-	// The shadow's copies lie in a region of its own, which its processes
-	// map: nothing of it lives in the arena the builder and the production
-	// plugins share, and the copy is the only one.
-	arena, err := NewArena(int(c.QueueBytes))
-	if err != nil {
-		return nil, fmt.Errorf("shared-memory region of %d bytes for the shadow's queue: %w", c.QueueBytes, err)
-	}
-	opts.Arena, opts.Allocator = arena, memory.NewGoAllocator()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := newStage(ctx, cfg, opts, m)
 	if err != nil {
 		cancel()
-		arena.Close()
 		return nil, err
 	}
 	sh := &shadow{prod: prod, st: st, tokens: make(chan struct{}, c.Queue), queue: make(chan *shadowJob, c.Queue),
-		arena: arena, mem: arena.Unzeroed(), ctx: ctx, cancel: cancel,
-		cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
+		ctx: ctx, cancel: cancel, cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
 	m.zeroShadow(prod.cfg.Name)
 	for range c.Instances {
 		sh.wg.Add(1)
@@ -185,54 +165,37 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 	return sh, nil
 }
 
-// offer starts copying rec (rows of ev), the batch the production plugin
-// is about to decide, for the shadow; the caller passes the result to
-// finish once its plugin has decided. It never waits: when Queue copies
-// are already alive the batch is skipped for the shadow (nil).
-func (sh *shadow) offer(ev *schemas.EventBatch, rows []int, rec arrow.RecordBatch) *shadowJob {
+// offer leases rec (rows of ev), the batch the production plugin is about
+// to decide, to the shadow until root (the batch ev is part of, which the
+// caller of Chain.Decide owns) is released; the caller passes the result
+// to finish once its plugin has decided. It never waits: when Queue
+// batches are already queued or being decided the batch is skipped for
+// the shadow (nil).
+func (sh *shadow) offer(root, ev *schemas.EventBatch, rows []int, rec arrow.RecordBatch) *shadowJob {
 	select {
 	case sh.tokens <- struct{}{}:
 	default:
 		sh.skip(skipQueueFull, len(rows))
 		return nil
 	}
-	// Only the source groups the shadow reads are copied.
-	if cols := sh.st.desc.Columns; len(cols) > 0 {
-		rec = project(rec, cols)
-		defer rec.Release()
-	}
-	if int64(sh.arena.FreeBytes()) < recordBytes(rec)+int64(rec.NumCols())*arenaSlack {
-		<-sh.tokens
-		sh.skip(skipQueueFull, len(rows))
-		return nil
-	}
 	sh.alive.Add(1)
-	j := &shadowJob{copied: make(chan struct{}), ids: make([]uint64, len(rows))}
+	j := &shadowJob{lease: newLease(rec), ids: make([]uint64, len(rows))}
 	for k, row := range rows {
 		j.ids[k] = ev.EventID(row)
 	}
-	rec.Retain()
-	go func() {
-		j.rec, j.err = copyRecord(sh.mem, rec)
-		rec.Release()
-		close(j.copied)
-	}()
+	root.OnRelease(j.lease.revoke)
 	return j
 }
 
-// finish hands the copy to the shadow's processes with the production
+// finish queues the batch for the shadow's processes with the production
 // decisions res (outcome: how the stage's call went; err: the call's
-// error). It waits only for the copy to be done, never for the shadow.
+// error). It never waits.
 func (sh *shadow) finish(j *shadowJob, res []schemas.Verdict, outcome string, err error) {
 	if j == nil {
 		return
 	}
-	<-j.copied
 	reason := ""
 	switch {
-	case j.err != nil:
-		sh.st.log.Warn("shadow: copying a batch failed; skipped for the shadow", "error", j.err)
-		reason = skipCopy
 	case err != nil:
 		reason = skipStopped
 	case outcome != outcomeDecided:
@@ -256,22 +219,15 @@ func (sh *shadow) finish(j *shadowJob, res []schemas.Verdict, outcome string, er
 	sh.drop(j, reason)
 }
 
-// done frees a job's token once its copy is released.
-func (sh *shadow) done() {
+// drop skips a job for reason, ending its lease and freeing its token.
+func (sh *shadow) drop(j *shadowJob, reason string) {
+	j.lease.end()
 	<-sh.tokens
 	sh.alive.Done()
-}
-
-// drop skips a job for reason, freeing its copy and token.
-func (sh *shadow) drop(j *shadowJob, reason string) {
-	if j.rec != nil {
-		j.rec.Release()
-	}
-	sh.done()
 	sh.skip(reason, len(j.ids))
 }
 
-// work decides queued copies on one shadow process until the chain closes.
+// work decides queued batches on one shadow process until the chain closes.
 func (sh *shadow) work() {
 	defer sh.wg.Done()
 	for {
@@ -285,8 +241,20 @@ func (sh *shadow) work() {
 }
 
 func (sh *shadow) decide(b *shadowJob) {
-	res, outcome, err := sh.st.call(sh.ctx, b.rec)
+	if b.lease.wasRevoked() {
+		// Stored before a shadow process was free: not even sent.
+		sh.drop(b, skipReleased)
+		return
+	}
+	res, outcome, err := sh.st.callLeased(sh.ctx, b.lease)
+	revoked := b.lease.end()
 	switch {
+	case revoked || errors.Is(err, errReleased):
+		// The owner had the batch back before the shadow was done (even
+		// when it then decided it: the plugin may have read memory the
+		// builder already reused).
+		sh.drop(b, skipReleased)
+		return
 	case err != nil:
 		sh.drop(b, skipStopped)
 		return
@@ -294,8 +262,8 @@ func (sh *shadow) decide(b *shadowJob) {
 		sh.drop(b, skipFailed)
 		return
 	}
-	b.rec.Release()
-	sh.done()
+	<-sh.tokens
+	sh.alive.Done()
 	sh.st.count(outcome, res)
 	m := sh.st.m
 	name := sh.prod.cfg.Name
@@ -370,35 +338,10 @@ func (sh *shadow) close() {
 		}
 		break
 	}
-	// Batches the production stage still decides hand their copies back
-	// (finish drops them now) before the region goes.
+	// Batches the production stage still decides hand their leases back
+	// (finish drops them now) before the processes go.
 	sh.alive.Wait()
 	sh.st.close()
-	sh.arena.Close()
-}
-
-// arenaSlack is the per-column allowance for the arena's 64-byte rounding
-// of each buffer (a column has at most a few).
-const arenaSlack = 4 * 64
-
-// recordBytes is the size of rec's buffers.
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	var add func(d arrow.ArrayData)
-	add = func(d arrow.ArrayData) {
-		for _, b := range d.Buffers() {
-			if b != nil {
-				n += int64(b.Len())
-			}
-		}
-		for _, c := range d.Children() {
-			add(c)
-		}
-	}
-	for _, c := range rec.Columns() {
-		add(c.Data())
-	}
-	return n
 }
 
 // ShadowState is what a stage's shadow did so far.
@@ -411,7 +354,8 @@ type ShadowState struct {
 	// by reason: queue_full (it was behind), failed (it crashed, passed
 	// its deadline or returned an error), production_failed (the stage's
 	// own plugin failed on the batch), stopped (the chain closed first),
-	// copy_error.
+	// released (the batch's owner released it before the shadow had
+	// decided it).
 	Skipped []ShadowSkip
 }
 
@@ -441,65 +385,4 @@ func (sh *shadow) state() *ShadowState {
 	}
 	sh.mu.Unlock()
 	return st
-}
-
-// copyRecord copies rec's buffers into memory of mem: a batch that shares
-// nothing with rec.
-func copyRecord(mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i, c := range rec.Columns() {
-		d, err := copyData(mem, c.Data())
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = array.MakeFromData(d)
-		d.Release()
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
-}
-
-var errDictionary = errors.New("shadow: dictionary-encoded columns are not copied")
-
-func copyData(mem memory.Allocator, d arrow.ArrayData) (arrow.ArrayData, error) {
-	if d.DataType().ID() == arrow.DICTIONARY {
-		return nil, errDictionary
-	}
-	bufs := make([]*memory.Buffer, len(d.Buffers()))
-	for i, b := range d.Buffers() {
-		if b == nil {
-			continue
-		}
-		nb := memory.NewResizableBuffer(mem)
-		nb.Resize(b.Len())
-		copy(nb.Bytes(), b.Bytes())
-		bufs[i] = nb
-	}
-	children := make([]arrow.ArrayData, len(d.Children()))
-	for i, c := range d.Children() {
-		cd, err := copyData(mem, c)
-		if err != nil {
-			for _, x := range children[:i] {
-				x.Release()
-			}
-			return nil, err
-		}
-		children[i] = cd
-	}
-	out := array.NewData(d.DataType(), d.Len(), bufs, children, d.NullN(), d.Offset())
-	for _, b := range bufs {
-		if b != nil {
-			b.Release()
-		}
-	}
-	for _, c := range children {
-		c.Release()
-	}
-	return out, nil
 }

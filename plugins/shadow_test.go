@@ -3,14 +3,18 @@ package plugins
 import (
 	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -220,3 +224,172 @@ func TestShadowValidate(t *testing.T) {
 // sameVerdict: verdicts equal in every field (their plugin identities by
 // value: two chains' stages point to identities of their own).
 func sameVerdict(a, b schemas.Verdict) bool { return reflect.DeepEqual(a, b) }
+
+// TestShadowNeverWaits: production never waits for a slow shadow, and the
+// shadow holds none of production's memory once production releases a
+// batch. The shadow (hang, once=FILE) hangs on the first batch; that batch
+// is released (as the node's store does once it has written it) while the
+// shadow is inside its call, and every later batch is released right after
+// production decided it. Production decides every batch as without a
+// shadow, every byte of every batch is back with its allocator while the
+// shadow still hangs, and the counts are exact: the first batch skipped
+// (released), the rest queue_full (the queue of 1 is the hung batch).
+// A release that waited for the shadow would never return.
+func TestShadowNeverWaits(t *testing.T) {
+	const events, perBatch = 400, 20
+	want := runChain(t, shadowChain(t, nil, nil), synthetic(t, checkedMem(t), 1, events, perBatch, 16))
+
+	hung := filepath.Join(t.TempDir(), "hung")
+	log, _ := testLogger()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt1", Plugin: pluginPath("passthrough"),
+		Shadow: atNodePriority(&ShadowConfig{Plugin: pluginPath("hang"), Params: map[string]string{"event": "1", "once": hung},
+			Queue: 1, Deadline: time.Hour}),
+	}}, Options: Options{Logger: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mem := checkedMem(t)
+	decide := func(k int) (*schemas.EventBatch, []schemas.Verdict) {
+		rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{FirstEventID: uint64(1 + k*perBatch), Events: perBatch, FragmentSize: 16, Seed: 11})
+		if err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		ev, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Error(err)
+			rec.Release()
+			return nil, nil
+		}
+		res, err := c.Decide(context.Background(), ev)
+		if err != nil {
+			t.Error(err)
+		}
+		return ev, res
+	}
+	got := map[uint64]schemas.Verdict{}
+	first, res := decide(0)
+	if first == nil {
+		t.FailNow()
+	}
+	collect(t, got, first.Rec, res)
+	// The shadow process is inside its call on the first batch once the
+	// hang plugin made its file.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(hung); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shadow never got the first batch")
+		}
+	}
+	done := make(chan map[uint64]schemas.Verdict, 1)
+	go func() {
+		out := map[uint64]schemas.Verdict{}
+		first.Release()
+		for k := 1; k < events/perBatch; k++ {
+			ev, res := decide(k)
+			if ev == nil {
+				break
+			}
+			collect(t, out, ev.Rec, res)
+			ev.Release()
+		}
+		done <- out
+	}()
+	select {
+	case rest := <-done:
+		maps.Copy(got, rest)
+	case <-time.After(60 * time.Second):
+		t.Fatal("production did not decide and release 19 batches in 60 s beside a hung shadow: it waits for the shadow")
+	}
+	if !maps.EqualFunc(got, want, sameVerdict) {
+		t.Fatal("production decisions beside a hung shadow differ from those without a shadow")
+	}
+	if n := mem.CurrentAlloc(); n != 0 {
+		t.Fatalf("%d bytes of released batches still held while the shadow hangs; want 0", n)
+	}
+	c.Close()
+	sh := c.State()[0].Shadow
+	wantSkips := []ShadowSkip{{Reason: skipQueueFull, Batches: events/perBatch - 1, Events: events - perBatch},
+		{Reason: skipReleased, Batches: 1, Events: perBatch}}
+	if sh.Compared != 0 || !slices.Equal(sh.Skipped, wantSkips) {
+		t.Fatalf("hung shadow: compared %d, skipped %+v; want 0 and %+v", sh.Compared, sh.Skipped, wantSkips)
+	}
+}
+
+// TestLease: the states of a shadow's hold on a batch. A revoke frees the
+// batch at once unless it is being placed (then when the placing ends), a
+// revoked lease cannot be acquired, and only a revoke before end voids the
+// shadow's result.
+func TestLease(t *testing.T) {
+	mem := checkedMem(t)
+	newRec := func() arrow.RecordBatch {
+		rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{FirstEventID: 1, Events: 4, FragmentSize: 16, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	owned := func(rec arrow.RecordBatch) int64 { rec.Release(); return int64(mem.CurrentAlloc()) }
+
+	// Revoked while queued: freed at once, never acquired, result void.
+	l := newLease(newRec())
+	if l.rows != 4 {
+		t.Fatalf("lease of %d rows, want 4", l.rows)
+	}
+	rec, _ := l.acquire()
+	l.placed()
+	if owned(rec) == 0 {
+		t.Fatal("the lease holds no reference before the revoke")
+	}
+	l.revoke()
+	if n := mem.CurrentAlloc(); n != 0 {
+		t.Fatalf("%d bytes held after a revoke", n)
+	}
+	if _, ok := l.acquire(); ok {
+		t.Fatal("a revoked lease was acquired")
+	}
+	if !l.end() {
+		t.Fatal("end after a revoke: result not void")
+	}
+
+	// Revoked while placing: freed when the placing ends.
+	l = newLease(newRec())
+	rec, ok := l.acquire()
+	if !ok {
+		t.Fatal("a fresh lease could not be acquired")
+	}
+	if owned(rec) == 0 {
+		t.Fatal("the lease holds no reference")
+	}
+	l.revoke()
+	if mem.CurrentAlloc() == 0 {
+		t.Fatal("a revoke freed the batch while it was being placed")
+	}
+	l.placed()
+	if n := mem.CurrentAlloc(); n != 0 {
+		t.Fatalf("%d bytes held after the placing ended on a revoked lease", n)
+	}
+	if !l.end() {
+		t.Fatal("end after a revoke during the placing: result not void")
+	}
+
+	// Ended first: freed at end, a later revoke changes nothing.
+	l = newLease(newRec())
+	rec, _ = l.acquire()
+	l.placed()
+	owned(rec)
+	if l.end() {
+		t.Fatal("end before any revoke: result void")
+	}
+	if n := mem.CurrentAlloc(); n != 0 {
+		t.Fatalf("%d bytes held after end", n)
+	}
+	l.revoke()
+	if l.wasRevoked() {
+		t.Fatal("a revoke after end marked the lease")
+	}
+}

@@ -141,8 +141,10 @@ func (s *stage) start(ctx context.Context) (*instance, error) {
 	return in, nil
 }
 
-// decide returns one verdict per row of ev; it fails only when ctx ends.
-func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error) {
+// decide returns one verdict per row of ev (root, or a selection of root's
+// rows: the batch the caller of Chain.Decide owns); it fails only when
+// ctx ends.
+func (s *stage) decide(ctx context.Context, ev, root *schemas.EventBatch) ([]schemas.Verdict, error) {
 	n := ev.Len()
 	out := make([]schemas.Verdict, n)
 	for i := range out {
@@ -172,7 +174,7 @@ func (s *stage) decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 	}
 	var job *shadowJob
 	if s.shadow != nil {
-		job = s.shadow.offer(ev, rows, sub)
+		job = s.shadow.offer(root, ev, rows, sub)
 	}
 	res, outcome, err := s.call(ctx, sub)
 	if s.shadow != nil {
@@ -217,7 +219,19 @@ var reasonFraction = schemas.Reason{Kind: schemas.ReasonFraction, Text: "fractio
 // event is deferred with the reason and StatusTriggerError, and the outcome
 // is outcomeFailed.
 func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, string, error) {
-	n := int(rec.NumRows())
+	return s.callOn(ctx, int(rec.NumRows()), rec, nil)
+}
+
+// callLeased is call for a shadow's batch, read only while l holds it:
+// errReleased when its owner released it before it was sent, or when the
+// plugin returned an error on it after that (what it read may not have
+// been the batch).
+func (s *stage) callLeased(ctx context.Context, l *lease) ([]schemas.Verdict, string, error) {
+	return s.callOn(ctx, l.rows, nil, l)
+}
+
+// callOn is call on rec, or on l's batch when l is not nil; n is its rows.
+func (s *stage) callOn(ctx context.Context, n int, rec arrow.RecordBatch, l *lease) ([]schemas.Verdict, string, error) {
 	g := s.gauge(s.m.backlog)
 	s.waiting.Add(int64(n))
 	g.Add(float64(n))
@@ -245,7 +259,7 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 		}
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.Deadline)
-		res, err := sl.inst.decide(cctx, rec)
+		res, err := sl.inst.decide(cctx, n, rec, l)
 		cancel()
 		if err == nil {
 			s.cnt.calls.Add(1)
@@ -260,7 +274,15 @@ func (s *stage) call(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verd
 			s.drop(sl, reasonCancelled)
 			return nil, "", ctx.Err()
 		}
+		if errors.Is(err, errReleased) {
+			return nil, "", err
+		}
 		reason := s.classify(sl.inst, err)
+		if reason == reasonError && l != nil && l.wasRevoked() {
+			// Not the plugin's failure: it read a batch whose memory its
+			// owner had taken back.
+			return nil, "", errReleased
+		}
 		lastErr = err
 		s.cnt.failures.Add(1)
 		s.m.failures.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()

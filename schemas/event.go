@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -162,7 +163,9 @@ func GroupsOf(s *arrow.Schema) ([]SourceGroup, error) {
 }
 
 // EventBatch gives typed, allocation-free access to one event batch. It
-// does not retain the record; the caller keeps it alive while using the view.
+// does not retain the record; the caller keeps it alive while using the view
+// and, when done with the batch, may release it through Release, which
+// first tells whoever still reads its memory on the side (OnRelease).
 type EventBatch struct {
 	Rec     arrow.RecordBatch
 	Mode    Mode
@@ -177,6 +180,41 @@ type EventBatch struct {
 	lpay    []*array.LargeBinary
 	sizes   []*array.List
 	where   map[uint32][2]int // source id -> (group index, position in group)
+
+	mu      sync.Mutex
+	onFree  []func() // OnRelease's functions, run by Release
+	release bool     // Release ran
+}
+
+// OnRelease registers f to run when the batch's owner calls Release, before
+// the record is released: a reader that is not the owner (a trigger
+// stage's shadow plugin) learns there that the batch's memory goes back to
+// the owner and stops relying on it. f must not block. Registered after
+// Release, f runs at once. Safe for concurrent use.
+func (e *EventBatch) OnRelease(f func()) {
+	e.mu.Lock()
+	if e.release {
+		e.mu.Unlock()
+		f()
+		return
+	}
+	e.onFree = append(e.onFree, f)
+	e.mu.Unlock()
+}
+
+// Release runs the functions registered with OnRelease, in the order they
+// were registered, then releases Rec: for the batch's owner, once, when
+// it is done with the batch (an owner that releases Rec directly leaves
+// those readers holding their own references until they end).
+func (e *EventBatch) Release() {
+	e.mu.Lock()
+	fs := e.onFree
+	e.onFree, e.release = nil, true
+	e.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+	e.Rec.Release()
 }
 
 // NewEventBatch checks that rec has the event schema (version, columns and

@@ -86,8 +86,16 @@ type Batch struct {
 	Bytes      int64 // encoded value bytes of the rows
 }
 
-// Release releases the Arrow record.
-func (b *Batch) Release() { b.Rec.Release() }
+// Release releases the Arrow record, through its view (so that a shadow
+// trigger plugin still reading it in a replay is cut off first, see
+// schemas.EventBatch.Release).
+func (b *Batch) Release() {
+	if b.Events != nil {
+		b.Events.Release()
+		return
+	}
+	b.Rec.Release()
+}
 
 // cursorPoolMin is the smallest buffer the cursors' default allocator
 // recycles. A replay allocates the same few-megabyte payload buffers batch
