@@ -80,6 +80,10 @@ type InputStatus struct {
 	StreamsExpected int               `json:"streams_expected,omitempty"`
 	StreamsEnded    uint64            `json:"streams_ended,omitempty"`
 	AcceptErrors    map[string]uint64 `json:"accept_errors,omitempty"`
+	// Flagged counts fragments the input handed on flagged as a source
+	// error, by reason (a FEROL input: "fed_crc", "fed_error_bits",
+	// "fed_header_mismatch"; see transport.Stats.Flagged).
+	Flagged map[string]uint64 `json:"fragments_flagged,omitempty"`
 }
 
 // PluginStatus is one trigger stage's plugin processes.

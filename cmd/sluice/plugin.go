@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-daq/sluice/internal/gzfile"
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/plugins"
@@ -292,7 +291,7 @@ func (s *checkSource) each(mem memory.Allocator, n int, seed uint64, fn func(arr
 	}
 	switch {
 	case s.from != "":
-		b, err := readMaybeGzip(s.from)
+		b, err := gzfile.ReadFile(s.from)
 		if err != nil {
 			return err
 		}
@@ -341,21 +340,6 @@ func (s *checkSource) each(mem memory.Allocator, n int, seed uint64, fn func(arr
 		return fmt.Errorf("synthetic events: %w", err)
 	}
 	return limit(batches)
-}
-
-// readMaybeGzip reads the file at path, through gzip when it is gzipped
-// (as the CMS captures are kept).
-func readMaybeGzip(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		return b, err
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer zr.Close()
-	return io.ReadAll(zr)
 }
 
 // missingGroups returns the source groups of columns (a plugin's

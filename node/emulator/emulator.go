@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-daq/sluice/node/transport"
 	_ "github.com/sluice-daq/sluice/node/transport/all"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/cms"
 )
 
 // Fault names, as used in Summary.Faults and by the CLI flags.
@@ -26,7 +27,7 @@ const (
 // truncate + duplicate, and so on.
 type Summary struct {
 	To                 string `json:"to"`
-	Mode               string `json:"mode"` // "synthetic" or "file:mfp", "file:mdf", "file:vdif"
+	Mode               string `json:"mode"` // "synthetic" or "file:mfp", "file:mdf", "file:vdif", "file:ferol"
 	Sources            int    `json:"sources"`
 	PacketsGenerated   uint64 `json:"packets_generated"`
 	FragmentsGenerated uint64 `json:"fragments_generated"`
@@ -66,10 +67,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
-	vtp := transport.PayloadOf(u) == transport.PayloadVDIF
+	payload := transport.PayloadOf(u)
+	vtp, ferol := payload == transport.PayloadVDIF, payload == transport.PayloadFEROL
 	var src packetSource
 	if cfg.From != "" {
-		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, vtp)
+		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, payload)
 		if err != nil {
 			return sum, err
 		}
@@ -89,6 +91,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	} else {
 		if vtp {
 			return sum, fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)
+		}
+		if ferol {
+			return sum, fmt.Errorf("%s carries FEROL streams: give a FEROL capture with --from", cfg.To)
 		}
 		if cfg.SourceList != "" {
 			ids, _ := schemas.ParseSourceList(cfg.SourceList) // Validate parsed it
@@ -115,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	em := &emulator{cfg: &cfg, out: out, sum: &sum, rng: rand.New(rand.NewPCG(cfg.Seed, 0xFA017)),
-		stalled: map[uint32]*stallQueue{}}
+		stalled: map[uint32]*stallQueue{}, ferol: ferol}
 	t0 := time.Now()
 	err = em.run(ctx, src, t0)
 	if cerr := out.Close(ctx, em.seq); err == nil {
@@ -138,6 +143,7 @@ type emulator struct {
 	held    []heldPacket
 	stalled map[uint32]*stallQueue
 	free    [][]byte // spare packet buffers
+	ferol   bool     // packets are FEROL blocks, not MFPs
 }
 
 type heldPacket struct {
@@ -329,8 +335,23 @@ func (em *emulator) releaseStalls(ctx context.Context, wait bool) error {
 }
 
 // corrupt flips one payload byte of one non-empty fragment of MFP p after
-// its CRC was computed; false if p has no payload byte to flip.
+// its CRC was computed (of a FEROL packet, one byte of its FED fragment's
+// payload in the first block, which the FED's CRC-16 covers); false if p
+// has no payload byte to flip.
 func (em *emulator) corrupt(p *emuPacket) bool {
+	if em.ferol {
+		// Block header, FED header word, ..., trailer word (one block) or
+		// the end of the first block.
+		lo, hi := cms.FEROLHeaderSize+cms.FEDWordSize, len(p.b)-cms.FEDWordSize
+		if h, err := cms.DecodeFEROLBlock(p.b); err == nil && !h.Last {
+			hi = cms.FEROLHeaderSize + int(h.Words)*cms.FEDWordSize
+		}
+		if hi <= lo {
+			return false
+		}
+		p.b[lo+em.rng.IntN(hi-lo)] ^= 0x5A
+		return true
+	}
 	m, _, err := schemas.DecodeMFP(p.b)
 	if err != nil {
 		return false

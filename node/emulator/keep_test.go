@@ -3,6 +3,7 @@ package emulator
 import (
 	"testing"
 
+	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
 )
 
@@ -10,7 +11,7 @@ import (
 // only their packets, the file's event ids and span, and the ODIN patches
 // of the packets kept (so loop passes still renumber ODIN).
 func TestFileSourceKeep(t *testing.T) {
-	f, _, err := loadFile(sampleMDF, 10, 2, false)
+	f, _, err := loadFile(sampleMDF, 10, 2, transport.PayloadMFP)
 	if err != nil {
 		t.Fatal(err)
 	}

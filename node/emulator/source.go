@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 
+	"github.com/sluice-daq/sluice/internal/gzfile"
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/cms"
 	"github.com/sluice-daq/sluice/schemas/format"
 	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
@@ -118,7 +119,7 @@ type fileSource struct {
 	span    uint64      // event ids the file covers
 	minID   uint64
 	loops   int
-	vtp     bool // packets are bare VDIF frames (no event id to shift)
+	raw     bool // packets are bare VDIF frames or FEROL blocks (no MFP event id to shift)
 	nsrc    int
 	i, loop int
 	// inPlace: next may hand out the file's packets themselves, their
@@ -169,14 +170,14 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 		// renumbered is re-encoded below instead, leaving the stored one.
 		p.borrowed = true
 		p.event += shift
-		if !f.vtp {
+		if !f.raw {
 			binary.LittleEndian.PutUint64(p.b[16:], f.minID+p.event)
 		}
 		return p, true
 	}
 	p.b = append(dst[:0], p.b...)
 	p.event += shift
-	if !f.vtp {
+	if !f.raw {
 		first := binary.LittleEndian.Uint64(p.b[16:])
 		binary.LittleEndian.PutUint64(p.b[16:], first+shift)
 		if shift > 0 && len(patches) > 0 {
@@ -259,19 +260,23 @@ func (f *fileSource) findODIN() error {
 	return nil
 }
 
-// loadFile splits the file at path into packets of packing fragments per
-// source: a native MFP stream as is, MDF/MEP through lhcb.WriteMFPs, VDIF
-// through vdif.Packer (or, when vtp is set, one bare frame per packet),
-// the format found by the registry's detection (schemas/formats).
-// The whole file is held in memory: it is a sample replayed in a loop.
-func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, string, error) {
-	data, err := os.ReadFile(path)
+// loadFile splits the file at path (gzipped or not) into packets of
+// packing fragments per source: a native MFP stream as is, MDF/MEP through
+// lhcb.WriteMFPs, VDIF through vdif.Packer (or, for a payload of
+// transport.PayloadVDIF, one bare frame per packet), a CMS FEROL stream one
+// FED fragment per packet (for transport.PayloadFEROL, its FEROL blocks as
+// they are in the file, as a FEROL sends them), the format found by the
+// registry's detection (schemas/formats). The whole file is held in memory:
+// it is a sample replayed in a loop.
+func loadFile(path string, packing int, loops int, payload transport.Payload) (*fileSource, string, error) {
+	data, err := gzfile.ReadFile(path)
 	if err != nil {
 		return nil, "", err
 	}
 	head := data[:min(len(data), format.HeadBytes)]
 	kind := formats.Detect(head)
-	f := &fileSource{loops: loops, vtp: vtp}
+	vtp := payload == transport.PayloadVDIF
+	f := &fileSource{loops: loops, raw: payload != transport.PayloadMFP}
 	var format string
 	add := func(b []byte) error {
 		p, n, err := schemas.DecodeMFP(b)
@@ -325,14 +330,22 @@ func loadFile(path string, packing int, loops int, vtp bool) (*fileSource, strin
 		if err := splitMFPs(pk.Flush(out[:0]), add); err != nil {
 			return nil, "", err
 		}
+	case cms.FEROLFormat:
+		format = "ferol"
+		if err := loadFEROL(f, data, payload == transport.PayloadFEROL, loops); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
 	default:
 		if err := formats.Refusal(head); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", path, err)
 		}
-		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP or VDIF file (by its first bytes)", path)
+		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP, VDIF or CMS FEROL file (by its first bytes)", path)
 	}
 	if vtp && format != "vdif" {
 		return nil, "", fmt.Errorf("%s: udp ?format=vtp sends VDIF frames, this file is %s", path, format)
+	}
+	if payload == transport.PayloadFEROL && format != "ferol" {
+		return nil, "", fmt.Errorf("%s: tcp ?framing=ferol sends FEROL streams, this file is %s: give a FEROL capture", path, format)
 	}
 	if len(f.packets) == 0 {
 		return nil, "", fmt.Errorf("%s: no packets", path)
@@ -399,4 +412,34 @@ func splitMFPs(b []byte, add func([]byte) error) error {
 		b = b[n:]
 	}
 	return nil
+}
+
+// loadFEROL adds the FED fragments of the FEROL stream data to f, one
+// packet each: for a FEROL framing (raw) the fragment's FEROL blocks as
+// the file has them, else a one-fragment MFP (source = FED id, event id =
+// the FEROL event number, payload = the FED fragment). The event numbers
+// are in every block and FED header (and the FED's CRC-16): a raw replay
+// cannot shift them, so it is replayed once.
+func loadFEROL(f *fileSource, data []byte, raw bool, loops int) error {
+	if raw && loops > 1 {
+		return fmt.Errorf("a FEROL stream replayed as FEROL blocks carries its event numbers in every block and FED header: --loop must be 1")
+	}
+	fr := cms.NewFEROLReader(bytes.NewReader(data))
+	for {
+		at := fr.Offset()
+		fe, err := fr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p := emuPacket{source: uint32(fe.FEDID), n: 1, event: uint64(fe.Event)}
+		if raw {
+			p.b = data[at:fr.Offset():fr.Offset()]
+		} else {
+			p.b = schemas.AppendMFP(nil, p.source, p.event, 0, 3, [][]byte{fe.Data}, nil)
+		}
+		f.packets = append(f.packets, p)
+	}
 }

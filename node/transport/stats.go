@@ -46,7 +46,7 @@ func Reasons() []Reason {
 type Stats struct {
 	Packets   uint64 // packets handed to the sink
 	Fragments uint64 // their fragments
-	Bytes     uint64 // their bytes (whole MFPs)
+	Bytes     uint64 // their bytes (whole MFPs; a FEROL stream's blocks as received)
 	// Discarded counts received packets not handed on, by reason; reasons
 	// that did not occur are absent.
 	Discarded map[Reason]uint64
@@ -85,6 +85,13 @@ type Stats struct {
 	// were open; peer, peers whose hello was refused (another farm, a
 	// wrong token, ...).
 	Refused uint64
+	// Flagged counts fragments handed on flagged schemas.FlagSourceError
+	// by the input itself, by reason (TCP ?framing=ferol: "fed_crc" a FED
+	// CRC-16 that does not match, "fed_error_bits" the trailer's R or F
+	// bit, "fed_header_mismatch" a FED header naming another FED or event
+	// than its FEROL header); absent when none. The builder marks their
+	// events (StatusSourceError).
+	Flagged map[string]uint64
 }
 
 // DiscardTotal sums Discarded.
@@ -109,6 +116,7 @@ type Counters struct {
 
 	mu           sync.Mutex
 	acceptErrors map[string]uint64 // rare: a map under a lock
+	flagged      map[string]uint64 // as rare
 }
 
 // Snapshot returns the counters as Stats.
@@ -129,6 +137,9 @@ func (c *Counters) Snapshot() Stats {
 	if len(c.acceptErrors) > 0 {
 		s.AcceptErrors = maps.Clone(c.acceptErrors)
 	}
+	if len(c.flagged) > 0 {
+		s.Flagged = maps.Clone(c.flagged)
+	}
 	c.mu.Unlock()
 	return s
 }
@@ -144,6 +155,16 @@ func (c *Counters) AcceptError(reason string) {
 	c.mu.Unlock()
 }
 func (c *Counters) Refuse() { c.refused.Add(1) }
+
+// Flag counts one fragment handed on flagged, for reason (Stats.Flagged).
+func (c *Counters) Flag(reason string) {
+	c.mu.Lock()
+	if c.flagged == nil {
+		c.flagged = map[string]uint64{}
+	}
+	c.flagged[reason]++
+	c.mu.Unlock()
+}
 
 // Discard counts one received packet not handed on, for reason r.
 func (c *Counters) Discard(r Reason) { c.discarded[r].Add(1) }
@@ -190,6 +211,13 @@ func (c *Counters) DiscardDecodeError(err error) {
 // sink held the input up (see Stats.SinkWaitNs). (Held bytes are counted by each input's release,
 // which needs no extra closure per packet.)
 func (c *Counters) Hand(ctx context.Context, sink Sink, p schemas.MFP, release func()) error {
+	return c.HandWire(ctx, sink, p, release, len(p.Bytes()))
+}
+
+// HandWire is Hand for a packet the input made from wire bytes of another
+// framing (a FEROL stream's blocks): Stats.Bytes counts those, as they
+// arrived.
+func (c *Counters) HandWire(ctx context.Context, sink Sink, p schemas.MFP, release func(), wire int) error {
 	c.sinkWait.enter(clockUs())
 	err := sink.AddPacket(ctx, p, release)
 	c.sinkWait.leave(clockUs())
@@ -198,6 +226,6 @@ func (c *Counters) Hand(ctx context.Context, sink Sink, p schemas.MFP, release f
 	}
 	c.packets.Add(1)
 	c.fragments.Add(uint64(p.N))
-	c.bytes.Add(uint64(len(p.Bytes())))
+	c.bytes.Add(uint64(wire))
 	return nil
 }

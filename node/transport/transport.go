@@ -83,7 +83,8 @@ type Sender interface {
 // Packet is one packet for a Sender.
 type Packet struct {
 	// Bytes is one MFP, or one VDIF frame when the URI's Payload is
-	// PayloadVDIF. The sender does not keep it after Send returns.
+	// PayloadVDIF, or the FEROL blocks of one FED fragment when it is
+	// PayloadFEROL. The sender does not keep it after Send returns.
 	Bytes []byte
 	// Source is the packet's source: a sender with several connections
 	// gives each source one of them, so its packets stay in order.
@@ -108,13 +109,17 @@ type SenderStats struct {
 type Payload uint8
 
 const (
-	PayloadMFP  Payload = iota // one multi-fragment packet (package schemas)
-	PayloadVDIF                // one VDIF frame (UDP with ?format=vtp: VTP)
+	PayloadMFP   Payload = iota // one multi-fragment packet (package schemas)
+	PayloadVDIF                 // one VDIF frame (UDP with ?format=vtp: VTP)
+	PayloadFEROL                // the FEROL blocks of one FED fragment (TCP with ?framing=ferol)
 )
 
 func (p Payload) String() string {
-	if p == PayloadVDIF {
+	switch p {
+	case PayloadVDIF:
 		return "vdif"
+	case PayloadFEROL:
+		return "ferol"
 	}
 	return "mfp"
 }

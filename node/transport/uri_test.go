@@ -23,6 +23,8 @@ func TestParseURI(t *testing.T) {
 		{"tcp://127.0.0.1:9000", "tcp", "127.0.0.1:9000", transport.PayloadMFP},
 		{"tcp://127.0.0.1:0", "tcp", "127.0.0.1:0", transport.PayloadMFP},
 		{"tcp://:9000", "tcp", ":9000", transport.PayloadMFP},
+		{"tcp://:9000?framing=sluice", "tcp", ":9000", transport.PayloadMFP},
+		{"tcp://:9000?framing=ferol", "tcp", ":9000", transport.PayloadFEROL},
 		{"udp://[::1]:0", "udp", "[::1]:0", transport.PayloadMFP},
 		{"udp://127.0.0.1:9000?format=mfp", "udp", "127.0.0.1:9000", transport.PayloadMFP},
 		{"udp://127.0.0.1:9000?format=vtp", "udp", "127.0.0.1:9000", transport.PayloadVDIF},
@@ -50,7 +52,8 @@ func TestParseURI(t *testing.T) {
 		"tcp://127.0.0.1":                 "want tcp://HOST:PORT",
 		"tcp://127.0.0.1:http":            `port 0..65535, not "http"`,
 		"tcp://host:9000/path":            "port 0..65535",
-		"tcp://127.0.0.1:0?window=5":      `unknown option "window": tcp:// takes no options`,
+		"tcp://127.0.0.1:0?window=5":      `unknown option "window": tcp:// takes framing`,
+		"tcp://127.0.0.1:0?framing=frd":   `framing "frd": want sluice or ferol`,
 		"udp://:99999":                    "port 0..65535",
 		"udp://1.2.3.4:5?%zz":             "options:",
 		"udp://h:9?format=mdf":            `format "mdf": want mfp or vtp`,
@@ -67,7 +70,7 @@ func TestParseURI(t *testing.T) {
 	}
 	// In registration order (package all), "or" before the last; a
 	// transport registered later only adds to the end.
-	if f := transport.Forms(); !strings.HasPrefix(f, "shm://NAME, tcp://HOST:PORT, udp://HOST:PORT[?format=...]") || !strings.Contains(f, "file://PATH") || !strings.Contains(f, " or ") {
+	if f := transport.Forms(); !strings.HasPrefix(f, "shm://NAME, tcp://HOST:PORT[?framing=...], udp://HOST:PORT[?format=...]") || !strings.Contains(f, "file://PATH") || !strings.Contains(f, " or ") {
 		t.Errorf("Forms() = %q", f)
 	}
 	if f := transport.EmbeddableForms(); !strings.HasPrefix(f, "shm://NAME, tcp://HOST:PORT") || strings.Contains(f, "file://") {

@@ -132,6 +132,11 @@ func (f *FEROLFragment) StreamOffset(off int64) int64 {
 
 // FEROLReader reads the FED fragments of a FEROL stream.
 type FEROLReader struct {
+	// MaxFragment, when > 0, is the largest FED fragment taken, bytes: a
+	// stream whose blocks add up to more before a last block is refused
+	// (ErrSizeOverflow) rather than buffered without end.
+	MaxFragment int
+
 	r     io.Reader
 	off   int64
 	buf   []byte
@@ -183,6 +188,9 @@ func (fr *FEROLReader) Next() (FEROLFragment, error) {
 		}
 		size := int(h.Words) * FEDWordSize
 		l := len(fr.buf)
+		if fr.MaxFragment > 0 && l+size > fr.MaxFragment {
+			return f, schemas.Errorf(ferolFormat, "block header.length", at+6, schemas.ErrSizeOverflow, "FED %d event %d: block %d takes the fragment to %d bytes, over the %d taken", f.FEDID, f.Event, f.Blocks, l+size, fr.MaxFragment)
+		}
 		fr.buf = append(fr.buf, make([]byte, size)...)
 		if m, err := io.ReadFull(fr.r, fr.buf[l:]); err != nil {
 			if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -237,3 +237,54 @@ func (ferolJoiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, erro
 	}
 	return dst, nil
 }
+
+// FEROLCheck is what is wrong with a FEROL fragment's FED fragment short
+// of not decoding: each makes the fragment flagged schemas.FlagSourceError
+// where it is split or received.
+type FEROLCheck struct {
+	BadCRC    bool // the FED trailer's CRC-16 does not match
+	ErrorBits bool // the trailer's R (wrong FED id) or F (SLINK error) bit
+	// Mismatch: the FED header's Source_id or LV1_id differs from the
+	// FEROL headers' FED id or event number.
+	Mismatch bool
+}
+
+// Flagged says whether anything is wrong.
+func (c FEROLCheck) Flagged() bool { return c.BadCRC || c.ErrorBits || c.Mismatch }
+
+// CheckFEROLFragment decodes f's FED fragment and says what is wrong with
+// it. Errors: DecodeFED's other than ErrCRCMismatch (a FED fragment that
+// does not decode: markers, Evt_lgth, size), at the stream offset.
+func CheckFEROLFragment(f *FEROLFragment) (FED, FEROLCheck, error) {
+	fed, crcOK, errBits, mismatch, err := ferolFED(f)
+	return fed, FEROLCheck{BadCRC: !crcOK, ErrorBits: errBits, Mismatch: mismatch}, err
+}
+
+// EventUnwrapper extends the FEROL's 24-bit event numbers of one stream to
+// 64-bit event ids, counting wraps: a number more than half the range
+// below the last one seen starts the next wrap, one more than half above
+// it is a straggler from the wrap before. The FEROL and the FED header
+// count 24 bits (16.7 million events: under three minutes at 100 kHz), so
+// a run's event ids would repeat without it. Every stream of a run starts
+// at its first event, so streams unwrap alike. The zero value is ready.
+type EventUnwrapper struct {
+	wraps   uint64
+	last    uint32
+	started bool
+}
+
+// Event returns the 64-bit event id of the 24-bit event number n.
+func (u *EventUnwrapper) Event(n uint32) uint64 {
+	n &= ferolMaxEvent
+	const half = (ferolMaxEvent + 1) / 2
+	switch {
+	case !u.started:
+		u.started = true
+	case n < u.last && u.last-n > half:
+		u.wraps++
+	case n > u.last && n-u.last > half && u.wraps > 0:
+		return (u.wraps-1)<<24 | uint64(n) // not the stream's newest: last stays
+	}
+	u.last = n
+	return u.wraps<<24 | uint64(n)
+}

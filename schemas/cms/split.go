@@ -116,9 +116,14 @@ type Joiner struct{}
 // their sources' fragments in the order the header fragment lists (then
 // any FED it does not list, in the batch's order). A FED that did not
 // arrive (an incomplete event, see the row's missing sources) is left out,
-// as CMS leaves out a FED that did not send. Errors:
-// format.ErrForeignEvents (no header fragment: the events were not split
-// from FRD data), *schemas.DecodeError wrapping ErrTruncated (a short
+// as CMS leaves out a FED that did not send. A row without a header
+// source in the batch, built from bare FED fragments (a FEROL
+// stream, received or split), becomes an FRD event as the CMS event
+// builder writes one (see joinBareFEDs). Errors: format.ErrForeignEvents
+// (the header fragment missing from a batch that has its source, or no header
+// fragment and a source that is not a FED id: the events were not split
+// from CMS data),
+// *schemas.DecodeError wrapping ErrTruncated (a short
 // header fragment), ErrInconsistent (a
 // header fragment whose event number is not the row's, whose FED list does
 // not fill it, or a fragment holding another FED than its source), or
@@ -128,7 +133,11 @@ func (Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 	id := eb.EventID(i)
 	hp := frags[HeaderSource]
 	if len(hp) == 0 {
-		return dst, format.NoHeaderFragment(FRDFormat, HeaderSource, eb, i)
+		if _, expected := eb.Payload(HeaderSource, i); expected {
+			// Split from FRD data, and its header fragment is missing.
+			return dst, format.NoHeaderFragment(FRDFormat, HeaderSource, eb, i)
+		}
+		return joinBareFEDs(dst, eb, i, frags, order)
 	}
 	hdr, n, err := DecodeFRD(hp)
 	if err != nil {
@@ -154,6 +163,40 @@ func (Joiner) Join(dst []byte, eb *schemas.EventBatch, i int) ([]byte, error) {
 			}
 		}
 	}
+	return JoinFRD(dst, &hdr, func(yield func([]byte) bool) {
+		for _, src := range sources {
+			if !yield(frags[src]) {
+				return
+			}
+		}
+	})
+}
+
+// BareFRDVersion is the FRD version of events joined from bare FED
+// fragments: version 6, what the CMS event builder writes in Run 3.
+const BareFRDVersion = 6
+
+// joinBareFEDs appends the FRD event of row i, which has FED fragments but
+// no header fragment (events built from FEROL streams): version
+// BareFRDVersion, flags 0, the row's run, luminosity section 0 (a FEROL
+// stream does not carry it), event number the row's event id (its low 32
+// bits: FRD v6 has 32), the FEDs in ascending FED id order. Errors:
+// format.ErrForeignEvents (a source over the 12-bit FED id), ErrInconsistent
+// (a fragment holding another FED than its source), JoinFRD's.
+func joinBareFEDs(dst []byte, eb *schemas.EventBatch, i int, frags map[uint32][]byte, order []uint32) ([]byte, error) {
+	id := eb.EventID(i)
+	sources := slices.Sorted(slices.Values(order))
+	for _, src := range sources {
+		if src > MaxFEDID {
+			return dst, format.ForeignEvents(FRDFormat, eb, i, "has no header fragment (source %#x) and a fragment of source %d, not a 12-bit FED id", HeaderSource, src)
+		}
+		if p := frags[src]; len(p) >= FEDWordSize {
+			if fed := uint32(binary.LittleEndian.Uint64(p) >> 8 & MaxFEDID); fed != src {
+				return dst, schemas.Errorf(joinFormat, fmt.Sprintf("fragment of source %d", src), 1, schemas.ErrInconsistent, "event %d: holds FED %d", id, fed)
+			}
+		}
+	}
+	hdr := FRDEvent{Version: BareFRDVersion, Run: eb.Run(i), Event: id & 0xFFFFFFFF}
 	return JoinFRD(dst, &hdr, func(yield func([]byte) bool) {
 		for _, src := range sources {
 			if !yield(frags[src]) {

@@ -236,3 +236,40 @@ func TestJoinerErrors(t *testing.T) {
 		t.Fatalf("FED 10 under source 3: %v", err)
 	}
 }
+
+// Events built from bare FED fragments (a FEROL stream: no header
+// fragment among their sources) join into FRD v6 events, the FEDs in
+// ascending order, run and event number from the row.
+func TestJoinBareFEDs(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	frags, err := SplitFRD(nil, &FRDEvent{Version: 5, Run: 362000, Event: 9, Data: fedBlock(t, 3, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed3, fed10 := frags[0].Payload, frags[1].Payload
+	join := func(sources []uint32, payloads ...[]byte) ([]byte, error) {
+		rec := buildtest.OneRow(t, mem, "fed", 362001, 1<<24|9, sources, payloads)
+		defer rec.Release()
+		eb, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Joiner{}.Join(nil, eb, 0)
+	}
+	b, err := join([]uint32{3, 10}, fed3, fed10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, n, err := DecodeFRD(b)
+	if err != nil || n != len(b) || e.Version != BareFRDVersion || e.Run != 362001 || e.Event != 1<<24|9 || e.Lumi != 0 ||
+		!bytes.Equal(e.Data, append(append([]byte(nil), fed3...), fed10...)) {
+		t.Fatalf("joined %+v (%d of %d bytes): %v", e, n, len(b), err)
+	}
+	if _, err := join([]uint32{3, 4096 + 7}, fed3, []byte("not a FED")); !errors.Is(err, format.ErrForeignEvents) {
+		t.Fatalf("a source over 12 bits: %v", err)
+	}
+	if _, err := join([]uint32{3, 10}, fed10, fed3); err == nil || !strings.Contains(err.Error(), "holds FED 10") {
+		t.Fatalf("FED 10 under source 3: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/schemas/cms"
 )
 
 // FuzzTCPStream sends arbitrary bytes after a valid preamble into a TCP
@@ -74,6 +75,75 @@ func FuzzTCPStream(f *testing.F) {
 		}
 		if st := in.Stats(); st.HeldBytes != 0 {
 			t.Fatalf("%d bytes held after the connection ended", st.HeldBytes)
+		}
+	})
+}
+
+// FuzzFEROLStream sends arbitrary bytes into a FEROL input (?framing=ferol)
+// in pieces cut where the fuzzer chooses (cuts, as FuzzTCPStream), so that
+// reads end inside block headers and payloads: it never panics, hands on
+// only whole FED fragments, counts what it does not take and holds nothing
+// once the connection ended.
+func FuzzFEROLStream(f *testing.F) {
+	fed := make([]byte, 3*cms.FEDWordSize)
+	binary.LittleEndian.PutUint64(fed, 0x5<<60|7<<32|931<<8)
+	binary.LittleEndian.PutUint64(fed[16:], 0xA<<60|3<<32)
+	binary.LittleEndian.PutUint16(fed[16+2:], cms.FEDCRC(fed))
+	one, err := cms.AppendFEROL(nil, 931, 7, fed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(one, []byte(nil))
+	f.Add(append(append([]byte(nil), one...), one...), []byte{3, 13, 1, 20})
+	f.Add(one[:len(one)-5], []byte{9})
+	big, _ := cms.AppendFEROL(nil, 5, 1, make([]byte, 3*cms.FEROLMaxPayload))
+	f.Add(big, []byte{16, 200, 100})
+	in, err := Listen("127.0.0.1:0", Options{Framing: FramingFEROL, CreditWindow: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	sink := transporttest.NewCheckSink(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx, sink) }()
+	f.Cleanup(func() { cancel(); <-done })
+	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
+		before := in.Stats().Connections
+		c, err := net.Dial("tcp", in.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).SetNoDelay(true)
+		rest := stream
+		for _, n := range cuts[:min(len(cuts), 16)] {
+			k := min(int(n), len(rest))
+			if k == 0 {
+				continue
+			}
+			c.Write(rest[:k])
+			rest = rest[k:]
+			time.Sleep(100 * time.Microsecond) // the input reads this piece alone
+		}
+		c.Write(rest)
+		c.(*net.TCPConn).CloseWrite()
+		var b [64]byte
+		for { // the input closes its side once it has dealt with everything
+			if _, err := c.Read(b[:]); err != nil {
+				break
+			}
+		}
+		c.Close()
+		for deadline := time.Now().Add(5 * time.Second); in.Stats().Open != 0 || in.Stats().Connections == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("connection not done after 5 s: %+v", in.Stats())
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if st := in.Stats(); st.HeldBytes != 0 {
+			t.Fatalf("%d bytes held after the connection ended", st.HeldBytes)
+		}
+		if cc := sink.Counts(); cc.BadCRC != 0 {
+			t.Fatalf("a fragment handed on with a CRC-32C that does not match: %+v", cc)
 		}
 	})
 }

@@ -96,6 +96,16 @@ func (in *Input) Stats() transport.Stats {
 	s.CreditsOutstanding = in.outstanding.Load()
 	s.SocketBufferBytes = int(in.rcvbuf.Load())
 	s.ExpectStreams = in.cfg.ExpectStreams
+	if in.cfg.Framing == FramingFEROL {
+		// Every reason a FEROL input flags, at 0 until it occurs, so that
+		// its metrics exist from the start.
+		if s.Flagged == nil {
+			s.Flagged = map[string]uint64{}
+		}
+		for _, r := range []string{FlagFEDCRC, FlagFEDErrorBits, FlagFEDHeaderMismatch} {
+			s.Flagged[r] += 0
+		}
+	}
 	return s
 }
 
@@ -177,6 +187,9 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	defer stop()
 	if n, err := sock.Option(conn, unix.SO_RCVBUF); err == nil {
 		in.rcvbuf.Store(int64(n))
+	}
+	if in.cfg.Framing == FramingFEROL {
+		return in.serveFEROL(ctx, conn, sink)
 	}
 	var pre [8]byte
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -2,21 +2,32 @@ package tcp
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
 )
 
-// Transport registers tcp://HOST:PORT (see package all).
+// Transport registers tcp://HOST:PORT[?framing=sluice|ferol] (see package
+// all).
 var Transport = transport.Transport{
-	Scheme:          "tcp",
-	Target:          "HOST:PORT",
-	About:           "a TCP input (credit-based flow control, sources spread over the connections)",
-	CheckTarget:     transport.CheckHostPort,
+	Scheme:      "tcp",
+	Target:      "HOST:PORT",
+	Query:       []string{"framing"},
+	About:       "a TCP input (credit-based flow control, sources spread over the connections; ?framing=ferol: CMS FEROL streams)",
+	CheckTarget: checkTarget,
+	Payload: func(u transport.URI) transport.Payload {
+		if u.Option("framing") == FramingFEROL {
+			return transport.PayloadFEROL
+		}
+		return transport.PayloadMFP
+	},
 	Embeddable:      true,
 	NewInputOptions: func() transport.InputOptions { o := DefaultOptions(); return &o },
 	OpenInput: func(u transport.URI, o transport.InputOptions) (transport.Input, error) {
-		return Listen(u.Target, *o.(*Options))
+		opts := *o.(*Options)
+		opts.Framing = u.Option("framing")
+		return Listen(u.Target, opts)
 	},
 	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{SocketBuffer: DefaultSendBuffer} },
 	OpenSender: func(ctx context.Context, u transport.URI, o transport.SenderOptions, sources int) (transport.Sender, error) {
@@ -24,8 +35,32 @@ var Transport = transport.Transport{
 			return nil, err
 		}
 		so := o.(*SenderOptions)
+		if u.Option("framing") == FramingFEROL {
+			return NewFEROLSender(ctx, u.Target, so.Connections, sources, int(so.SocketBuffer))
+		}
 		return NewSender(ctx, u.Target, so.Connections, sources, int(so.SocketBuffer))
 	},
+}
+
+// Framings, the URI's ?framing=: what a connection carries.
+const (
+	// FramingSluice is sluice's own readout stream (the default): a
+	// preamble, credit grants, length-prefixed MFPs.
+	FramingSluice = "sluice"
+	// FramingFEROL is the CMS FEROL -> DAQ stream: FEROL blocks (package
+	// schemas/cms), no preamble, no credits (TCP's own window throttles
+	// the sender), as a FEROL sends to CMS's first-layer event builders.
+	FramingFEROL = "ferol"
+)
+
+func checkTarget(u transport.URI) error {
+	if err := transport.CheckHostPort(u); err != nil {
+		return err
+	}
+	if f := u.Option("framing"); f != "" && f != FramingSluice && f != FramingFEROL {
+		return fmt.Errorf("framing %q: want %s or %s", f, FramingSluice, FramingFEROL)
+	}
+	return nil
 }
 
 // Defaults of Options and SenderOptions.
@@ -39,8 +74,9 @@ const (
 type Options struct {
 	// CreditWindow is the bytes of credit each connection is granted
 	// (default 8 MiB); a sender never has more than this in flight
-	// unreleased, and no packet may be larger.
-	CreditWindow conf.ByteSize `yaml:"credit_window" doc:"bytes granted per connection before the sender waits"`
+	// unreleased, and no packet may be larger. FEROL streams get no
+	// credit: for them it is the largest FED fragment taken.
+	CreditWindow conf.ByteSize `yaml:"credit_window" doc:"bytes granted per connection before the sender waits (?framing=ferol: the largest FED fragment)"`
 	// SocketBuffer is the SO_RCVBUF requested (default 8 MiB; the size
 	// granted is in Stats.SocketBufferBytes).
 	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_RCVBUF requested"`
@@ -51,6 +87,9 @@ type Options struct {
 	// open is closed at once and counted (Stats.Refused): a bound on the
 	// descriptors and receive buffers one input can take.
 	MaxConnections int `yaml:"max_connections" doc:"connections open at once; more are refused and counted (0 = no limit)"`
+	// Framing is what the connections carry, from the URI's ?framing=:
+	// FramingSluice ("" too) or FramingFEROL.
+	Framing string `yaml:"-"`
 }
 
 // DefaultOptions are the settings of an input configured with none.
@@ -76,7 +115,9 @@ func (o Options) withDefaults() Options {
 // is 0, or one. A frame larger than a chunk reads into a chunk of its own,
 // its size rounded up to a power of two, which that stream holds on top.
 // The kernel's socket buffers (SocketBuffer) are not included: they are
-// kernel memory.
+// kernel memory. A FEROL stream (Framing) holds less: the fragment it
+// reads, up to the credit window, and a read buffer of a chunk's size
+// (the fragments it hands on are copies, the builder's memory).
 func (o *Options) MemoryBytes() int64 {
 	d := o.withDefaults()
 	w := int64(d.CreditWindow)
