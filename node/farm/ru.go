@@ -141,10 +141,12 @@ type ruAssign struct {
 }
 
 // sourceSeen is how far a source's readout got: the last element of its
-// packets in each numbering space, and when its last packet came.
+// packets in each numbering space, the space of its latest packet, and
+// when that came.
 type sourceSeen struct {
-	last map[UnitKey]uint64
-	at   time.Time
+	last   map[UnitKey]uint64
+	latest UnitKey
+	at     time.Time
 }
 
 // RU tracks what an RU holds and for whom: packets from its readout,
@@ -275,7 +277,7 @@ func (r *RU) Add(p *Packet) error {
 		return fmt.Errorf("ru: packet of source %d for %d-%d overlaps one held", p.Source, p.First, last)
 	}
 	if sn := r.seen[p.Source]; sn != nil {
-		sn.at = r.clock.Now()
+		sn.at, sn.latest = r.clock.Now(), p.Key
 		if l, ok := sn.last[p.Key]; !ok || last > l {
 			sn.last[p.Key] = last
 		}
@@ -481,6 +483,9 @@ func (r *RU) behind(a *ruAssign, miss map[uint32]uint64, now time.Time) bool {
 		}
 		if l, ok := sn.last[key]; ok && l >= end {
 			continue // past the assignment: what it lacks is not coming
+		}
+		if len(sn.last) > 0 && sn.latest != key {
+			continue // it sends in another space (a counter reset): past this one
 		}
 		if !a.waited {
 			a.waited = true

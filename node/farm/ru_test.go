@@ -453,6 +453,16 @@ func TestRUBehind(t *testing.T) {
 	if s := step(20 * time.Millisecond); len(s) != 1 || s[0].Header.Assignment != 4 {
 		t.Fatalf("assignment 4 at its behind limit: %+v", s)
 	}
+	// Source 2 sends in the next space (its counter reset): it is past
+	// every element of this one.
+	r.Assign(asg(6, "a", 1, 300, 4))
+	r.Add(pkt(1, 300, 4))
+	reset := pkt(2, 0, 4)
+	reset.Key.Resync = 1
+	r.Add(reset)
+	if s := step(10 * time.Millisecond); len(s) != 1 || s[0].Header.Assignment != 6 || s[0].Header.Flags&DataMissing == 0 {
+		t.Fatalf("assignment 6 with source 2 sending after a reset: %+v", s)
+	}
 	// The readout ended: what waits for a source behind goes now.
 	r.Assign(asg(5, "a", 1, 200, 4))
 	r.Add(pkt(1, 200, 4))
