@@ -110,3 +110,11 @@ fi
 # an EM candidate killed at the same moment (nothing fences it).
 echo "farm: BU failover time ($(cut -d' ' -f1-3 /proc/loadavg) load average)"
 SLUICE_FAILOVER_RUNS=${FAILOVER_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -run '^TestFarmFailoverTimes$' ./node/e2e/ 2>&1 | grep -e '^farm failover' -e '^--- FAIL' -e '^FAIL' || true
+# Many TCP streams (issue 16's scale, real processes: one readout process
+# with 1000 connections of one source each at 500 Hz into a node with its
+# builder, a trigger stage and its store), STREAMS_RUNS times (3 by
+# default), against the same-run baseline of the same sources over 4
+# connections: complete events, late fragments, the rate reached, VmHWM
+# against the budget, the node's CPU per fragment, min / median / max.
+echo "streams: 1000 x 1000 sources at 500 Hz ($(cut -d' ' -f1-3 /proc/loadavg) load average)"
+SLUICE_STREAMS_RUNS=${STREAMS_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -timeout 60m -run '^TestStreamsScale$' ./node/e2e/ 2>&1 | grep -e '^streams' -e '^--- FAIL' -e '^FAIL' -e 'streams_test.go' || true

@@ -178,8 +178,13 @@ func (em *emulator) count(f string, frags int) {
 	em.sum.FaultFragments[f] += uint64(frags)
 }
 
+// flushEvery bounds how long a rate-paced emulator behind its schedule
+// leaves packets in the sender's buffers (see run).
+const flushEvery = 10 * time.Millisecond
+
 func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) error {
 	f := em.cfg.Faults
+	lastFlush := t0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -193,11 +198,22 @@ func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) err
 		}
 		if em.cfg.Rate > 0 {
 			// Pace by event: packets of event k go out at t0 + k/rate.
-			if d := time.Until(t0.Add(time.Duration(float64(p.event) / em.cfg.Rate * 1e9))); d > 0 {
+			// Behind that schedule it never sleeps, and what the sender
+			// buffered goes out at least every flushEvery: a board sends
+			// what it has; left in the buffers of a sender of many
+			// connections it waited seconds, the events it belongs to with it.
+			now := time.Now()
+			if d := t0.Add(time.Duration(float64(p.event) / em.cfg.Rate * 1e9)).Sub(now); d > 0 {
 				if err := em.out.Flush(); err != nil {
 					return err
 				}
 				time.Sleep(d)
+				lastFlush = now.Add(d)
+			} else if now.Sub(lastFlush) >= flushEvery {
+				if err := em.out.Flush(); err != nil {
+					return err
+				}
+				lastFlush = now
 			}
 		}
 		em.sum.PacketsGenerated++

@@ -212,9 +212,21 @@ func NewSender(ctx context.Context, addr string, connections, sources, socketBuf
 
 func (s *Sender) conn(p transport.Packet) *Stream { return s.conns[int(p.Source)%len(s.conns)] }
 
-// Send sends p on its source's connection (see Stream.Send).
+// Send sends p on its source's connection (see Stream.Send). When that
+// connection has to wait for credit, every connection's buffered frames go
+// out first: the receiver releases credit only for events it can build, and
+// an event's fragments of the other sources, left in their connections'
+// buffers while this one waits, would wait with it until the builder timed
+// the events out (1000 connections, one source each: every event built
+// with the first connection's source alone and the others' late).
 func (s *Sender) Send(ctx context.Context, p transport.Packet) error {
-	return s.conn(p).Send(ctx, p.Bytes)
+	c := s.conn(p)
+	if c.avail.Load() < int64(len(p.Bytes)) && len(s.conns) > 1 {
+		if err := s.Flush(); err != nil {
+			return err
+		}
+	}
+	return c.Send(ctx, p.Bytes)
 }
 
 // SendTruncated cuts p on its source's connection, which then reconnects
