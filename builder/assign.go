@@ -192,10 +192,11 @@ func (b *Builder) Expect(a Assignment) error {
 // returns the event to place a fragment of id in, or (nil, true) when the
 // fragment was discarded (counted), or (nil, false) when it must wait for
 // room.
-func (b *Builder) openAssignedLocked(id uint64, size int, ref *pktRef, now *time.Time) (*event, bool) {
+func (b *Builder) openAssignedLocked(src int32, id uint64, size int, ref *pktRef, now *time.Time) (*event, bool) {
 	a := b.asg.find(id)
 	if a == nil {
 		if b.emitted.has(id) {
+			b.lateLocked(id, 0, src)
 			b.discardLocked(rLate, ref)
 		} else {
 			b.discardLocked(rUnassigned, ref)
@@ -203,6 +204,7 @@ func (b *Builder) openAssignedLocked(id uint64, size int, ref *pktRef, now *time
 		return nil, true
 	}
 	if bit, _ := a.bit(id); a.emittedBit(bit) {
+		b.lateLocked(id, 0, src)
 		b.discardLocked(rLate, ref)
 		return nil, true
 	}

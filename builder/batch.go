@@ -118,6 +118,7 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 		}
 	}
 	mo[n], co[n] = int32(mc), int32(cc)
+	dupCol, lateCol, asgCol := a.buildColumns(evs)
 
 	cols := make([]arrow.Array, 0, len(a.fields))
 	cols = append(cols,
@@ -133,11 +134,53 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 		gsize := b.gstart[g+1] - b.gstart[g]
 		cols = append(cols, a.list(col+1, n, soB[g], svB[g], n*gsize))
 	}
+	cols = append(cols, dupCol, lateCol, asgCol)
 	rec := array.NewRecordBatch(b.schema, cols, int64(n))
 	for _, c := range cols {
 		c.Release()
 	}
 	return rec
+}
+
+// buildColumns makes the build columns of evs (schemas.BuilderSchema):
+// their duplicated and late sources (ids, ascending) and assignments.
+func (a *assembler) buildColumns(evs []*event) (dup, late, asg arrow.Array) {
+	b := a.b
+	n := len(evs)
+	first := 7 + 2*len(b.cfg.Groups)
+	list := func(col int, of func(*event) []int32) arrow.Array {
+		nv := 0
+		for _, ev := range evs {
+			nv += len(of(ev))
+		}
+		offB, valB := a.alloc(4*(n+1)), a.alloc(4*nv)
+		off, val := arrow.Int32Traits.CastFromBytes(offB.Bytes()), arrow.Uint32Traits.CastFromBytes(bytesOf(valB))
+		k := 0
+		for i, ev := range evs {
+			off[i] = int32(k)
+			start := k
+			for _, src := range of(ev) {
+				val[k] = b.ids[src]
+				k++
+			}
+			if k-start > 1 {
+				slices.Sort(val[start:k])
+			}
+		}
+		off[n] = int32(k)
+		return a.list(col, n, offB, valB, nv)
+	}
+	dup = list(first, func(ev *event) []int32 { return ev.dups })
+	late = list(first+1, func(ev *event) []int32 { return ev.lates })
+	asgB := a.alloc(8 * n)
+	ids := arrow.Uint64Traits.CastFromBytes(asgB.Bytes())
+	for i, ev := range evs {
+		ids[i] = 0
+		if ev.asg != nil {
+			ids[i] = ev.asg.id
+		}
+	}
+	return dup, late, a.array(first+2, n, asgB)
 }
 
 // copyEvent is the event-mode hot loop: for every source, in group order,
@@ -201,6 +244,7 @@ func dedupeSlice(b *Builder, ev *event) {
 		if j > 0 && ev.tsFrags[j-1].src == f.src && ev.tsFrags[j-1].ts == f.ts {
 			f.dup = true
 			ev.status |= schemas.StatusDuplicates
+			ev.dups = addSource(ev.dups, f.src)
 			ev.gbytes[b.grp[f.src]] -= int64(len(f.payload))
 			if f.core {
 				ev.dupCore++

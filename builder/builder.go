@@ -82,7 +82,7 @@ func New(cfg Config) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	schema, err := schemas.EventSchema(cfg.Mode, cfg.Groups)
+	schema, err := schemas.BuilderSchema(cfg.Mode, cfg.Groups)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Groups: %v", ErrConfig, err)
 	}
@@ -138,7 +138,8 @@ func New(cfg Config) (*Builder, error) {
 	return b, nil
 }
 
-// Schema is the schema of every batch: schemas.EventSchema(cfg.Mode, cfg.Groups).
+// Schema is the schema of every batch: schemas.BuilderSchema(cfg.Mode,
+// cfg.Groups), the event schema and the build columns.
 func (b *Builder) Schema() *arrow.Schema { return b.schema }
 
 // Batches delivers the event batches. The receiver owns each batch and must
@@ -397,6 +398,7 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	if s.state != 0 {
 		// First wins: the event keeps the fragment it already has.
 		ev.status |= schemas.StatusDuplicates
+		ev.dups = addSource(ev.dups, src)
 		b.discardLocked(rDuplicate, ref)
 		return true
 	}
@@ -440,7 +442,7 @@ func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, 
 		if found != nil {
 			return found, true // assignments have no epochs and no suspects
 		}
-		return b.openAssignedLocked(id, size, ref, now)
+		return b.openAssignedLocked(src, id, size, ref, now)
 	}
 	was := b.ident.src[src].ep
 	e, v, judge := b.classifyLocked(src, id, b.ident.src[src].last)
@@ -454,6 +456,7 @@ func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, 
 	}
 	switch v {
 	case vLate:
+		b.lateLocked(id, e, src)
 		b.discardLocked(rLate, ref)
 		return nil, true
 	case vSuspect:
@@ -550,6 +553,31 @@ func (b *Builder) unlinkLocked(ev *event) {
 		b.tail = ev.prev
 	}
 	ev.prev, ev.next = nil, nil
+}
+
+// lateScan bounds how many of the newest ready events lateLocked looks
+// through: a late fragment mostly follows its event's timeout closely,
+// and a storm of late fragments must not cost a scan of the whole queue
+// each.
+const lateScan = 1024
+
+// lateLocked records source src as late on the event (key, epoch) when
+// it is still ready (emitted, its batch not assembled yet) among the
+// newest lateScan, or as duplicated when the event has its fragment
+// already; the fragment itself is discarded by the caller (counted late).
+func (b *Builder) lateLocked(key uint64, epoch uint32, src int32) {
+	for i, n := len(b.ready)-1, 0; i >= 0 && n < lateScan; i, n = i-1, n+1 {
+		if ev := b.ready[i]; ev.key == key && ev.epoch == epoch {
+			if !b.isTS && ev.slots[src].state != 0 {
+				// It sent this event before: a duplicate, after the emission.
+				ev.status |= schemas.StatusDuplicates
+				ev.dups = addSource(ev.dups, src)
+			} else {
+				ev.lates = addSource(ev.lates, src)
+			}
+			return
+		}
+	}
 }
 
 // signal wakes the emitter without blocking.

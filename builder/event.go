@@ -108,14 +108,30 @@ type event struct {
 
 	prev, next *event // FIFO of open events in order of first arrival
 
+	// Source indexes that sent a duplicate fragment, and those whose
+	// fragment came after the event was emitted (while it was ready):
+	// rare, so short lists, each index once.
+	dups, lates []int32
+
 	// Filled by assembly, read by the accounting after it.
 	dupCore int // core fragments found to be duplicates (timeslice mode)
+}
+
+// addSource appends src to list unless it holds it already.
+func addSource(list []int32, src int32) []int32 {
+	for _, s := range list {
+		if s == src {
+			return list
+		}
+	}
+	return append(list, src)
 }
 
 // reset clears e for reuse; slots were already cleared by assembly.
 func (e *event) reset() {
 	e.status, e.present, e.frags, e.nCorrupt, e.bytes, e.dupCore = 0, 0, 0, 0, 0, 0
 	e.epoch, e.held, e.judge, e.waited, e.asg = 0, false, false, false, nil
+	e.dups, e.lates = e.dups[:0], e.lates[:0]
 	clear(e.gbytes)
 	clear(e.coreN)
 	clear(e.tsFrags) // drop payload references for the garbage collector

@@ -22,6 +22,9 @@ type row struct {
 	nfrag    int
 	missing  []uint32
 	corrupt  []uint32
+	dups     []uint32 // duplicate_sources
+	lates    []uint32 // late_sources
+	asg      uint64
 	payloads map[uint32][]byte // by source, only sources with a non-empty size
 	sizes    map[uint32]uint32
 }
@@ -93,6 +96,9 @@ func (h *harness) take(rec arrow.RecordBatch) {
 			id: eb.EventID(i), run: eb.Run(i), ts: eb.Timestamp(i), status: eb.Status(i), nfrag: eb.NumFragments(i),
 			missing:  append([]uint32(nil), eb.MissingSources(i)...),
 			corrupt:  append([]uint32(nil), eb.CorruptSources(i)...),
+			dups:     append([]uint32(nil), eb.DuplicateSources(i)...),
+			lates:    append([]uint32(nil), eb.LateSources(i)...),
+			asg:      eb.Assignment(i),
 			payloads: map[uint32][]byte{}, sizes: map[uint32]uint32{},
 		}
 		for g := range eb.Groups {

@@ -29,6 +29,7 @@ func TestEventRules(t *testing.T) {
 		nfrag    int
 		missing  []uint32
 		corrupt  []uint32
+		dups     []uint32
 		payloads map[uint32]string
 	}
 	all := func(id uint64) []step {
@@ -51,8 +52,17 @@ func TestEventRules(t *testing.T) {
 			want:  []want{{id: 1, status: schemas.StatusIncomplete, nfrag: 2, missing: []uint32{10, 21}, payloads: map[uint32]string{11: "x", 20: "y"}}}},
 		{name: "duplicate: first wins",
 			steps:   append([]step{{f: frag(10, 3, "first", false, 0)}, {f: frag(10, 3, "second", false, 0)}}, all(3)[1:]...),
-			want:    []want{{id: 3, status: schemas.StatusDuplicates, nfrag: 4, payloads: map[uint32]string{10: "first", 11: "bb", 20: "ccc"}}},
+			want:    []want{{id: 3, status: schemas.StatusDuplicates, nfrag: 4, dups: []uint32{10}, payloads: map[uint32]string{10: "first", 11: "bb", 20: "ccc"}}},
 			discard: map[string]uint64{ReasonDuplicate: 1}},
+		{name: "duplicates of two sources, one of them twice",
+			steps: append([]step{{f: frag(21, 3, "", false, 0)}, {f: frag(10, 3, "first", false, 0)}, {f: frag(21, 3, "x", false, 0)},
+				{f: frag(10, 3, "second", false, 0)}, {f: frag(10, 3, "third", false, 0)}}, all(3)[1:3]...),
+			want:    []want{{id: 3, status: schemas.StatusDuplicates, nfrag: 4, dups: []uint32{10, 21}, payloads: map[uint32]string{10: "first", 11: "bb", 20: "ccc"}}},
+			discard: map[string]uint64{ReasonDuplicate: 3}},
+		{name: "duplicate after emission, its batch still open",
+			steps:   append(all(4), step{f: frag(11, 4, "again", false, 0)}),
+			want:    []want{{id: 4, status: schemas.StatusDuplicates, nfrag: 4, dups: []uint32{11}, payloads: full}},
+			discard: map[string]uint64{ReasonLate: 1}},
 		{name: "late after emission",
 			steps:   append(all(4), step{flush: true, f: frag(11, 4, "late", false, 0)}),
 			want:    []want{{id: 4, nfrag: 4, payloads: full}},
@@ -98,8 +108,8 @@ func TestEventRules(t *testing.T) {
 				if r.id != w.id || r.status != w.status || r.nfrag != w.nfrag || r.run != 42 {
 					t.Errorf("event %d: id %d status %b nfrag %d run %d; want id %d status %b nfrag %d run 42", i, r.id, r.status, r.nfrag, r.run, w.id, w.status, w.nfrag)
 				}
-				if !slices.Equal(r.missing, w.missing) || !slices.Equal(r.corrupt, w.corrupt) {
-					t.Errorf("event %d: missing %v corrupt %v, want %v %v", r.id, r.missing, r.corrupt, w.missing, w.corrupt)
+				if !slices.Equal(r.missing, w.missing) || !slices.Equal(r.corrupt, w.corrupt) || !slices.Equal(r.dups, w.dups) || len(r.lates) != 0 {
+					t.Errorf("event %d: missing %v corrupt %v duplicated %v late %v, want %v %v %v none", r.id, r.missing, r.corrupt, r.dups, r.lates, w.missing, w.corrupt, w.dups)
 				}
 				got := map[uint32]string{}
 				for s, p := range r.payloads {
@@ -123,6 +133,39 @@ func TestEventRules(t *testing.T) {
 				t.Errorf("after Close: open %d, built %d", l.FragmentsOpen, l.EventsBuilt)
 			}
 		})
+	}
+}
+
+// A fragment that comes after its event timed out, while the event waits
+// in the builder for its batch, is discarded as late and its source
+// recorded on the event (late_sources); one after the batch left is only
+// counted.
+func TestLateSourceRecorded(t *testing.T) {
+	h := newHarness(t, Config{Groups: fourSources, Timeout: 10 * time.Millisecond, BatchLatency: time.Hour}, true)
+	mustAdd(t, h.b, frag(10, 5, "a", false, 0), nil)
+	mustAdd(t, h.b, frag(20, 5, "c", false, 0), nil)
+	waitFor(t, "event 5 to time out", func() bool {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		return len(h.b.ready) == 1
+	})
+	mustAdd(t, h.b, frag(21, 5, "late", false, 0), nil)
+	mustAdd(t, h.b, frag(11, 5, "later", false, 0), nil)
+	mustAdd(t, h.b, frag(21, 5, "again", false, 0), nil)
+	if err := h.b.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, h.b, frag(20, 5, "after the batch", false, 0), nil)
+	rows := h.close()
+	if len(rows) != 1 {
+		t.Fatalf("%d events, want 1: %+v", len(rows), rows)
+	}
+	r := rows[0]
+	if r.status != schemas.StatusIncomplete || !slices.Equal(r.missing, []uint32{11, 21}) || !slices.Equal(r.lates, []uint32{11, 21}) || len(r.dups) != 0 {
+		t.Errorf("event 5: status %v missing %v late %v duplicated %v, want incomplete, 11 and 21 missing and late, none duplicated", r.status, r.missing, r.lates, r.dups)
+	}
+	if l := h.b.Ledger(); l.Discarded[ReasonLate] != 4 {
+		t.Errorf("discarded late %d, want 4", l.Discarded[ReasonLate])
 	}
 }
 

@@ -42,6 +42,7 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 	if core == nil && b.emitted.late(k) {
 		// The core is gone: the fragment is late, and no overlap copy is
 		// made either, so that it never shows up in a batch uncounted.
+		b.lateLocked(k, 0, src)
 		b.discardLocked(rLate, ref)
 		return true
 	}

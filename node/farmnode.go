@@ -351,6 +351,11 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 		f.report(fa, farm.OutcomeDurable, 0)
 		return
 	}
+	// The events' provenance names this BU incarnation (the assignment
+	// id comes with each event from the builder).
+	if st, ok := f.n.parts.Store.(buildUnitSetter); ok {
+		st.SetBuildUnit(j.a.BU, j.a.Incarnation)
+	}
 	// The builder expects the ids that have fragments: it reports the
 	// assignment done once each is built (ids without any fragment have
 	// nothing to wait for).

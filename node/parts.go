@@ -49,6 +49,11 @@ type eventStore interface {
 	Close() error
 }
 
+// buildUnitSetter is the store's SetBuildUnit (storage.Store has it).
+type buildUnitSetter interface {
+	SetBuildUnit(name string, incarnation uint64)
+}
+
 // Parts are a run's components, opened before the run starts.
 type Parts struct {
 	Inputs []transport.Input

@@ -24,6 +24,14 @@ const (
 	ColMissingSources = "missing_sources" // list<uint32>: expected sources that sent nothing (StatusIncomplete)
 	ColCorruptSources = "corrupt_sources" // list<uint32>: sources whose fragment failed its CRC (StatusCorrupt)
 
+	// The build columns (BuilderSchema): the builder's batches carry them
+	// after the groups' columns; batches rebuilt from a store do not (the
+	// store keeps them in each event's provenance). Readers find them by
+	// name and treat them as empty when absent.
+	ColDuplicateSources = "duplicate_sources" // list<uint32>: sources that sent more than one fragment (StatusDuplicates)
+	ColLateSources      = "late_sources"      // list<uint32>: sources whose fragment came after the event was emitted
+	ColAssignment       = "assignment"        // uint64: the farm assignment the event was built for (0: none)
+
 	// Per source group G: PayloadPrefix+G is LargeBinary, the payloads of
 	// G's sources for the event back to back in G's source order; SizesPrefix+G
 	// is list<uint32> with one payload size per source of G, in the same order
@@ -141,6 +149,22 @@ func EventSchema(mode Mode, groups []SourceGroup) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, &md), nil
 }
 
+// BuilderSchema is EventSchema(mode, groups) followed by the build
+// columns: duplicate_sources, late_sources (list<uint32>) and assignment
+// (uint64), the schema of the builder's batches.
+func BuilderSchema(mode Mode, groups []SourceGroup) (*arrow.Schema, error) {
+	s, err := EventSchema(mode, groups)
+	if err != nil {
+		return nil, err
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(append(s.Fields(),
+		arrow.Field{Name: ColDuplicateSources, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint32)},
+		arrow.Field{Name: ColLateSources, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint32)},
+		arrow.Field{Name: ColAssignment, Type: arrow.PrimitiveTypes.Uint64},
+	), &md), nil
+}
+
 // GroupsOf recovers the source groups from an event schema's field metadata.
 func GroupsOf(s *arrow.Schema) ([]SourceGroup, error) {
 	var out []SourceGroup
@@ -177,6 +201,9 @@ type EventBatch struct {
 	nfrag   *array.Uint32
 	missing *array.List
 	corrupt *array.List
+	dup     *array.List   // nil: no build columns
+	late    *array.List   // nil: no build columns
+	asg     *array.Uint64 // nil: no build columns
 	lpay    []*array.LargeBinary
 	sizes   []*array.List
 	where   map[uint32][2]int // source id -> (group index, position in group)
@@ -270,6 +297,18 @@ func NewEventBatch(rec arrow.RecordBatch) (*EventBatch, error) {
 			return nil, err
 		}
 	}
+	// The build columns are optional (BuilderSchema): bound when present.
+	for _, b := range []struct {
+		name string
+		dst  any
+	}{{ColDuplicateSources, &eb.dup}, {ColLateSources, &eb.late}, {ColAssignment, &eb.asg}} {
+		if len(s.FieldIndices(b.name)) == 0 {
+			continue
+		}
+		if err := bind(b.name, b.dst); err != nil {
+			return nil, err
+		}
+	}
 	eb.lpay = make([]*array.LargeBinary, len(groups))
 	eb.sizes = make([]*array.List, len(groups))
 	for gi, g := range groups {
@@ -309,6 +348,33 @@ func (e *EventBatch) MissingSources(i int) []uint32 { return listView(e.missing,
 
 // CorruptSources of row i: a view into the batch, valid while it lives.
 func (e *EventBatch) CorruptSources(i int) []uint32 { return listView(e.corrupt, i) }
+
+// DuplicateSources of row i: the sources that sent more than one
+// fragment (nil without the build columns); a view into the batch.
+func (e *EventBatch) DuplicateSources(i int) []uint32 {
+	if e.dup == nil {
+		return nil
+	}
+	return listView(e.dup, i)
+}
+
+// LateSources of row i: the sources whose fragment came after the event
+// was emitted (nil without the build columns); a view into the batch.
+func (e *EventBatch) LateSources(i int) []uint32 {
+	if e.late == nil {
+		return nil
+	}
+	return listView(e.late, i)
+}
+
+// Assignment of row i: the farm assignment it was built for (0: none, or
+// no build columns).
+func (e *EventBatch) Assignment(i int) uint64 {
+	if e.asg == nil {
+		return 0
+	}
+	return e.asg.Value(i)
+}
 
 // GroupIndex returns the index of the named group, or -1.
 func (e *EventBatch) GroupIndex(name string) int {

@@ -19,6 +19,22 @@ const (
 	// stage that saw the event in each trigger pass, passes in order; an
 	// empty list when the store kept no provenance for the event.
 	ColProvenance = "provenance"
+	// ColBuilt: struct (BuiltColumn), how the event was built beyond its
+	// own columns: the sources that sent duplicates and those that came
+	// late, and in a farm the builder unit and the assignment.
+	ColBuilt = "built"
+)
+
+// BuiltColumn is the struct of the built column (schemas.Built):
+// duplicated and late source ids (ascending), the builder unit's node
+// name and incarnation ("" and 0 outside a farm) and the assignment id
+// (0: none).
+var BuiltColumn = arrow.StructOf(
+	arrow.Field{Name: "duplicated", Type: arrow.ListOf(arrow.PrimitiveTypes.Uint32)},
+	arrow.Field{Name: "late", Type: arrow.ListOf(arrow.PrimitiveTypes.Uint32)},
+	arrow.Field{Name: "bu", Type: arrow.BinaryTypes.String},
+	arrow.Field{Name: "incarnation", Type: arrow.PrimitiveTypes.Uint64},
+	arrow.Field{Name: "assignment", Type: arrow.PrimitiveTypes.Uint64},
 )
 
 // ProvenanceStep is the struct of the provenance column's elements: the
@@ -43,7 +59,7 @@ var ProvenanceStep = arrow.StructOf(
 // ExportSchema is the schema of the record batches an export writes
 // (`sluice store export`; the whole file for Arrow IPC and Parquet): the
 // event schema event, its metadata included, followed by the decision,
-// trigger_lines, stage, reason and provenance columns.
+// trigger_lines, stage, reason, provenance and built columns.
 func ExportSchema(event *arrow.Schema) *arrow.Schema {
 	fields := append(event.Fields(),
 		arrow.Field{Name: ColDecision, Type: arrow.PrimitiveTypes.Uint8},
@@ -51,6 +67,7 @@ func ExportSchema(event *arrow.Schema) *arrow.Schema {
 		arrow.Field{Name: ColStage, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: ColReason, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: ColProvenance, Type: arrow.ListOf(ProvenanceStep)},
+		arrow.Field{Name: ColBuilt, Type: BuiltColumn},
 	)
 	md := event.Metadata()
 	return arrow.NewSchema(fields, &md)
@@ -84,13 +101,45 @@ func NewExportBatch(mem memory.Allocator, schema *arrow.Schema, rec arrow.Record
 	pl := array.NewListBuilder(mem, ProvenanceStep)
 	defer pl.Release()
 	appendProvenance(pl, prov, n)
-	extra := []arrow.Array{dec.NewArray(), lines.NewArray(), stage.NewArray(), reason.NewArray(), pl.NewArray()}
+	bb := array.NewStructBuilder(mem, BuiltColumn)
+	defer bb.Release()
+	appendBuiltColumn(bb, prov, n)
+	extra := []arrow.Array{dec.NewArray(), lines.NewArray(), stage.NewArray(), reason.NewArray(), pl.NewArray(), bb.NewArray()}
 	defer func() {
 		for _, a := range extra {
 			a.Release()
 		}
 	}()
 	return array.NewRecordBatch(schema, append(append([]arrow.Array{}, rec.Columns()...), extra...), int64(n))
+}
+
+// appendBuiltColumn appends n rows of the built column (empty when prov
+// is nil).
+func appendBuiltColumn(bb *array.StructBuilder, prov []Provenance, n int) {
+	dup := bb.FieldBuilder(0).(*array.ListBuilder)
+	late := bb.FieldBuilder(1).(*array.ListBuilder)
+	bu := bb.FieldBuilder(2).(*array.StringBuilder)
+	inc := bb.FieldBuilder(3).(*array.Uint64Builder)
+	asg := bb.FieldBuilder(4).(*array.Uint64Builder)
+	ids := func(lb *array.ListBuilder, v []uint32) {
+		lb.Append(true)
+		vb := lb.ValueBuilder().(*array.Uint32Builder)
+		for _, id := range v {
+			vb.Append(id)
+		}
+	}
+	for i := range n {
+		var b Built
+		if prov != nil {
+			b = prov[i].Built
+		}
+		bb.Append(true)
+		ids(dup, b.Duplicated)
+		ids(late, b.Late)
+		bu.Append(b.BU)
+		inc.Append(b.Incarnation)
+		asg.Append(b.Assignment)
+	}
 }
 
 // appendProvenance appends n rows of the provenance column (empty lists

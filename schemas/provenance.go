@@ -44,8 +44,30 @@ type Pass struct {
 	Steps  []Step // the stages that saw the event, in chain order
 }
 
-// Provenance is what a stored event's passes did with it, oldest first;
-// the event's sources and status are in its own columns.
+// Provenance is how a stored event was built and what its passes did
+// with it, oldest first; the event's missing and corrupt sources and its
+// status are in its own columns.
 type Provenance struct {
+	Built  Built
 	Passes []Pass
+}
+
+// Built is what the builder knew of an event beyond its columns, and
+// which builder unit built it.
+type Built struct {
+	// Duplicated are the sources that sent more than one fragment for the
+	// event (the builder kept the first), ascending.
+	Duplicated []uint32 `json:"duplicated"`
+	// Late are the sources whose fragment for the event arrived after the
+	// builder emitted it (at its timeout, so they are among the missing)
+	// and before its batch left the builder, ascending. A fragment later
+	// still is counted in the builder's ledger (discarded "late") only.
+	Late []uint32 `json:"late"`
+	// BU is the farm node that built it, with its membership incarnation;
+	// "" outside a farm.
+	BU          string `json:"bu"`
+	Incarnation uint64 `json:"incarnation"`
+	// Assignment is the event manager's assignment the BU built it for
+	// (0: none, outside a farm).
+	Assignment uint64 `json:"assignment"`
 }

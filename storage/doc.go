@@ -109,19 +109,32 @@
 // builder's schema. A value must end after the last group. Decoding errors
 // are *schemas.DecodeError with the byte offset in the value.
 //
-// # Provenance record, version 1
+// # Provenance record, version 2
 //
 // Beside each event, under key 0x10 + run (4 bytes big-endian) + event id
 // (8 bytes big-endian) — stream-independent, so it follows the event from
 // the deferred to the accepted stream and stays beside a tombstone —
-// what every trigger pass did with it (Store.Why, the export's provenance
-// column). Put writes it with the online pass; a replay Commit adds a
-// pass to it in the same transaction, or deletes it with a rejected
-// event. Varints are unsigned LEB128 (encoding/binary's Uvarint).
+// how the event was built beyond its own columns and what every trigger
+// pass did with it (Store.Why, the export's provenance and built
+// columns). Put writes it with the build section and the online pass; a
+// replay Commit adds a pass to it in the same transaction (keeping the
+// build section), or deletes it with a rejected event. Varints are
+// unsigned LEB128 (encoding/binary's Uvarint).
 //
 //	| size   | field      | meaning                                            |
 //	|--------|------------|----------------------------------------------------|
-//	|      1 | version    | ProvenanceVersion (1)                              |
+//	|      1 | version    | ProvenanceVersion (2)                              |
+//	|      1 | flags      | build section: bit 0 duplicated, bit 1 late, bit 2 |
+//	|        |            | builder unit (the parts below present)             |
+//	| varint | n_dup D    | bit 0: sources that sent more than one fragment    |
+//	| varint×D | dup      |   their ids, ascending                             |
+//	| varint | n_late L   | bit 1: sources whose fragment came after the event |
+//	| varint×L | late     |   was emitted (and before its batch left the       |
+//	|        |            |   builder), ids ascending                          |
+//	| varint | bu_len B   | bit 2: the farm builder unit (Store.SetBuildUnit): |
+//	|      B | bu         |   node name, UTF-8                                 |
+//	| varint | incarnation|   its membership lease id                          |
+//	| varint | assignment |   the event manager's assignment id (0: none)      |
 //	|      1 | n_passes   | passes, oldest first (at most 255)                 |
 //	|        | pass × n_passes:                                                |
 //	|      1 |   flags    | bit 0: a replay pass (else the online one)         |
@@ -138,7 +151,14 @@
 // The plugin table is one record per plugin, "\x00plugin" + index (4 bytes
 // big-endian) holding schemas.PluginID as JSON ({"stage", "plugin",
 // "version", "sha256"}), written with the first event that names it;
-// indexes are dense from 0. A two-stage online pass takes about 25 bytes.
+// indexes are dense from 0. A two-stage online pass takes about 25 bytes,
+// the build section of an event with nothing to say 1 byte.
+//
+// Version 1 (builds before the build section) is the same without the
+// flags byte and what it announces; it is still read (an empty build
+// section), and a replay pass added to one writes it as version 2. The
+// sources come from the batch's build columns (schemas.BuilderSchema); a
+// batch without them (hand-built, or rebuilt from a store) records none.
 //
 // # Schema record
 //
@@ -170,8 +190,10 @@
 //
 // Arrow IPC files and Parquet (uncompressed, Arrow schema stored) have the
 // event schema's columns followed by decision (uint8), trigger_lines
-// (uint64), stage and reason (utf8) and provenance (a list of
-// schemas.ProvenanceStep structs, one per stage per pass). FormatRows writes one record per event
+// (uint64), stage and reason (utf8), provenance (a list of
+// schemas.ProvenanceStep structs, one per stage per pass) and built (a
+// schemas.BuiltColumn struct: duplicated and late sources, builder unit,
+// assignment). FormatRows writes one record per event
 // made by a caller's RowEncoder (`sluice store export --format mdf` uses
 // the LHCb joiner of schemas/lhcb).
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +31,9 @@ func exportFixture(t *testing.T) (*Store, []testEvent) {
 		evs[i].meta = schemas.Verdict{Decision: schemas.DecisionAccept, Lines: uint64(i), Fired: uint64(i) | 1<<40, Stage: "hlt1", Plugin: exportPlugin}
 		evs[i].status = schemas.StatusCorrupt
 		evs[i].corrupt = []uint32{uint32(i)}
+		if i%3 == 0 {
+			evs[i].dups, evs[i].lates = []uint32{1, uint32(i) + 100}, []uint32{11}
+		}
 	}
 	put(t, s, Accepted, evs[:15])
 	put(t, s, Accepted, evs[15:])
@@ -43,8 +47,8 @@ var exportPlugin = &schemas.PluginID{Stage: "hlt1", Name: "passthrough", Version
 func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 	t.Helper()
 	want, _ := schemas.EventSchema(schemas.ModeEvent, testGroups)
-	if tbl.NumRows() != int64(len(evs)) || tbl.NumCols() != int64(len(want.Fields())+5) {
-		t.Fatalf("%d rows × %d columns, want %d × %d", tbl.NumRows(), tbl.NumCols(), len(evs), len(want.Fields())+5)
+	if tbl.NumRows() != int64(len(evs)) || tbl.NumCols() != int64(len(want.Fields())+6) {
+		t.Fatalf("%d rows × %d columns, want %d × %d", tbl.NumRows(), tbl.NumCols(), len(evs), len(want.Fields())+6)
 	}
 	for i, f := range want.Fields() {
 		if got := tbl.Schema().Field(i); got.Name != f.Name || !arrow.TypeEqual(got.Type, f.Type) {
@@ -66,6 +70,12 @@ func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 		lines := rec.Column(len(want.Fields()) + 1).(*array.Uint64)
 		stage := rec.Column(len(want.Fields()) + 2).(*array.String)
 		prov := rec.Column(len(want.Fields()) + 4).(*array.List)
+		built := rec.Column(len(want.Fields()) + 5).(*array.Struct)
+		ids := func(k, i int) []uint32 {
+			l := built.Field(k).(*array.List)
+			from, to := l.ValueOffsets(i)
+			return slices.Clone(l.ListValues().(*array.Uint32).Uint32Values()[from:to])
+		}
 		steps := prov.ListValues().(*array.Struct)
 		field := func(name string) arrow.Array {
 			k, _ := steps.DataType().(*arrow.StructType).FieldIdx(name)
@@ -87,6 +97,11 @@ func checkExported(t *testing.T, tbl arrow.Table, evs []testEvent) {
 				field("lines_kept").(*array.Uint64).Value(int(from)) != e.Lines ||
 				field("at_ns").(*array.Uint64).Value(int(from)) == 0 {
 				t.Fatalf("event %d: provenance column rows %d..%d: %v", evs[row].id, from, to, prov.String())
+			}
+			// The build: duplicated and late sources, no farm.
+			if d, l := ids(0, i), ids(1, i); !slices.Equal(d, evs[row].dups) || !slices.Equal(l, evs[row].lates) ||
+				built.Field(2).(*array.String).Value(i) != "" || built.Field(4).(*array.Uint64).Value(i) != 0 {
+				t.Fatalf("event %d: built column duplicated %v late %v (want %v %v): %v", evs[row].id, d, l, evs[row].dups, evs[row].lates, built)
 			}
 			row++
 		}

@@ -27,6 +27,9 @@ type testEvent struct {
 	nfrag    uint32
 	missing  []uint32
 	corrupt  []uint32
+	dups     []uint32   // duplicate_sources (build columns)
+	lates    []uint32   // late_sources
+	asg      uint64     // assignment
 	payloads [][]byte   // per group: payloads back to back
 	sizes    [][]uint32 // per group: one size per source
 	meta     schemas.Verdict
@@ -73,13 +76,13 @@ func genEvents(run uint32, first uint64, n, step, size int) []testEvent {
 }
 
 // buildBatch builds an event batch with plain Arrow builders (independent
-// of the store's own row builder).
+// of the store's own row builder), with the builder's build columns.
 func buildBatch(t testing.TB, mem memory.Allocator, evs []testEvent) arrow.RecordBatch {
 	t.Helper()
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	schema, err := schemas.EventSchema(schemas.ModeEvent, testGroups)
+	schema, err := schemas.BuilderSchema(schemas.ModeEvent, testGroups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +105,10 @@ func buildBatch(t testing.TB, mem memory.Allocator, evs []testEvent) arrow.Recor
 			rb.Field(7 + 2*g).(*array.BinaryBuilder).Append(e.payloads[g])
 			u32list(rb.Field(8+2*g), e.sizes[g])
 		}
+		b := 7 + 2*len(testGroups)
+		u32list(rb.Field(b), e.dups)
+		u32list(rb.Field(b+1), e.lates)
+		rb.Field(b + 2).(*array.Uint64Builder).Append(e.asg)
 	}
 	return rb.NewRecordBatch()
 }

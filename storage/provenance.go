@@ -13,8 +13,33 @@ import (
 )
 
 // ProvenanceVersion is the encoding of the provenance records this build
-// writes and reads (byte 0 of each; layout in doc.go).
-const ProvenanceVersion = 1
+// writes (byte 0 of each; layout in doc.go). It reads version 1 too (no
+// build section); a replay adding a pass to one writes it as version 2.
+const ProvenanceVersion = 2
+
+// Build section flags (doc.go).
+const (
+	builtDuplicated = 1 << 0
+	builtLate       = 1 << 1
+	builtBU         = 1 << 2
+)
+
+// buildUnit is the farm node a store's events are built by (Store.SetBuildUnit).
+type buildUnit struct {
+	name        string
+	incarnation uint64
+}
+
+// SetBuildUnit names the farm builder unit (node name, membership
+// incarnation) that builds the events Put writes from now on: their
+// provenance records it, with each event's assignment. "" (the default):
+// a single node, nothing recorded.
+func (s *Store) SetBuildUnit(name string, incarnation uint64) {
+	if old := s.bu.Load(); old != nil && old.name == name && old.incarnation == incarnation {
+		return // each assignment sets it: no allocation when nothing changed
+	}
+	s.bu.Store(&buildUnit{name: name, incarnation: incarnation})
+}
 
 // provPrefix is the first byte of the provenance record keys (not a
 // stream: parseKey refuses it). A record is keyed by (run, event id) alone,
@@ -156,6 +181,47 @@ func (s *Store) Plugins() []schemas.PluginID {
 	return out
 }
 
+// builtBound is the most bytes appendBuilt writes for row i of eb.
+func builtBound(eb *schemas.EventBatch, i int, bu *buildUnit) int {
+	n := 1 + 5*(2+len(eb.DuplicateSources(i))+len(eb.LateSources(i)))
+	if bu != nil && bu.name != "" {
+		n += 10 + len(bu.name) + 10 + 10
+	}
+	return n
+}
+
+// appendBuilt encodes the build section (layout in doc.go): the
+// duplicated and late sources, and the builder unit with the assignment.
+func appendBuilt(dst []byte, dup, late []uint32, bu *buildUnit, asg uint64) []byte {
+	var flags byte
+	if len(dup) > 0 {
+		flags |= builtDuplicated
+	}
+	if len(late) > 0 {
+		flags |= builtLate
+	}
+	if bu != nil && bu.name != "" {
+		flags |= builtBU
+	}
+	dst = append(dst, flags)
+	for _, ids := range [][]uint32{dup, late} {
+		if len(ids) == 0 {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(ids)))
+		for _, id := range ids {
+			dst = binary.AppendUvarint(dst, uint64(id))
+		}
+	}
+	if flags&builtBU != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(bu.name)))
+		dst = append(dst, bu.name...)
+		dst = binary.AppendUvarint(dst, bu.incarnation)
+		dst = binary.AppendUvarint(dst, asg)
+	}
+	return dst
+}
+
 // provBound is the most bytes appendPass writes for v's steps.
 func provBound(v *schemas.Verdict) int {
 	n := 1 + 10 + 1 // flags, at, n_steps
@@ -206,22 +272,142 @@ func (t *pluginTable) appendPass(dst []byte, replay bool, at uint64, v *schemas.
 	return dst
 }
 
-// newProvenance encodes a record of one pass.
-func (t *pluginTable) newProvenance(dst []byte, replay bool, at uint64, v *schemas.Verdict, unstored *[]uint32) []byte {
-	dst = append(dst, ProvenanceVersion, 1)
+// newProvenance encodes a record of one pass; built is its build section
+// (appendBuilt; nil: an empty one).
+func (t *pluginTable) newProvenance(dst, built []byte, replay bool, at uint64, v *schemas.Verdict, unstored *[]uint32) []byte {
+	dst = append(dst, ProvenanceVersion)
+	if len(built) == 0 {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, built...)
+	}
+	dst = append(dst, 1)
 	return t.appendPass(dst, replay, at, v, unstored)
 }
 
-// addPass encodes old (a record, or nil for none) with one more pass.
-// A record of another version, or one with 255 passes already, is started
-// afresh: the newest passes are the ones to keep.
+// addPass encodes old (a record, or nil for none) with one more pass, as
+// version 2 (a version-1 record gets an empty build section). A record
+// that does not decode, or one with 255 passes already, is started afresh
+// (its build section kept when readable): the newest passes are the ones
+// to keep.
 func (t *pluginTable) addPass(dst, old []byte, replay bool, at uint64, v *schemas.Verdict, unstored *[]uint32) []byte {
-	if len(old) < 2 || old[0] != ProvenanceVersion || old[1] == 255 {
-		return t.newProvenance(dst, replay, at, v, unstored)
+	built, passes, err := splitProvenance(old)
+	if err != nil || passes[0] == 255 {
+		return t.newProvenance(dst, built, replay, at, v, unstored)
 	}
-	dst = append(dst, old...)
-	dst[len(dst)-len(old)+1]++
+	dst = append(dst, ProvenanceVersion)
+	if len(built) == 0 {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, built...)
+	}
+	n := len(dst)
+	dst = append(dst, passes...)
+	dst[n]++
 	return t.appendPass(dst, replay, at, v, unstored)
+}
+
+// splitProvenance splits a record into its build section (nil for
+// version 1) and the rest, from n_passes on (at least one byte). Errors
+// are *schemas.DecodeError.
+func splitProvenance(v []byte) (built, passes []byte, err error) {
+	const format = "provenance record"
+	if len(v) < 1 {
+		return nil, nil, schemas.Errorf(format, "header", 0, schemas.ErrTruncated, "empty record")
+	}
+	switch v[0] {
+	case 1:
+		if len(v) < 2 {
+			return nil, nil, schemas.Errorf(format, "n_passes", 1, schemas.ErrTruncated, "record ends")
+		}
+		return nil, v[1:], nil
+	case 2:
+		var b schemas.Built
+		off, err := decodeBuilt(v, 1, &b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if off >= len(v) {
+			return v[1:off], nil, schemas.Errorf(format, "n_passes", int64(off), schemas.ErrTruncated, "record ends")
+		}
+		return v[1:off], v[off:], nil
+	}
+	return nil, nil, schemas.Errorf(format, "version", 0, schemas.ErrBadVersion, "version %d, this build reads versions 1 and %d", v[0], ProvenanceVersion)
+}
+
+// decodeBuilt parses the build section at v[off:] into b and returns the
+// offset after it.
+func decodeBuilt(v []byte, off int, b *schemas.Built) (int, error) {
+	const format = "provenance record"
+	uvarint := func(field string) (uint64, error) {
+		x, n := binary.Uvarint(v[off:])
+		if n <= 0 {
+			return 0, schemas.Errorf(format, field, int64(off), schemas.ErrTruncated, "bad or cut varint")
+		}
+		off += n
+		return x, nil
+	}
+	if off >= len(v) {
+		return off, schemas.Errorf(format, "built.flags", int64(off), schemas.ErrTruncated, "record ends")
+	}
+	flags := v[off]
+	if flags&^(builtDuplicated|builtLate|builtBU) != 0 {
+		return off, schemas.Errorf(format, "built.flags", int64(off), schemas.ErrBadHeader, "unknown flags %#x", flags)
+	}
+	off++
+	ids := func(field string) ([]uint32, error) {
+		n, err := uvarint(field)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 || n > uint64(len(v)-off) { // each id takes a byte at least
+			return nil, schemas.Errorf(format, field, int64(off), schemas.ErrInconsistent, "%d source ids, %d bytes left", n, len(v)-off)
+		}
+		out := make([]uint32, n)
+		for i := range out {
+			x, err := uvarint(field)
+			if err != nil {
+				return nil, err
+			}
+			if x > 1<<32-1 {
+				return nil, schemas.Errorf(format, field, int64(off), schemas.ErrInconsistent, "source id %d over 32 bits", x)
+			}
+			out[i] = uint32(x)
+		}
+		return out, nil
+	}
+	var err error
+	if flags&builtDuplicated != 0 {
+		if b.Duplicated, err = ids("built.duplicated"); err != nil {
+			return off, err
+		}
+	}
+	if flags&builtLate != 0 {
+		if b.Late, err = ids("built.late"); err != nil {
+			return off, err
+		}
+	}
+	if flags&builtBU != 0 {
+		n, err := uvarint("built.bu_len")
+		if err != nil {
+			return off, err
+		}
+		if n == 0 {
+			return off, schemas.Errorf(format, "built.bu", int64(off), schemas.ErrInconsistent, "flagged but empty")
+		}
+		if n > uint64(len(v)-off) {
+			return off, schemas.Errorf(format, "built.bu", int64(off), schemas.ErrTruncated, "needs %d bytes, %d left", n, len(v)-off)
+		}
+		b.BU = string(v[off : off+int(n)])
+		off += int(n)
+		if b.Incarnation, err = uvarint("built.incarnation"); err != nil {
+			return off, err
+		}
+		if b.Assignment, err = uvarint("built.assignment"); err != nil {
+			return off, err
+		}
+	}
+	return off, nil
 }
 
 // decodeProvenance parses a record; steps name entries of t (a step
@@ -233,10 +419,22 @@ func (t *pluginTable) decodeProvenance(v []byte) (schemas.Provenance, error) {
 	if len(v) < 2 {
 		return p, schemas.Errorf(format, "header", 0, schemas.ErrTruncated, "%d bytes, header needs 2", len(v))
 	}
-	if v[0] != ProvenanceVersion {
-		return p, schemas.Errorf(format, "version", 0, schemas.ErrBadVersion, "version %d, this build reads version %d", v[0], ProvenanceVersion)
+	off := 1
+	switch v[0] {
+	case 1:
+	case 2:
+		var err error
+		if off, err = decodeBuilt(v, 1, &p.Built); err != nil {
+			return p, err
+		}
+		if off >= len(v) {
+			return p, schemas.Errorf(format, "n_passes", int64(off), schemas.ErrTruncated, "record ends")
+		}
+	default:
+		return p, schemas.Errorf(format, "version", 0, schemas.ErrBadVersion, "version %d, this build reads versions 1 and %d", v[0], ProvenanceVersion)
 	}
-	off := 2
+	nPasses := int(v[off])
+	off++
 	uvarint := func(field string) (uint64, error) {
 		x, n := binary.Uvarint(v[off:])
 		if n <= 0 {
@@ -252,8 +450,8 @@ func (t *pluginTable) decodeProvenance(v []byte) (schemas.Provenance, error) {
 		off++
 		return v[off-1], nil
 	}
-	p.Passes = make([]schemas.Pass, 0, v[1])
-	for range int(v[1]) {
+	p.Passes = make([]schemas.Pass, 0, nPasses)
+	for range nPasses {
 		var ps schemas.Pass
 		flags, err := byteAt("flags")
 		if err != nil {

@@ -68,7 +68,7 @@ func BenchmarkProvenanceCost(b *testing.B) {
 			benchratio.Compare(b, writer(with), writer(without))
 			var unstored []uint32
 			with.plugins.mu.Lock()
-			rec := with.plugins.newProvenance(nil, false, uint64(1_800_000_000_000_000_000), &ms[0][0], &unstored)
+			rec := with.plugins.newProvenance(nil, nil, false, uint64(1_800_000_000_000_000_000), &ms[0][0], &unstored)
 			with.plugins.mu.Unlock()
 			b.ReportMetric(float64(KeySize+len(rec)), "prov_B/event")
 			b.ReportMetric(float64(KeySize+encodedSize(ebs[0], 0, &ms[0][0])), "event_B/event")

@@ -28,7 +28,9 @@ func TestProvenanceOnlineAndReplay(t *testing.T) {
 	hlt1 := &schemas.PluginID{Stage: "hlt1", Name: "passthrough", Version: "2.0", Digest: "bb"}
 	hlt2 := &schemas.PluginID{Stage: "hlt2", Name: "passthrough", Version: "2.0", Digest: "cc"}
 	evs := genEvents(7, 100, 3, 1, 300)
-	evs[0].missing, evs[0].status = []uint32{2}, schemas.StatusIncomplete // a silent source
+	evs[0].missing, evs[0].status = []uint32{2}, schemas.StatusIncomplete|schemas.StatusDuplicates // a silent source
+	evs[0].dups, evs[0].lates, evs[0].asg = []uint32{1, 10}, []uint32{2}, 17                       // 2 came late; 1 and 10 twice
+	s.SetBuildUnit("bu-2", 0x7a3c)
 	gecStep := schemas.Step{Plugin: gec, Decision: schemas.DecisionAccept, Fired: 1, Lines: 1}
 	// 100: deferred by hlt1's fraction; 101: accepted by hlt1, muon
 	// prescaled away; 102: deferred by gec.
@@ -58,8 +60,10 @@ func TestProvenanceOnlineAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Sources.Expected != 5 || w.Sources.Contributed != 4 || !reflect.DeepEqual(w.Sources.Missing, []uint32{2}) || !reflect.DeepEqual(w.Status, []string{"incomplete"}) {
-		t.Fatalf("why 100 sources: %+v status %v", w.Sources, w.Status)
+	wantSources := WhySources{Expected: 5, Contributed: 4, Missing: []uint32{2}, Corrupt: []uint32{}, Duplicated: []uint32{1, 10}, Late: []uint32{2}, Duplicates: true}
+	wantBuilt := WhyBuilt{BU: "bu-2", Incarnation: "7a3c", Assignment: 17}
+	if !reflect.DeepEqual(w.Sources, wantSources) || !reflect.DeepEqual(w.Status, []string{"incomplete", "duplicates"}) || w.Built != wantBuilt {
+		t.Fatalf("why 100 sources: %+v status %v built %+v\nwant %+v, %+v", w.Sources, w.Status, w.Built, wantSources, wantBuilt)
 	}
 
 	// Replay: 100 accepted by hlt2, 102 rejected.
@@ -92,7 +96,7 @@ func TestProvenanceOnlineAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Stream != "accepted" || len(w.Passes) != 2 {
+	if w.Stream != "accepted" || len(w.Passes) != 2 || !reflect.DeepEqual(w.Sources, wantSources) || w.Built != wantBuilt {
 		t.Fatalf("why 100 after replay: %+v", w)
 	}
 	on, re := w.Passes[0], w.Passes[1]
@@ -127,15 +131,16 @@ func TestProvenanceOnlineAndReplay(t *testing.T) {
 		t.Fatalf("plugin table after reopen: %+v", got)
 	}
 	w2, err := r.Why(7, 100)
-	if err != nil || !reflect.DeepEqual(w2.Passes, w.Passes) {
+	if err != nil || !reflect.DeepEqual(w2.Passes, w.Passes) || !reflect.DeepEqual(w2.Sources, wantSources) || w2.Built != wantBuilt {
 		t.Fatalf("why after reopen: %v\n%+v\nwant %+v", err, w2.Passes, w.Passes)
 	}
 }
 
 // FuzzDecodeProvenance feeds the provenance decoder arbitrary bytes,
-// seeded with real records (one and two passes): it must never panic,
-// errors are *schemas.DecodeError, and what it accepts encodes back to
-// the same bytes.
+// seeded with real records (one and two passes, with and without a build
+// section, and version 1's): it must never panic, errors are
+// *schemas.DecodeError, and what it accepts encodes back to the same
+// record.
 func FuzzDecodeProvenance(f *testing.F) {
 	t := newPluginTable()
 	gec := &schemas.PluginID{Stage: "gec", Name: "gec", Version: "1", Digest: "aa"}
@@ -143,12 +148,17 @@ func FuzzDecodeProvenance(f *testing.F) {
 	var unstored []uint32
 	v := schemas.Verdict{Decision: schemas.DecisionDefer, Stage: "hlt1", Plugin: hlt, Reason: schemas.Reason{Text: "fraction"},
 		Trail: []schemas.Step{{Plugin: gec, Decision: schemas.DecisionAccept, Fired: 3, Lines: 1}}}
-	one := t.newProvenance(nil, false, 1_800_000_000_000_000_000, &v, &unstored)
+	one := t.newProvenance(nil, nil, false, 1_800_000_000_000_000_000, &v, &unstored)
 	acc := schemas.Verdict{Decision: schemas.DecisionAccept, Stage: "hlt1", Plugin: hlt, Fired: 1 << 63, Lines: 1 << 63}
 	two := t.addPass(nil, one, true, 1_800_000_000_000_000_001, &acc, &unstored)
+	built := appendBuilt(nil, []uint32{3, 1 << 31}, []uint32{7}, &buildUnit{name: "bu-2", incarnation: 0x7a3c_0000_1234}, 17)
+	farm := t.newProvenance(nil, built, false, 1_800_000_000_000_000_000, &v, &unstored)
 	f.Add(one)
 	f.Add(two)
-	f.Add([]byte{ProvenanceVersion, 0})
+	f.Add(farm)
+	f.Add(t.addPass(nil, farm, true, 1_800_000_000_000_000_001, &acc, &unstored))
+	f.Add(append([]byte{1}, one[2:]...)) // version 1: no build section
+	f.Add([]byte{ProvenanceVersion, 0, 0})
 	f.Add([]byte{ProvenanceVersion + 1, 1})
 	f.Fuzz(func(tt *testing.T, b []byte) {
 		p, err := t.decodeProvenance(b)
@@ -161,6 +171,11 @@ func FuzzDecodeProvenance(f *testing.F) {
 		}
 		// Re-encode: varints may have had redundant bytes, so compare
 		// the decoded records, not the bytes.
+		var bu *buildUnit
+		if p.Built.BU != "" {
+			bu = &buildUnit{name: p.Built.BU, incarnation: p.Built.Incarnation}
+		}
+		built := appendBuilt(nil, p.Built.Duplicated, p.Built.Late, bu, p.Built.Assignment)
 		var re []byte
 		for i, ps := range p.Passes {
 			var vs schemas.Verdict
@@ -170,7 +185,7 @@ func FuzzDecodeProvenance(f *testing.F) {
 					Reason: schemas.Reason{Text: last.Reason}, Trail: ps.Steps[:n-1]}
 			}
 			if i == 0 {
-				re = t.newProvenance(nil, ps.Replay, ps.At, &vs, &unstored)
+				re = t.newProvenance(nil, built, ps.Replay, ps.At, &vs, &unstored)
 			} else {
 				re = t.addPass(nil, re, ps.Replay, ps.At, &vs, &unstored)
 			}
@@ -183,4 +198,28 @@ func FuzzDecodeProvenance(f *testing.F) {
 			tt.Fatalf("decoded %+v, re-encoded and decoded %+v (%v)", p, q, err)
 		}
 	})
+}
+
+// A version-1 record (before the build section) still reads, and a
+// replay pass added to it writes it as version 2 with both passes.
+func TestProvenanceVersion1(t *testing.T) {
+	tb := newPluginTable()
+	hlt := &schemas.PluginID{Stage: "hlt1", Name: "passthrough", Version: "2", Digest: "bb"}
+	var unstored []uint32
+	v := schemas.Verdict{Decision: schemas.DecisionDefer, Stage: "hlt1", Plugin: hlt, Reason: schemas.Reason{Text: "fraction"}}
+	v2 := tb.newProvenance(nil, nil, false, 1_800_000_000_000_000_000, &v, &unstored)
+	if v2[0] != 2 || v2[1] != 0 || v2[2] != 1 {
+		t.Fatalf("record % x: want version 2, an empty build section, one pass", v2[:3])
+	}
+	v1 := append([]byte{1}, v2[2:]...)
+	p1, err := tb.decodeProvenance(v1)
+	if err != nil || len(p1.Passes) != 1 || p1.Passes[0].Steps[0].Reason != "fraction" || !reflect.DeepEqual(p1.Built, schemas.Built{}) {
+		t.Fatalf("version 1: %+v, %v", p1, err)
+	}
+	acc := schemas.Verdict{Decision: schemas.DecisionAccept, Stage: "hlt1", Plugin: hlt}
+	up := tb.addPass(nil, v1, true, 1_800_000_000_000_000_001, &acc, &unstored)
+	p2, err := tb.decodeProvenance(up)
+	if err != nil || up[0] != 2 || len(p2.Passes) != 2 || !reflect.DeepEqual(p2.Passes[0], p1.Passes[0]) || !p2.Passes[1].Replay {
+		t.Fatalf("version 1 plus a replay pass: % x: %+v, %v", up, p2, err)
+	}
 }

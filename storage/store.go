@@ -80,6 +80,8 @@ type Store struct {
 	// it was before them, only the same-run baseline of the benchmark
 	// that measures their cost.
 	noProvenance bool
+	bu           atomic.Pointer[buildUnit] // SetBuildUnit; nil: a single node
+	built        []byte                    // the current Put's build section, reused
 
 	wmu   sync.Mutex // serializes Put (the arena, the schema record)
 	arena []byte     // encoded values, keys and pointers of the current Put, reused
@@ -340,6 +342,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		return Ack{}, err
 	}
 	size, psize := 0, 0 // events' keys and values; provenance records' (a bound)
+	bu := s.bu.Load()
 	var tooLarge []int
 	for _, i := range rows {
 		if err := validateVerdict(&verdicts[i]); err != nil {
@@ -352,7 +355,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		}
 		size += KeySize + n
 		if !s.noProvenance {
-			psize += KeySize + 2 + provBound(&verdicts[i])
+			psize += KeySize + 2 + builtBound(batch, i, bu) + provBound(&verdicts[i])
 		}
 	}
 	if tooLarge != nil {
@@ -456,7 +459,8 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 		q0 := len(buf)
 		buf = appendProvKey(buf, k)
 		v0 := len(buf)
-		buf = s.plugins.newProvenance(buf, false, at, &verdicts[i], &unstored)
+		s.built = appendBuilt(s.built[:0], batch.DuplicateSources(i), batch.LateSources(i), bu, batch.Assignment(i))
+		buf = s.plugins.newProvenance(buf, s.built, false, at, &verdicts[i], &unstored)
 		if err := wb.Set(buf[q0:v0:v0], buf[v0:len(buf):len(buf)]); err != nil {
 			s.plugins.mu.Unlock()
 			return Ack{}, fmt.Errorf("store put: %w", err)

@@ -29,6 +29,9 @@ type Why struct {
 	Reason   string     `json:"reason"`
 	Lines    []string   `json:"lines"`
 	Sources  WhySources `json:"sources"`
+	// Built names the farm builder unit that built the event and the
+	// assignment it built it for; empty outside a farm.
+	Built WhyBuilt `json:"built"`
 	// Passes are the trigger passes, oldest first: the online pass, then
 	// one per replay that decided it. Empty for an event stored before
 	// sluice kept provenance.
@@ -41,11 +44,26 @@ type WhySources struct {
 	Contributed int      `json:"contributed"` // sources whose fragment is in the event
 	Missing     []uint32 `json:"missing"`     // sent nothing before the event's timeout
 	Corrupt     []uint32 `json:"corrupt"`     // fragment kept, CRC failed
-	// Duplicates: duplicate fragments arrived and were discarded (the
-	// builder keeps the first; which sources is not recorded per event).
+	// Duplicated sent more than one fragment (the builder kept the first,
+	// discarded the rest).
+	Duplicated []uint32 `json:"duplicated"`
+	// Late sent their fragment after the event was emitted at its
+	// timeout (so they are among Missing), while it still waited in the
+	// builder for its batch; fragments later than that are only counted
+	// in the builder's ledger (discarded "late").
+	Late []uint32 `json:"late"`
+	// Duplicates: the status bit, duplicate fragments arrived and were
+	// discarded (Duplicated names the sources when the store has them).
 	Duplicates bool `json:"duplicates"`
 	// SourceError: a source flagged an error or a truncation.
 	SourceError bool `json:"source_error"`
+}
+
+// WhyBuilt is the farm builder unit that built an event.
+type WhyBuilt struct {
+	BU          string `json:"bu"`          // node name; "": not built in a farm
+	Incarnation string `json:"incarnation"` // its membership lease id, hex; "" outside a farm
+	Assignment  uint64 `json:"assignment"`  // the event manager's assignment id; 0: none
 }
 
 // WhyPass is one trigger pass.
@@ -118,6 +136,11 @@ func (s *Store) Why(run uint32, id uint64) (Why, error) {
 			return fmt.Errorf("run %d event %d: %w", run, id, err)
 		}
 		w.Passes = whyPasses(p, names)
+		w.Sources.Duplicated, w.Sources.Late = orEmpty(p.Built.Duplicated), orEmpty(p.Built.Late)
+		w.Built = WhyBuilt{BU: p.Built.BU, Assignment: p.Built.Assignment}
+		if p.Built.BU != "" {
+			w.Built.Incarnation = fmt.Sprintf("%x", p.Built.Incarnation)
+		}
 		return nil
 	})
 	if err != nil {
@@ -179,6 +202,14 @@ func lineNames(lines uint64, names []string) []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// orEmpty is ids, or an empty list for nil (JSON []).
+func orEmpty(ids []uint32) []uint32 {
+	if ids == nil {
+		return []uint32{}
+	}
+	return ids
 }
 
 func u32s(le []byte) []uint32 {

@@ -69,8 +69,15 @@ func writeWhy(w io.Writer, y storage.Why) error {
 	fmt.Fprintf(w, "run %d event %d: %s stream, timestamp %s\n", y.Run, y.EventID, y.Stream, formatTS(y.Timestamp))
 	fmt.Fprintf(w, "  status %s, %d fragments, %d bytes stored\n", status, y.Fragments, y.Bytes)
 	src := y.Sources
-	fmt.Fprintf(w, "  sources: %d of %d contributed; missing %s; corrupt %s; duplicates %s; source errors %s\n",
-		src.Contributed, src.Expected, idList(src.Missing), idList(src.Corrupt), yesNo(src.Duplicates), yesNo(src.SourceError))
+	dup := idList(src.Duplicated)
+	if src.Duplicates && len(src.Duplicated) == 0 {
+		dup = "yes (sources not recorded)" // stored before the store kept them
+	}
+	fmt.Fprintf(w, "  sources: %d of %d contributed; missing %s; corrupt %s; duplicated %s; late %s; source errors %s\n",
+		src.Contributed, src.Expected, idList(src.Missing), idList(src.Corrupt), dup, idList(src.Late), yesNo(src.SourceError))
+	if b := y.Built; b.BU != "" {
+		fmt.Fprintf(w, "  built by %s (incarnation %s) for assignment %d\n", b.BU, b.Incarnation, b.Assignment)
+	}
 	fmt.Fprintf(w, "  verdict: %s by %s, lines %s, reason %s\n", y.Decision, orDash(y.Stage), orDash(strings.Join(y.Lines, ",")), orDash(y.Reason))
 	if len(y.Passes) == 0 {
 		fmt.Fprintln(w, "  no trigger passes recorded (stored by a sluice that kept no provenance)")

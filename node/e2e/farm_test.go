@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // farmNodes are the three nodes of `make farm` (configs/farm-*.yaml).
@@ -311,6 +312,17 @@ func TestFarmRealMDF(t *testing.T) {
 			for _, n := range farmNodes {
 				if storedBy[n] == 0 {
 					continue // a BU may get no work in a short run (an empty store has nothing to export)
+				}
+				// Its events' provenance names the BU and the assignment.
+				ls := strings.Split(runOK(t, "store", "ls", "--path", stores[n], "--stream", "accepted", "--limit", "1"), "\n")
+				if f := strings.Fields(ls[min(1, len(ls)-1)]); len(f) < 2 {
+					t.Fatalf("%s: store ls: %q", n, ls)
+				} else {
+					var w storage.Why
+					out := runOK(t, "store", "why", "--path", stores[n], fmt.Sprint(run), f[1], "--json")
+					if err := json.Unmarshal([]byte(out), &w); err != nil || w.Built.BU != n || w.Built.Incarnation == "" || w.Built.Assignment == 0 {
+						t.Fatalf("%s: store why %d %s: built %+v (%v), want by %s, an incarnation and an assignment", n, run, f[1], w.Built, err, n)
+					}
 				}
 				exp := filepath.Join(t.TempDir(), n+".mdf")
 				runOK(t, "store", "export", "--path", stores[n], "--stream", "accepted", "--format", "mdf", "--out", exp)

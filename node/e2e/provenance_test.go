@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -73,7 +75,7 @@ log: {format: json}
 		}
 		return w
 	}
-	wantSources := storage.WhySources{Expected: 4, Contributed: 3, Missing: []uint32{3}, Corrupt: []uint32{}}
+	wantSources := storage.WhySources{Expected: 4, Contributed: 3, Missing: []uint32{3}, Corrupt: []uint32{}, Duplicated: []uint32{}, Late: []uint32{}}
 	w := why(online)
 	if !reflect.DeepEqual(w.Sources, wantSources) || w.Status[0] != "incomplete" || len(w.Passes) != 1 || len(w.Passes[0].Steps) != 1 {
 		t.Fatalf("why %s (accepted online): %+v", online, w)
@@ -98,5 +100,82 @@ log: {format: json}
 		if !strings.Contains(text, want) {
 			t.Fatalf("store why %s: no %q in\n%s", replayed, want, text)
 		}
+	}
+}
+
+// TestProvenanceDuplicatedAndCorrupt: a crafted readout file (sources
+// 0-2, events 1-8 in packets of 4) in which source 1 sends its packet of
+// events 1-4 twice and source 2's fragment of event 6 fails its CRC:
+// `sluice store why --json` names source 1 as duplicated for events 1-4
+// and source 2 as corrupt for event 6, and nothing for the others; the
+// text output says the same.
+func TestProvenanceDuplicatedAndCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	var file []byte
+	packet := func(src uint32, first uint64, corrupt int) []byte {
+		var pay [][]byte
+		var crcs []uint32
+		for i := range 4 {
+			p := []byte(fmt.Sprintf("source %d event %d", src, first+uint64(i)))
+			pay, crcs = append(pay, p), append(crcs, schemas.Checksum(p))
+			if i == corrupt {
+				crcs[i] ^= 0x5a5a
+			}
+		}
+		return schemas.AppendMFP(nil, src, first, 0, 0, pay, crcs)
+	}
+	for _, first := range []uint64{1, 5} {
+		for src := uint32(0); src < 3; src++ {
+			corrupt := -1
+			if src == 2 && first == 5 {
+				corrupt = 1 // event 6
+			}
+			p := packet(src, first, corrupt)
+			file = append(file, p...)
+			if src == 1 && first == 1 {
+				file = append(file, p...) // sent twice
+			}
+		}
+	}
+	input := filepath.Join(dir, "readout.mfp")
+	if err := os.WriteFile(input, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, "store")
+	cfg := writeConfig(t, `
+run: 78
+inputs:
+  - uri: file://{{FILE}}
+sources:
+  - {name: tracker, sources: "0-2"}
+builder: {batch_events: 16, timeout: 200ms}
+trigger:
+  stages:
+    - {name: hlt1, plugin: {{BIN}}/plugins/passthrough}
+store: {path: {{STORE}}, min_free_bytes: 256MiB}
+log: {format: json}
+`, map[string]string{"FILE": input, "BIN": bin, "STORE": store})
+	runOK(t, "run", "--config", cfg)
+	for id := 1; id <= 8; id++ {
+		var w storage.Why
+		out := runOK(t, "store", "why", "--path", store, "78", fmt.Sprint(id), "--json")
+		if err := json.Unmarshal([]byte(out), &w); err != nil {
+			t.Fatalf("store why --json: %v\n%s", err, out)
+		}
+		want := storage.WhySources{Expected: 3, Contributed: 3, Missing: []uint32{}, Corrupt: []uint32{}, Duplicated: []uint32{}, Late: []uint32{}}
+		var status []string
+		switch {
+		case id <= 4:
+			want.Duplicated, want.Duplicates, status = []uint32{1}, true, []string{"duplicates"}
+		case id == 6:
+			want.Corrupt, status = []uint32{2}, []string{"corrupt"}
+		}
+		if !reflect.DeepEqual(w.Sources, want) || !reflect.DeepEqual(w.Status, append([]string{}, status...)) || w.Stream != "accepted" {
+			t.Errorf("why 78 %d: %s stream, status %v, sources %+v\nwant status %v, sources %+v", id, w.Stream, w.Status, w.Sources, status, want)
+		}
+	}
+	text := runOK(t, "store", "why", "--path", store, "78", "2")
+	if want := "sources: 3 of 3 contributed; missing -; corrupt -; duplicated 1; late -;"; !strings.Contains(text, want) {
+		t.Errorf("store why 78 2: no %q in\n%s", want, text)
 	}
 }
