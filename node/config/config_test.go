@@ -221,7 +221,7 @@ func TestPreflight(t *testing.T) {
 	}
 	c, err := Parse([]byte(`
 inputs:
-  - uri: tcp://127.0.0.1:7000
+  - {uri: tcp://127.0.0.1:7000, max_connections: 1}
   - uri: shm://r
     emulator: {from: ` + dir + `/missing.mdf}
 sources: [{name: a, sources: "1"}]

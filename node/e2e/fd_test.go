@@ -121,7 +121,9 @@ func TestOutOfFileDescriptors(t *testing.T) {
 		t.Skip("the test process needs 2500 descriptors for 1100 connections")
 	}
 	summary := filepath.Join(t.TempDir(), "run.json")
-	cfg := writeConfig(t, tcpInputConfig, map[string]string{"STORE": filepath.Join(t.TempDir(), "store"), "MAX": ""})
+	// 1050 connections of 64 KiB windows: within the default budget's
+	// inputs share, and past the 1024 descriptors.
+	cfg := writeConfig(t, tcpInputConfig, map[string]string{"STORE": filepath.Join(t.TempDir(), "store"), "MAX": "\n    max_connections: 1050\n    credit_window: 64KiB"})
 	node := startProgram(t, "sh", "-c", `ulimit -n 1024 && exec "$0" "$@"`, filepath.Join(bin, "sluice"), "run", "--config", cfg, "--summary-json", summary)
 	addr := node.httpAddr(t)
 	input := waitInput(t, node, addr, "the input's address", func(in inputStatus) bool { return in.Address != "" }).Address
@@ -164,4 +166,43 @@ func TestMaxConnections(t *testing.T) {
 	}
 	waitInput(t, node, addr, "idle connections closed", func(in inputStatus) bool { return in.Address != "" && in.Open == 0 })
 	sendAndEnd(t, node, input, summary)
+}
+
+// TestConnectionsBeyondPlan: an input with neither expect_streams nor
+// max_connections takes the 4 connections its memory is planned for
+// (tcp.DefaultStreams) and refuses the rest, counted and logged naming
+// where the limit came from; it used to take every connection, each with
+// buffers the budget did not count, and only warn. A readout of 4
+// connections coming after the idle ones ended is received whole.
+func TestConnectionsBeyondPlan(t *testing.T) {
+	summary := filepath.Join(t.TempDir(), "run.json")
+	text := strings.Replace(tcpInputConfig, "    expect_streams: 1{{MAX}}\n", "", 1)
+	cfg := writeConfig(t, text, map[string]string{"STORE": filepath.Join(t.TempDir(), "store")})
+	node := start(t, "run", "--config", cfg, "--summary-json", summary)
+	addr := node.httpAddr(t)
+	input := waitInput(t, node, addr, "the input's address", func(in inputStatus) bool { return in.Address != "" }).Address
+	idle := idleConnections(t, input, 6)
+	in := waitInput(t, node, addr, "2 refused", func(in inputStatus) bool { return in.Refused == 2 })
+	if in.Open != 4 {
+		t.Fatalf("input after 6 connections planned for 4: %+v", in)
+	}
+	// The record is written after the count /status shows.
+	want := `"reason":"max_connections","max_connections":4,"from":"default"`
+	waitFor(t, "the refusal's log record with "+want, 20*time.Second, func() bool { return strings.Contains(node.log(), want) })
+	for _, c := range idle {
+		c.Close()
+	}
+	waitInput(t, node, addr, "idle connections closed", func(in inputStatus) bool { return in.Address != "" && in.Open == 0 })
+	w := start(t, "readout", "--to", "tcp://"+input, "--events", "200", "--sources", "4", "--set", "connections=4")
+	if code := w.wait(t, time.Minute); code != 0 {
+		t.Fatalf("sluice readout: exit %d\n%s", code, w.log())
+	}
+	waitStored(t, node, addr, 200)
+	node.cmd.Process.Signal(syscall.SIGTERM)
+	if code := node.wait(t, time.Minute); code != 0 {
+		t.Fatalf("sluice run: exit %d\n%s", code, node.log())
+	}
+	if l := readLedger(t, summary); !l.Balanced || l.EventsBuilt != 200 || l.EventsIncomplete != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
 }

@@ -66,22 +66,14 @@ func (in *Input) acceptFailed(ctx context.Context, err error, delay time.Duratio
 }
 
 // refuse closes conn at once (a reset: the sender sees its connection
-// refused, not a stream that stalls) because max_connections are open.
+// refused, not a stream that stalls) because as many connections are open
+// as the input takes (Options.MaxConnections), naming the setting the
+// limit comes from.
 func (in *Input) refuse(conn *net.TCPConn) {
 	in.c.Refuse()
 	_ = conn.SetLinger(0)
 	_ = conn.Close()
+	limit, from := in.cfg.streams()
 	in.logger().Warn("readout input refused a connection: max_connections open", "input", "tcp://"+in.ln.Addr().String(),
-		"reason", "max_connections", "max_connections", in.cfg.MaxConnections, "remote", conn.RemoteAddr().String())
-}
-
-// overPlan says, once per input, that more connections are open than the
-// memory budget planned receive buffers for: with neither expect_streams
-// nor max_connections set it plans for one stream (Options.MemoryBytes).
-func (in *Input) overPlan(open int64) {
-	in.warnOnce.Do(func() {
-		in.logger().Warn("readout input has more connections open than its memory was planned for: set expect_streams or max_connections",
-			"input", "tcp://"+in.ln.Addr().String(), "open", open, "planned_streams", in.cfg.streams(),
-			"bytes_per_stream", in.cfg.MemoryBytes()/int64(in.cfg.streams()))
-	})
+		"reason", "max_connections", "max_connections", limit, "from", from, "remote", conn.RemoteAddr().String())
 }

@@ -49,10 +49,9 @@ type Input struct {
 	pool        rxbuf.Pool
 	outstanding atomic.Int64 // credit granted to open connections and not yet used
 	rcvbuf      atomic.Int64
-	open        atomic.Int64 // connections accepted and not yet closed (MaxConnections)
+	open        atomic.Int64 // connections accepted and not yet closed (Options.MaxConnections)
 	log         *slog.Logger
 	sizes       chunkSizes
-	warnOnce    sync.Once // overPlan
 }
 
 // Listen listens on addr (HOST:PORT; port 0 picks one, see Addr) with the
@@ -136,18 +135,15 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 			continue
 		}
 		delay = 0
-		if m := in.cfg.MaxConnections; m > 0 && in.open.Load() >= int64(m) {
+		if m, _ := in.cfg.streams(); in.open.Load() >= int64(m) {
 			in.refuse(conn)
 			continue
 		}
 		in.c.Connected()
-		if n := in.open.Add(1); n == int64(in.cfg.streams())+1 && in.cfg.ExpectStreams == 0 {
-			in.overPlan(n)
-		}
+		in.open.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer in.open.Add(-1)
 			cleanEnd, err := in.serve(ctx, conn, sink)
 			if err != nil {
 				cancel(err)
@@ -182,7 +178,11 @@ type tcpConn struct {
 func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Sink) (bool, error) {
 	in.c.Opened(1)
 	defer in.c.Opened(-1)
-	defer conn.Close()
+	// The connection leaves the open count before it is closed: a sender
+	// reconnects once it sees the close, and its new connection must not
+	// find the old one still counted against max_connections.
+	closeConn := sync.OnceFunc(func() { in.open.Add(-1); conn.Close() })
+	defer closeConn()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if n, err := sock.Option(conn, unix.SO_RCVBUF); err == nil {
@@ -208,7 +208,7 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	go tc.grants(done, grantsDone)
 	defer func() {
 		close(done)
-		conn.Close() // unblocks a grant write to a sender that stopped reading
+		closeConn() // unblocks a grant write to a sender that stopped reading
 		<-grantsDone
 		in.outstanding.Add(-tc.avail.Load())
 	}()

@@ -83,14 +83,22 @@ type Options struct {
 	// ExpectStreams: when > 0, Run returns nil once this many senders
 	// ended their stream cleanly (0: it runs until it is stopped).
 	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
-	// MaxConnections: when > 0, a connection accepted while this many are
-	// open is closed at once and counted (Stats.Refused): a bound on the
-	// descriptors and receive buffers one input can take.
-	MaxConnections int `yaml:"max_connections" doc:"connections open at once; more are refused and counted (0 = no limit)"`
+	// MaxConnections: a connection accepted while this many are open is
+	// closed at once and counted (Stats.Refused): the bound on the
+	// descriptors and receive buffers one input takes, and the streams its
+	// memory is planned for (MemoryBytes). 0: ExpectStreams when that is
+	// set, else DefaultStreams. Every stream's buffers are in the memory
+	// budget, so there is no unlimited setting: an input planned for fewer
+	// streams than connect refuses the others rather than grow past it.
+	MaxConnections int `yaml:"max_connections" doc:"connections open at once, the streams its memory is planned for; more are refused and counted (0 = expect_streams, or 4 without it)"`
 	// Framing is what the connections carry, from the URI's ?framing=:
 	// FramingSluice ("" too) or FramingFEROL.
 	Framing string `yaml:"-"`
 }
+
+// DefaultStreams is the connections an input with neither ExpectStreams
+// nor MaxConnections takes at once: a readout's default (min(sources, 4)).
+const DefaultStreams = 4
 
 // DefaultOptions are the settings of an input configured with none.
 func DefaultOptions() Options {
@@ -111,8 +119,8 @@ func (o Options) withDefaults() Options {
 // MemoryBytes is the receive buffers the input holds at most: per stream
 // its credit window (frames the sink holds, counted with the rest of each
 // chunk they pin) plus the chunk it reads into (an eighth of the window,
-// 4 KiB to 1 MiB), for ExpectStreams streams, or MaxConnections when that
-// is 0, or one. A frame larger than a chunk reads into a chunk of its own,
+// 4 KiB to 1 MiB), for the connections it takes at once (MaxConnections,
+// or ExpectStreams, or DefaultStreams). A frame larger than a chunk reads into a chunk of its own,
 // its size rounded up to a power of two, which that stream holds on top.
 // The kernel's socket buffers (SocketBuffer) are not included: they are
 // kernel memory. A FEROL stream (Framing) holds less: the fragment it
@@ -121,25 +129,28 @@ func (o Options) withDefaults() Options {
 func (o *Options) MemoryBytes() int64 {
 	d := o.withDefaults()
 	w := int64(d.CreditWindow)
-	return (w + int64(chunkSizesFor(w).chunk)) * int64(d.streams())
+	n, _ := d.streams()
+	return (w + int64(chunkSizesFor(w).chunk)) * int64(n)
 }
 
-// streams is the number of streams the input's memory is planned for.
-func (o Options) streams() int {
+// streams is the number of connections the input takes at once, which its
+// memory is planned for, and the setting it comes from.
+func (o Options) streams() (int, string) {
 	switch {
-	case o.ExpectStreams > 0:
-		return o.ExpectStreams
 	case o.MaxConnections > 0:
-		return o.MaxConnections
+		return o.MaxConnections, "max_connections"
+	case o.ExpectStreams > 0:
+		return o.ExpectStreams, "expect_streams"
 	}
-	return 1
+	return DefaultStreams, "default"
 }
 
 // SharedMemory: receive buffers are on the Go heap.
 func (*Options) SharedMemory() bool { return false }
 
 // Check wants a credit window of 64 KiB to 1 GiB, a socket buffer of at
-// most 1 GiB and a number of streams >= 0.
+// most 1 GiB, a number of streams >= 0 and max_connections, when set, at
+// least expect_streams.
 func (o *Options) Check(transport.URI) conf.Problems {
 	var ps conf.Problems
 	if o.CreditWindow < 64<<10 || o.CreditWindow > 1<<30 {
@@ -152,7 +163,9 @@ func (o *Options) Check(transport.URI) conf.Problems {
 		ps.Add("expect_streams", o.ExpectStreams, "want 0, or a number of senders")
 	}
 	if o.MaxConnections < 0 || o.MaxConnections > 1<<20 {
-		ps.Add("max_connections", o.MaxConnections, "want 0 (no limit) .. 1048576")
+		ps.Add("max_connections", o.MaxConnections, "want 0 (expect_streams, or %d) .. 1048576", DefaultStreams)
+	} else if o.MaxConnections > 0 && o.ExpectStreams > o.MaxConnections {
+		ps.Add("max_connections", o.MaxConnections, "fewer than expect_streams (%d): the input could never end", o.ExpectStreams)
 	}
 	return ps
 }
