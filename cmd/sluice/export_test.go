@@ -164,7 +164,7 @@ func eformatStream(t *testing.T) []byte {
 				ChecksumType: []atlas.ChecksumType{atlas.ChecksumAdler32, atlas.ChecksumCRC16CCITT, atlas.ChecksumNone}[j], Payload: rod.AppendWords(nil)})
 		}
 		e := atlas.FullEvent{Version: atlas.VersionV40, SourceID: 0x7c0000, ChecksumType: atlas.ChecksumAdler32, BCTimeSeconds: 1700000000 + uint32(k),
-			GlobalID: uint32(90 + k), RunNumber: 431000, LumiBlock: 7, L1ID: uint32(k), StreamTags: []uint32{1, 2}, ROBs: robs}
+			GlobalID: uint64(90 + k), RunNumber: 431000, LumiBlock: 7, L1ID: uint32(k), StreamTags: []uint32{1, 2}, ROBs: robs}
 		var err error
 		if out, err = atlas.AppendFullEvent(out, &e, binary.LittleEndian); err != nil {
 			t.Fatal(err)

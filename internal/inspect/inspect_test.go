@@ -70,7 +70,7 @@ func atlasFile(t testing.TB, o atlas.ByteOrder) []byte {
 	var b []byte
 	for i := range 2 {
 		e := atlas.FullEvent{Version: atlas.VersionV40, ChecksumType: atlas.ChecksumAdler32, BCTimeSeconds: 1700000000 + uint32(i),
-			GlobalID: uint32(10 + i), RunNumber: 431000, ROBs: []atlas.ROB{rob(t, 0x110000, atlas.ChecksumCRC16CCITT), rob(t, 0x420000, atlas.ChecksumNone)}}
+			GlobalID: uint64(10 + i), RunNumber: 431000, ROBs: []atlas.ROB{rob(t, 0x110000, atlas.ChecksumCRC16CCITT), rob(t, 0x420000, atlas.ChecksumNone)}}
 		var err error
 		if b, err = atlas.AppendFullEvent(b, &e, o); err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func TestInspectATLAS(t *testing.T) {
 		a, ok := rep.Section.(*atlas.Report)
 		rs := rows(t, rep)
 		if !ok || rep.Events != 2 || a.ROBs != 4 || !slices.Equal(rep.Sources, []uint32{0x110000, 0x420000}) ||
-			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint32{10, 11} || rep.Detail.Of != "events" || len(rs) != 1 || !strings.HasSuffix(rs[0]["note"].(string), ", 2 ROBs") {
+			rep.Checksums.Valid != 4 || rep.Checksums.Absent != 2 || a.GlobalIDRange != [2]uint64{10, 11} || rep.Detail.Of != "events" || len(rs) != 1 || !strings.HasSuffix(rs[0]["note"].(string), ", 2 ROBs") {
 			t.Fatalf("%v: report %+v, atlas %+v", o, rep, a)
 		}
 		want := "little-endian"

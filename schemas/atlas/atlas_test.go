@@ -213,7 +213,7 @@ func TestDecodeROBErrors(t *testing.T) {
 		{"size beyond buffer", mod(1, 0x10000000), schemas.ErrTruncated, 4},
 		{"size under generic header", mod(1, 3), schemas.ErrSizeOverflow, 4},
 		{"header size > total", mod(2, 26), schemas.ErrSizeOverflow, 8},
-		{"version 5", mod(3, VersionV50), schemas.ErrUnsupported, 12},
+		{"version 6", mod(3, 0x06000000), schemas.ErrBadVersion, 12},
 		{"version 3", mod(3, 0x03000000), schemas.ErrBadVersion, 12},
 		{"nstatus overflow", mod(5, 0xFFFFFFFF), schemas.ErrSizeOverflow, 20},
 		{"header size wrong", mod(2, 9), schemas.ErrBadHeader, 8},

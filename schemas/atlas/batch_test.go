@@ -28,7 +28,7 @@ func TestRoundTripBuilder(t *testing.T) {
 		orig := map[uint64][]byte{}
 		for k := range 5 {
 			e := testEvent(ChecksumCRC16CCITT)
-			e.GlobalID, e.L1ID, e.BCID, e.LumiBlock = uint32(900+k), uint32(0x01000000+k), uint32(7*k), uint32(1+k/2)
+			e.GlobalID, e.L1ID, e.BCID, e.LumiBlock = uint64(900+k), uint32(0x01000000+k), uint32(7*k), uint32(1+k/2)
 			e.StreamTags = []uint32{uint32(k)}
 			e.ROBs = nil
 			for j, s := range srcs {

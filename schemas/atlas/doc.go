@@ -1,9 +1,14 @@
-// Package atlas reads and writes the ATLAS event format ("eformat") v4.0:
-// full events, ROB fragments and the ROD fragments inside them. Layouts
-// follow the ATLAS TDAQ eformat headers (HeaderMarker.h as vendored in
-// redeboer/BOSS_ExternalLibs) and athena's offline v4.0 readers
+// Package atlas reads and writes the ATLAS event format ("eformat") v4.0
+// and v5.0 (the version ATLAS has written since Run 2): full events, ROB
+// fragments and the ROD fragments inside them. Layouts follow the ATLAS
+// TDAQ eformat headers (HeaderMarker.h as vendored in
+// redeboer/BOSS_ExternalLibs), athena's offline v4.0 readers
 // (rolandjansky/athena: v40_Header.cxx, v40_ROBFragment.cxx,
-// v40_FullEventFragment.cxx); the tables are below.
+// v40_FullEventFragment.cxx) and, for v5.0, the eformat 5 headers vendored
+// in Ish-D/AtlEventProcess (include/eformat/write/FullEventFragment.h and
+// write/ROBFragment.h, whose accessors name each header word's index;
+// include/eformat/FullEventFragmentNoTemplates.h, the reader's accessors
+// in header order); the tables are below.
 //
 // Every structure is a sequence of 32-bit words in the writer's native byte
 // order. Each fragment starts with a marker holding the bytes 0x12 0x34 in
@@ -44,6 +49,37 @@
 // size = 20 + nstatus + the four counts. The payload is the event's ROB
 // fragments back to back.
 //
+// # Full event (v5.0, version word 0x0500xxxx)
+//
+// The words after the status words, s = 6 + nstatus (eformat 5's writer:
+// m_node[2].base[k] is word s+k; the lists follow as in v4.0):
+//
+//	| word  | field                                                      |
+//	|-------|------------------------------------------------------------|
+//	| s+0   | checksum type                                              |
+//	| s+1   | bc_time_seconds                                            |
+//	| s+2   | bc_time_nanoseconds                                        |
+//	| s+3   | global_id, low 32 bits                                     |
+//	| s+4   | global_id, high 32 bits (64-bit in v5.0)                   |
+//	| s+5   | run_type                                                   |
+//	| s+6   | run_no                                                     |
+//	| s+7   | lumi_block                                                 |
+//	| s+8   | lvl1_id                                                    |
+//	| s+9   | bc_id                                                      |
+//	| s+10  | lvl1_trigger_type                                          |
+//	| s+11  | compression_type (0: none)                                 |
+//	| s+12  | readable payload size, words once uncompressed (*)         |
+//	| s+13  | n, then n L1 trigger info words; then L2 info, HLT info    |
+//	|       | (v4.0's EF info) and stream tags, each counted the same    |
+//
+// Header size = 23 + nstatus + the four counts. (*) The writer's
+// accessors name every index but s+12; the reader declares
+// compression_type, then readable_payload_size_word, then the list
+// counts, which places it there. Only uncompressed payloads are read
+// (compression type 0; another is ErrUnsupported); the writer here sets
+// s+12 to the payload's size. A v5.0 ROB has the v4.0 ROB layout (header
+// 7 + nstatus words, checksum type last), its version word 0x0500xxxx.
+//
 // # Checksums
 //
 // Type 0 none, 1 CRC16-CCITT, 2 Adler-32 (eformat/checksum.h). The
@@ -73,8 +109,9 @@
 //
 // Decoders never panic. Bad input yields a *schemas.DecodeError with the
 // byte offset from the start of the buffer passed in: ErrTruncated (the
-// buffer ends first), ErrBadMagic (marker), ErrBadVersion / ErrUnsupported
-// (a v5.0 full event, whose word order is not verified), ErrSizeOverflow
+// buffer ends first), ErrBadMagic (marker), ErrBadVersion (a major version
+// other than 4 or 5), ErrUnsupported (a compressed v5.0 payload, an
+// unknown checksum type), ErrSizeOverflow
 // (a size or count that reaches past its enclosing structure),
 // ErrInconsistent, ErrBadHeader, ErrCRCMismatch.
 package atlas

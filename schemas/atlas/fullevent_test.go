@@ -90,7 +90,7 @@ func TestDecodeFullEventErrors(t *testing.T) {
 		{"size beyond buffer", mod(1, uint32(n+1)), schemas.ErrTruncated, 4},
 		{"header size > total", mod(2, uint32(n+1)), schemas.ErrSizeOverflow, 8},
 		{"header too small for fixed words", mod(2, 20), schemas.ErrSizeOverflow, 20},
-		{"version 5", mod(3, VersionV50), schemas.ErrUnsupported, 12},
+		{"version 6", mod(3, 0x06000000), schemas.ErrBadVersion, 12},
 		{"L1 info count overflow", mod(17, 0xFFFFFFFF), schemas.ErrSizeOverflow, 68},
 		{"stream tag count overflow", mod(24, 3), schemas.ErrSizeOverflow, 96},
 		{"header size too large for fields", mod(2, uint32(hs+1)), schemas.ErrInconsistent, 8},

@@ -12,9 +12,10 @@ import (
 func FuzzDecodeFullEvent(f *testing.F) {
 	for _, o := range orders {
 		for _, ck := range []ChecksumType{ChecksumNone, ChecksumAdler32} {
-			e := testEvent(ck)
-			b, _ := AppendFullEvent(nil, &e, o)
-			f.Add(b)
+			for _, e := range []FullEvent{testEvent(ck), testEventV50(ck)} {
+				b, _ := AppendFullEvent(nil, &e, o)
+				f.Add(b)
+			}
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

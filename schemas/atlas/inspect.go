@@ -49,7 +49,9 @@ type Report struct {
 	ChecksumTypes map[string]int `json:"checksum_types"` // per full event and ROB
 	StatusSet     int            `json:"status_set"`     // fragments with generic status bits set
 	Runs          []uint32       `json:"runs,omitempty"`
-	GlobalIDRange [2]uint32      `json:"global_id_range"`
+	GlobalIDRange [2]uint64      `json:"global_id_range"`
+	// V50Events counts the full events in eformat 5.0 (the others are 4.0).
+	V50Events int `json:"eformat_5_0_events,omitempty"`
 
 	fullEvents bool // a stream of full events, not of bare ROBs
 }
@@ -65,6 +67,9 @@ func (a *Report) Lines(line format.LineFunc) {
 	if a.fullEvents {
 		line("runs", "%s", schemas.FormatSourceList(a.Runs))
 		line("global ids", "%d .. %d", a.GlobalIDRange[0], a.GlobalIDRange[1])
+		if a.V50Events > 0 {
+			line("eformat versions", "%d in 5.0, the others 4.0", a.V50Events)
+		}
 	}
 }
 
@@ -161,6 +166,9 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 				a.GlobalIDRange[1] = e.GlobalID
 				if len(e.Status) > 0 && e.Status[0]&0xFFFF != 0 {
 					a.StatusSet++
+				}
+				if e.v50() {
+					a.V50Events++
 				}
 			}
 		}

@@ -25,7 +25,7 @@ const robHeaderWords = 7
 // normally one ROD fragment (decode it with ROD). Slices are word values,
 // independent of the byte order the fragment had.
 type ROB struct {
-	Version      uint32 // VersionV40
+	Version      uint32 // VersionV40 or VersionV50 (the same ROB layout)
 	SourceID     uint32
 	Status       []uint32
 	ChecksumType ChecksumType
@@ -155,11 +155,12 @@ func decodeGeneric(w []uint32, le []byte, base int64, format string, minHeader i
 		return g, schemas.Errorf(format, "header_size", at(2), schemas.ErrSizeOverflow, "header of %d words in a fragment of %d", g.hsize, n)
 	}
 	switch major := g.version >> 16; major {
-	case VersionV40 >> 16:
-	case VersionV50 >> 16:
-		return g, schemas.Errorf(format, "version", at(3), schemas.ErrUnsupported, "eformat 5.0 (0x%08x): its header word order is not verified, only 4.0 is read", g.version)
+	case VersionV40 >> 16, VersionV50 >> 16:
 	default:
-		return g, schemas.Errorf(format, "version", at(3), schemas.ErrBadVersion, "want major 0x0400, have 0x%08x", g.version)
+		return g, schemas.Errorf(format, "version", at(3), schemas.ErrBadVersion, "want major 0x0400 or 0x0500, have 0x%08x", g.version)
+	}
+	if format == fmtFull && g.version>>16 == VersionV50>>16 {
+		minHeader = fullFixedWordsV50
 	}
 	nstatus := uint64(w[5])
 	if 6+nstatus+uint64(minHeader) > uint64(g.hsize) {

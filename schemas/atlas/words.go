@@ -17,7 +17,7 @@ const (
 // Format versions (major in the high 16 bits).
 const (
 	VersionV40     uint32 = 0x04000000 // full event and ROB, eformat 4.0
-	VersionV50     uint32 = 0x05000000 // eformat 5.0 (DEFAULT_VERSION), not read
+	VersionV50     uint32 = 0x05000000 // eformat 5.0 (DEFAULT_VERSION since Run 2): full event and ROB
 	RODVersion     uint32 = 0x03010000 // DEFAULT_ROD_VERSION
 	rodMajor              = RODVersion >> 16
 	RODHeaderSize         = 9
