@@ -24,6 +24,8 @@ var farmMetricDefs = []metricDef{
 	{"sluice_farm_ru_packets_freed_total", "Packets this node's readout unit freed once every assignment needing them was released.", nil},
 	{"sluice_farm_ru_packets_dropped_total", "Packets this node's readout unit dropped, by reason (duplicate, late).", []string{"reason"}},
 	{"sluice_farm_ru_elements_never_announced_total", "Elements (events, or packets) of this readout unit's packets that the trigger source never named before it ended the run: freed unsent.", nil},
+	{"sluice_farm_ru_assignments_waited_behind_total", "Assignments this node's readout unit kept waiting past farm.wait for a source of its own behind them and still sending.", nil},
+	{"sluice_farm_bu_assignments_waited_final_total", "Assignments this node's builder unit kept waiting past farm.wait for a live readout unit's final data, by how the wait ended (timed_out: built without it at the behind limit; other: its data or its RU's death or mask).", []string{"end"}},
 	{"sluice_farm_bu_assignments_in_flight", "Assignments this node's builder unit holds that are not yet released.", nil},
 	{"sluice_farm_bu_in_flight_bytes", "Payload bytes received by this node's builder unit for assignments not yet released.", nil},
 	{"sluice_farm_bu_assignments_completed_total", "Assignments whose data all arrived at this node's builder unit, by completeness (incomplete: some readout unit's data missing).", []string{"completeness"}},
@@ -85,12 +87,15 @@ func (c *farmCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_farm_ru_packets_dropped_total", ru.Duplicate, "duplicate")
 		counter("sluice_farm_ru_packets_dropped_total", ru.Late, "late")
 		counter("sluice_farm_ru_elements_never_announced_total", ru.NeverAnnouncedTotal())
+		counter("sluice_farm_ru_assignments_waited_behind_total", ru.WaitedBehind)
 	}
 	if bu := f.BU; bu != nil {
 		gauge("sluice_farm_bu_assignments_in_flight", float64(bu.InFlight))
 		gauge("sluice_farm_bu_in_flight_bytes", float64(bu.BytesUsed))
 		counter("sluice_farm_bu_assignments_completed_total", bu.Completed-bu.Incomplete, "complete")
 		counter("sluice_farm_bu_assignments_completed_total", bu.Incomplete, "incomplete")
+		counter("sluice_farm_bu_assignments_waited_final_total", bu.WaitedFinal-bu.FinalTimedOut, "other")
+		counter("sluice_farm_bu_assignments_waited_final_total", bu.FinalTimedOut, "timed_out")
 	}
 	if l := s.Ledger.Farm; l != nil {
 		counter("sluice_farm_assignments_built_total", l.Decided, "decided")

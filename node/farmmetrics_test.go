@@ -21,8 +21,8 @@ func farmStatusFixture() Status {
 				{PeerStatus: agent.PeerStatus{Node: "farm-b", Connected: true}, HeldBytes: 4096},
 				{PeerStatus: agent.PeerStatus{Node: "farm-c"}},
 			},
-			RU: &farm.RUStats{Held: 30, Freed: 100, Duplicate: 2, Late: 3, BytesPerBU: map[string]int64{"farm-a": 1024, "farm-b": 4096}},
-			BU: &farm.BUStats{InFlight: 2, BytesUsed: 8192, Completed: 11, Incomplete: 1},
+			RU: &farm.RUStats{Held: 30, Freed: 100, Duplicate: 2, Late: 3, WaitedBehind: 6, BytesPerBU: map[string]int64{"farm-a": 1024, "farm-b": 4096}},
+			BU: &farm.BUStats{InFlight: 2, BytesUsed: 8192, Completed: 11, Incomplete: 1, WaitedFinal: 5, FinalTimedOut: 1},
 			EMState: &farm.EMStats{Assigned: 20, Reassigned: 4, Settled: 15, Queued: 3, Open: 5,
 				Credits: map[string]int64{"farm-a": 40, "farm-b": 0}},
 			SendPool: agent.PoolStatus{UsedBytes: 65536, LimitBytes: 1 << 26},
@@ -67,6 +67,13 @@ sluice_farm_em_credit_events{bu="farm-b"} 0
 # TYPE sluice_farm_bu_assignments_completed_total counter
 sluice_farm_bu_assignments_completed_total{completeness="complete"} 10
 sluice_farm_bu_assignments_completed_total{completeness="incomplete"} 1
+# HELP sluice_farm_ru_assignments_waited_behind_total Assignments this node's readout unit kept waiting past farm.wait for a source of its own behind them and still sending.
+# TYPE sluice_farm_ru_assignments_waited_behind_total counter
+sluice_farm_ru_assignments_waited_behind_total 6
+# HELP sluice_farm_bu_assignments_waited_final_total Assignments this node's builder unit kept waiting past farm.wait for a live readout unit's final data, by how the wait ended (timed_out: built without it at the behind limit; other: its data or its RU's death or mask).
+# TYPE sluice_farm_bu_assignments_waited_final_total counter
+sluice_farm_bu_assignments_waited_final_total{end="other"} 4
+sluice_farm_bu_assignments_waited_final_total{end="timed_out"} 1
 # HELP sluice_farm_assignments_built_total Assignments this node's builder unit handed to its builder, by outcome (decided, durable, given_up).
 # TYPE sluice_farm_assignments_built_total counter
 sluice_farm_assignments_built_total{outcome="decided"} 7
@@ -82,6 +89,7 @@ sluice_farm_messages_dropped_total{reason="no_em"} 2
 `
 	names := []string{"sluice_farm_ru_held_bytes", "sluice_farm_peer_connected", "sluice_farm_event_manager", "sluice_farm_member_info",
 		"sluice_farm_em_assignments_total", "sluice_farm_em_credit_events", "sluice_farm_bu_assignments_completed_total",
+		"sluice_farm_ru_assignments_waited_behind_total", "sluice_farm_bu_assignments_waited_final_total",
 		"sluice_farm_assignments_built_total", "sluice_farm_run_state", "sluice_farm_messages_dropped_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
