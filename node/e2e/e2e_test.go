@@ -123,6 +123,7 @@ type proc struct {
 	mu     sync.Mutex
 	stderr []string
 	addr   chan string // the HTTP address, from the "http listening" log record
+	http   string      // what httpAddr took from addr
 	done   chan struct{}
 	err    error
 }
@@ -216,11 +217,16 @@ func (p *proc) log() string {
 	return strings.Join(p.stderr, "\n")
 }
 
-// httpAddr waits for the node's HTTP address.
+// httpAddr waits for the node's HTTP address (and remembers it, for the
+// next call).
 func (p *proc) httpAddr(t *testing.T) string {
 	t.Helper()
+	if p.http != "" {
+		return p.http
+	}
 	select {
 	case a := <-p.addr:
+		p.http = a
 		return a
 	case <-p.done:
 		t.Fatalf("sluice ended before serving HTTP:\n%s", p.log())
@@ -242,8 +248,9 @@ func runOK(t *testing.T, args ...string) string {
 
 // status is the part of GET /status the tests read.
 type status struct {
-	State  string      `json:"state"`
-	Ledger node.Ledger `json:"ledger"`
+	State  string             `json:"state"`
+	Ledger node.Ledger        `json:"ledger"`
+	Inputs []node.InputStatus `json:"inputs"`
 }
 
 func getStatus(t *testing.T, addr string) (status, error) {

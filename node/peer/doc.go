@@ -27,6 +27,13 @@
 //     the node's memory budget), handed over as a Buffer to Release once.
 //     While the pool has no room, messages wait in their senders (SendData
 //     blocks after SendQueue in flight): backpressure, not buffering.
+//   - Goodbye: a bye counts the data messages its sender sent; the
+//     receiver answers it (bye_ack) once all of them have arrived, and only
+//     then sees the Conn closed by the peer (ErrPeerClosed). A sender that
+//     must know its data arrived calls Finish, which waits for that answer
+//     while both sides keep the Conn alive; Close does not wait. A Conn
+//     whose connection ends before the counted messages arrived is lost,
+//     not closed.
 //   - Failure: a peer whose process dies is seen at once (TCP: the
 //     connection resets; UCX: peer error handling fails the endpoint); a
 //     peer that stops without closing (SIGSTOP, a hung host) is lost after
@@ -35,7 +42,7 @@
 //     error, its partly received data messages free their pool slots, and
 //     Recv drains what had arrived complete, then returns the error.
 //
-// # Wire format, version 1
+// # Wire format, version 2
 //
 // All integers are little-endian. Every message is a frame: an 8-byte
 // header and a body. On TCP each Conn is two connections dialled by the
@@ -71,14 +78,15 @@
 //	|   16 | control     | both                    | the message (type in the header)               |
 //	|   17 | credit      | both                    | u32: control messages taken by Recv since last |
 //	|   18 | heartbeat   | both                    | empty; sent when nothing else was for a beat   |
-//	|   19 | bye         | both                    | empty; the sender closes the Conn cleanly      |
+//	|   19 | bye         | both                    | u64: data messages sent on the Conn in all     |
+//	|   20 | bye_ack     | both                    | u64: data messages received on the Conn in all |
 //	|   32 | data        | both                    | H header bytes, N payload bytes                |
 //
 // Hello body (kinds 1 and 2):
 //
 //	| off | size | field          | meaning                                                 |
 //	|-----|------|----------------|---------------------------------------------------------|
-//	|   0 |    2 | version        | peer protocol version, 1                                |
+//	|   0 |    2 | version        | peer protocol version, 2                                |
 //	|   2 |    2 | flags          | 0                                                       |
 //	|   4 |    4 | max_data       | largest data payload the sender accepts (bytes)         |
 //	|   8 |    4 | control_window | control messages the sender accepts before a credit    |
@@ -95,6 +103,14 @@
 // acceptor's nonce, then each node id preceded by its length (connector's
 // first). Refuse reason codes: 1 farm, 2 token, 3 version, 4 node,
 // 5 accept_queue, 6 malformed (the Refused* names).
+//
+// A bye ends what its sender sends on the Conn, but for a bye_ack answering
+// the peer's bye; the receiver of a bye sends its bye_ack once the data
+// messages counted have all arrived (version 1 had empty byes and no
+// answer: a sender that closed its sockets at once could lose what the
+// receiver had not read yet). On TCP the side that closes shuts its write
+// half and reads the peer's frames until their end (at most a second)
+// before it closes, so that no unread byte resets the connection.
 //
 // A receiver treats any frame that does not decode, an unknown kind, a
 // control frame beyond the window it granted, or a frame out of sequence

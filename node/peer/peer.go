@@ -97,9 +97,25 @@ type Conn interface {
 	// Err is nil while the Conn is up, then ErrClosed, ErrPeerClosed or a
 	// wrapped ErrPeerLost.
 	Err() error
-	// Close says goodbye to the peer (it sees ErrPeerClosed) and ends the
-	// Conn: in-flight sends complete with ErrClosed, received messages not
-	// yet returned by Recv are released. Idempotent.
+	// Finish is the goodbye of a sender that must know its data arrived:
+	// it refuses further SendData, waits until the data messages in
+	// flight completed, says goodbye (a bye counting the data messages
+	// sent) and waits until the peer answers that it received them all
+	// (it answers once they are all in its receive pool), then closes
+	// the Conn. While it waits the Conn is alive: heartbeats flow both
+	// ways and a peer that dies or falls silent ends the wait. nil means
+	// the peer confirmed every data message this Conn sent. Errors: the
+	// Conn's end before the peer confirmed (ErrPeerLost wrapped, or
+	// ErrPeerClosed if the peer closed first), ctx's (the Conn is then
+	// closed as by Close). The peer sees ErrPeerClosed after its Recv
+	// returned every message.
+	Finish(ctx context.Context) error
+	// Close says goodbye to the peer without waiting for its answer and
+	// ends the Conn: in-flight sends complete with ErrClosed, received
+	// messages not yet returned by Recv are released. The bye counts the
+	// data messages that completed: the peer sees ErrPeerClosed once they
+	// all arrived, and a loss (ErrPeerLost) if its connection ends before.
+	// Idempotent.
 	Close() error
 }
 

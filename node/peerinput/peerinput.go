@@ -260,7 +260,7 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 }
 
 // serve hands one peer's packets on until it leaves: clean when it said
-// goodbye; an error only from the sink.
+// goodbye and everything it counted arrived; an error only from the sink.
 func (in *Input) serve(ctx context.Context, c peer.Conn, sink transport.Sink) (clean bool, err error) {
 	for {
 		m, err := c.Recv(ctx)
@@ -421,10 +421,15 @@ func (s *Sender) send(ctx context.Context, b []byte) error {
 // Flush has nothing to do: every packet is on its way once Send returned.
 func (s *Sender) Flush() error { return nil }
 
-// Close waits until every packet was handed over, says goodbye (the input
-// delivers everything before it sees it) and stops the transport.
+// Close waits until every packet was handed over, says goodbye and waits
+// until the input confirms it received every packet sent (peer.Conn's
+// Finish), then stops the transport. An error means some packets may not
+// have arrived: the receiver was lost (or ctx ended) before it confirmed.
 func (s *Sender) Close(ctx context.Context, _ uint64) error {
 	err := s.ring.drain(ctx)
+	if err == nil {
+		err = s.c.Finish(ctx)
+	}
 	if e := s.c.Close(); err == nil {
 		err = e
 	}

@@ -107,6 +107,8 @@ func Run(t *testing.T, f Factory) {
 	t.Run("ControlWindow", f.testControlWindow)
 	t.Run("Idle", f.testIdle)
 	t.Run("CloseDelivers", f.testCloseDelivers)
+	t.Run("Finish", f.testFinish)
+	t.Run("FinishPeerCloses", f.testFinishPeerCloses)
 	t.Run("KillSender", f.testKillSender)
 	t.Run("KillReceiver", f.testKillReceiver)
 	t.Run("Stop", f.testStop)

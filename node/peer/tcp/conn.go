@@ -37,7 +37,7 @@ type Conn struct {
 	frames []byte
 	credit uint32
 	beat   bool
-	bye    bool
+	flush  bool // with wstop: write what is queued, then close gracefully
 	wstop  bool
 	wwake  chan struct{}
 
@@ -97,6 +97,14 @@ func (c *Conn) Credit(n uint32) {
 	c.wakeWriter()
 }
 
+// Frame is link.Wire's.
+func (c *Conn) Frame(f []byte) {
+	c.wmu.Lock()
+	c.frames = append(c.frames, f...)
+	c.wmu.Unlock()
+	c.wakeWriter()
+}
+
 // Heartbeat is link.Wire's.
 func (c *Conn) Heartbeat() {
 	c.wmu.Lock()
@@ -113,7 +121,7 @@ func (c *Conn) wakeWriter() {
 }
 
 // Shutdown is link.Wire's: once, when the Conn ends.
-func (c *Conn) Shutdown(bye bool, err error) {
+func (c *Conn) Shutdown(flush bool, err error) {
 	c.cancel()
 	c.dmu.Lock()
 	pending := c.sends
@@ -128,18 +136,17 @@ func (c *Conn) Shutdown(bye bool, err error) {
 	}
 	// The data connection goes first: a frame being written is cut (the
 	// peer counts it truncated); everything completed before is in the
-	// peer's socket ahead of the EOF, which the peer reads after our bye.
+	// peer's socket ahead of the EOF, and our bye counts it.
 	c.data.Close()
 	c.wmu.Lock()
-	c.bye, c.wstop = bye, true
+	c.flush, c.wstop = flush, true
 	c.wmu.Unlock()
-	if bye {
+	if flush {
 		c.ctl.SetWriteDeadline(time.Now().Add(byeGrace))
-		c.wakeWriter()
 	} else {
 		c.ctl.Close()
-		c.wakeWriter()
 	}
+	c.wakeWriter()
 }
 
 func (c *Conn) complete(s *send, err error) {
@@ -156,15 +163,26 @@ func (c *Conn) lost(what string, err error) {
 	c.Fail(fmt.Errorf("%w: %s: %s: %w", peer.ErrPeerLost, c.Node(), what, err), reason)
 }
 
-// dataBroken: the data connection failed. The control connection decides
-// whether that was a goodbye or a loss; if it says nothing within byeGrace
-// the Conn is lost.
+// dataBroken: the data connection failed. After the peer's bye (whose
+// data messages have not all arrived, or the Conn would have ended) that
+// is a loss; before it, the control connection decides whether that was a
+// goodbye (a bye, counting what was sent) or a loss: if it says nothing
+// within byeGrace the Conn is lost.
 func (c *Conn) dataBroken(err error) {
-	if c.Err() != nil {
+	if c.Err() != nil || c.ByeComplete() {
+		return
+	}
+	if bye, sent := c.ByeReceived(); bye {
+		c.lost("data connection", fmt.Errorf("said goodbye after %d data messages, %d arrived: %w", sent, c.Received(), err))
 		return
 	}
 	c.brokenOnce.Do(func() {
-		time.AfterFunc(byeGrace, func() { c.lost("data connection", err) })
+		time.AfterFunc(byeGrace, func() {
+			if bye, sent := c.ByeReceived(); bye {
+				err = fmt.Errorf("said goodbye after %d data messages, %d arrived: %w", sent, c.Received(), err)
+			}
+			c.lost("data connection", err)
+		})
 	})
 }
 
@@ -184,12 +202,9 @@ func (c *Conn) controlWriter() {
 			buf = wire.AppendFrame(buf, wire.KindHeartbeat, 0, nil)
 			c.beat = false
 		}
-		bye, stop := c.bye, c.wstop
-		if bye {
-			buf = wire.AppendFrame(buf, wire.KindBye, 0, nil)
-		}
+		flush, stop := c.flush, c.wstop
 		c.wmu.Unlock()
-		if stop && !bye {
+		if stop && !flush {
 			return
 		}
 		if len(buf) > 0 {
@@ -198,12 +213,21 @@ func (c *Conn) controlWriter() {
 					c.ctl.Close()
 					return
 				}
+				if bye, _ := c.ByeReceived(); bye {
+					continue // the peer is gone from the control path; its data decides
+				}
 				c.lost("control connection", err)
 				continue // Shutdown sets wstop and wakes us
 			}
 		}
 		if stop {
-			c.ctl.Close()
+			// A graceful close: our FIN follows the last frames, and the
+			// reader takes what the peer still sends until its FIN (or
+			// byeGrace), then closes. Closing with unread bytes would
+			// reset the connection, and a reset can throw away frames of
+			// ours the peer has not read yet (our bye, or our bye_ack).
+			c.ctl.CloseWrite()
+			c.ctl.SetReadDeadline(time.Now().Add(byeGrace))
 			return
 		}
 		spare = buf
@@ -212,12 +236,13 @@ func (c *Conn) controlWriter() {
 
 func (c *Conn) controlReader() {
 	defer c.t.wg.Done()
+	defer c.ctl.Close()
 	br := bufio.NewReaderSize(c.ctl, 64<<10)
 	var hb [wire.HeaderSize]byte
 	var small [wire.MaxHandshake]byte
 	for {
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
-			c.lost("control connection", err)
+			c.controlBroken(err)
 			return
 		}
 		h, err := wire.ParseHeader(hb[:], c.t.lim)
@@ -232,38 +257,25 @@ func (c *Conn) controlReader() {
 			body = small[:h.Length]
 		}
 		if _, err := io.ReadFull(br, body); err != nil {
-			c.lost("control connection", err)
+			c.controlBroken(err)
 			return
 		}
 		c.Touch()
-		if done, err := c.DeliverFrame(h, body); err != nil {
+		if err := c.DeliverFrame(h, body); err != nil {
 			c.lost("control connection", err)
-			return
-		} else if !done { // the peer's bye
-
-			// Everything the peer sent before its bye is in the data
-			// connection ahead of its EOF: deliver it, then end. While
-			// our own pool holds the data reader up, that is no sign of
-			// a lost peer: keep the Conn alive.
-			tk := time.NewTicker(c.t.cfg.Heartbeat)
-		drain:
-			for {
-				select {
-				case <-c.dataDone:
-					break drain
-				case <-c.Done():
-					break drain
-				case <-tk.C:
-					if c.poolWait.Load() {
-						c.Touch()
-					}
-				}
-			}
-			tk.Stop()
-			c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.Node()), "")
 			return
 		}
 	}
+}
+
+// controlBroken: the control connection failed or ended. After the peer's
+// bye that is no loss by itself: the data it counted may still be on its
+// way in the data connection, whose end then decides.
+func (c *Conn) controlBroken(err error) {
+	if bye, _ := c.ByeReceived(); bye {
+		return
+	}
+	c.lost("control connection", err)
 }
 
 func (c *Conn) dataReader() {

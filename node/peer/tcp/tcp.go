@@ -204,6 +204,11 @@ func (t *Transport) tickLoop() {
 		case now := <-tk.C:
 			cs = t.reg.Conns(cs[:0])
 			for _, c := range cs {
+				if bye, _ := c.ByeReceived(); bye && c.poolWait.Load() {
+					// The peer said goodbye and its last data waits for
+					// room in our own pool: no sign of a lost peer.
+					c.Touch()
+				}
 				c.Tick(now)
 			}
 		}

@@ -51,11 +51,10 @@ type Conn struct {
 	// Worker state.
 	ep      C.ucp_ep_h
 	state   int
-	epDead  bool // UCX reported the endpoint failed, or we closed it
-	dialed  bool // we connected (rather than accepted) this endpoint
-	heard   bool // a frame came from the peer
-	byeRecv bool
-	closeAt time.Time // after our bye: force the close by then
+	epDead  bool      // UCX reported the endpoint failed, or we closed it
+	dialed  bool      // we connected (rather than accepted) this endpoint
+	heard   bool      // a frame came from the peer
+	closeAt time.Time // after our bye or bye_ack: force the close by then
 	early   []early
 	rxq     []*rx // data messages of this Conn in arrival order
 }
@@ -307,9 +306,14 @@ func (t *Transport) flushFrames(c *Conn) {
 	}
 }
 
+// Frame is link.Wire's.
+func (c *Conn) Frame(f []byte) {
+	c.queue(func(b []byte) []byte { return append(b, f...) })
+}
+
 // Shutdown is link.Wire's.
-func (c *Conn) Shutdown(bye bool, err error) {
-	if !c.t.ops.push(func() { c.t.shutdown(c, bye, err) }) {
+func (c *Conn) Shutdown(flush bool, err error) {
+	if !c.t.ops.push(func() { c.t.shutdown(c, flush, err) }) {
 		return
 	}
 }
@@ -375,20 +379,22 @@ func (c *Conn) endErr() error {
 }
 
 // shutdown is the worker's half of link's Shutdown.
-func (t *Transport) shutdown(c *Conn, bye bool, err error) {
+func (t *Transport) shutdown(c *Conn, flush bool, err error) {
 	if c.state == stateEnded {
 		return
 	}
 	c.state = stateEnded
 	t.dropReceives(c)
-	if bye && !c.epDead && t.w.worker != nil {
-		// Tell the peer, then give it byeGrace to take what is in flight
-		// and close its side; its close (an endpoint error here) or the
-		// deadline closes ours.
+	if flush && !c.epDead && t.w.worker != nil {
+		// Our bye (or bye_ack) goes out; unless the peer answered our bye
+		// already (nothing more to wait for), give it byeGrace to take
+		// what is in flight and answer or close its side: its answer,
+		// its close (an endpoint error here) or the deadline closes ours.
 		t.flushFrames(c)
-		t.sendFrame(c, wire.AppendFrame(nil, wire.KindBye, 0, nil))
-		c.closeAt = time.Now().Add(byeGrace)
-		return
+		if !c.Acked() {
+			c.closeAt = time.Now().Add(byeGrace)
+			return
+		}
 	}
 	t.closeEP(c, true)
 }
@@ -478,13 +484,7 @@ func (t *Transport) forceCloseAll() {
 // dispatch handles one control-path frame of an established Conn (worker);
 // false if the Conn ended.
 func (t *Transport) dispatch(c *Conn, h wire.Header, body []byte) bool {
-	done, err := c.DeliverFrame(h, body)
-	if !done { // the peer's bye
-		c.byeRecv = true
-		t.maybeFinishBye(c)
-		return c.state == stateEstablished
-	}
-	if err != nil {
+	if err := c.DeliverFrame(h, body); err != nil {
 		reason := peer.LostReset
 		if errors.Is(err, peer.ErrProtocol) {
 			reason = peer.LostProtocol
@@ -492,15 +492,7 @@ func (t *Transport) dispatch(c *Conn, h wire.Header, body []byte) bool {
 		c.Fail(fmt.Errorf("%w: %s: %w", peer.ErrPeerLost, c.Node(), err), reason)
 		return false
 	}
-	return true
-}
-
-// maybeFinishBye ends a Conn whose peer said goodbye once everything it
-// sent before has been delivered (worker).
-func (t *Transport) maybeFinishBye(c *Conn) {
-	if c.byeRecv && len(c.rxq) == 0 && c.state == stateEstablished {
-		c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.Node()), "")
-	}
+	return c.Err() == nil
 }
 
 // onCtl handles a control-path active message (worker).
@@ -508,9 +500,18 @@ func (t *Transport) onCtl(ep C.ucp_ep_h, data []byte) {
 	c := t.eps[ep]
 	if c == nil || c.state == stateEnded {
 		if c != nil && c.closeAt.After(time.Time{}) {
-			// Our bye is out; the peer's bye or anything else: close now.
-			if h, _, err := wire.ParseFrame(data, t.lim); err == nil && h.Kind == wire.KindBye {
-				t.closeEP(c, true)
+			// Our bye (or bye_ack) is out; the peer's answer, or its own
+			// bye: nothing more to wait for, close now.
+			for len(data) > 0 {
+				h, _, rest, err := wire.NextFrame(data, t.lim)
+				if err != nil {
+					break
+				}
+				if h.Kind == wire.KindBye || h.Kind == wire.KindByeAck {
+					t.closeEP(c, true)
+					break
+				}
+				data = rest
 			}
 		}
 		return
@@ -671,9 +672,8 @@ func (t *Transport) deliverReady(c *Conn) {
 			continue
 		}
 		c.Touch()
-		c.DeliverData(r.header, r.slot)
+		c.DeliverData(r.header, r.slot) // answers the peer's bye once its last message is here
 	}
-	t.maybeFinishBye(c)
 }
 
 // onEpError: UCX says c's endpoint failed (worker).
@@ -693,8 +693,10 @@ func (t *Transport) onEpError(ep C.ucp_ep_h, st C.ucs_status_t) {
 		}
 		t.closeEP(c, true)
 	case stateEstablished:
-		if c.byeRecv {
-			c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.Node()), "")
+		if bye, sent := c.ByeReceived(); bye {
+			// Its bye's data messages have not all arrived, or the Conn
+			// would have ended.
+			c.Fail(fmt.Errorf("%w: %s: said goodbye after %d data messages, %d arrived: endpoint error: %s", peer.ErrPeerLost, c.Node(), sent, c.Received(), statusErr(st)), peer.LostReset)
 		} else {
 			c.Fail(fmt.Errorf("%w: %s: endpoint error: %s", peer.ErrPeerLost, c.Node(), statusErr(st)), peer.LostReset)
 		}

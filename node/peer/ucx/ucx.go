@@ -406,7 +406,7 @@ func (t *Transport) tick(now time.Time) {
 	for _, c := range t.eps {
 		switch c.state {
 		case stateEstablished:
-			if c.byeRecv && len(c.rxq) > 0 {
+			if bye, _ := c.ByeReceived(); bye && len(c.rxq) > 0 {
 				c.Touch() // draining into our own pool after a goodbye: not silence
 			}
 			c.Tick(now)

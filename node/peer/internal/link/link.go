@@ -27,10 +27,14 @@ type Wire interface {
 	Credit(n uint32)
 	// Heartbeat queues a heartbeat frame.
 	Heartbeat()
-	// Shutdown tears the Conn's connection down once: with bye (our own
-	// Close) it first sends a bye frame. In-flight data sends complete
-	// with err. Called exactly once, by Fail.
-	Shutdown(bye bool, err error)
+	// Frame queues a whole control-path frame made here (bye, bye_ack).
+	Frame(f []byte)
+	// Shutdown tears the Conn's connection down once. With flush (our own
+	// Close, or the peer's goodbye answered) the control-path frames
+	// queued (a bye, a bye_ack) go out first and the connection closes
+	// gracefully; without (a lost peer) it closes at once. In-flight data
+	// sends complete with err. Called exactly once, by Fail.
+	Shutdown(flush bool, err error)
 }
 
 // Params are a Conn's fixed properties, from the config and the hello.
@@ -68,13 +72,28 @@ type Conn struct {
 	done        chan struct{}
 
 	lastRecv, lastSend atomic.Int64 // unix ns
+
+	// The goodbye (see Finish): data messages we sent (completed without
+	// error) and received; the peer's bye and the count it gave; our bye
+	// and the peer's answer to it.
+	sentOK    atomic.Uint64
+	idle      chan struct{} // cap 1: the last send in flight completed
+	finishing atomic.Bool   // Finish began: SendData is refused
+	recvd     uint64        // under mu
+	byeIn     bool          // under mu: the peer's bye arrived
+	byeCount  uint64        // under mu: data messages it said it sent
+	acking    bool          // under mu: our bye_ack is queued
+	byeOut    bool          // under mu: our bye is queued
+	acked     chan struct{} // closed when the peer's bye_ack arrived
+	ackCount  uint64        // under mu: data messages it said it received
 }
 
 // New makes the shared half of a Conn over wire.
 func New(p Params, wire Wire) *Conn {
 	now := time.Now().UnixNano()
 	c := &Conn{p: p, wire: wire, credits: p.PeerWindow, credWake: make(chan struct{}),
-		sendSlots: make(chan struct{}, p.SendQueue), wake: make(chan struct{}, 1), done: make(chan struct{})}
+		sendSlots: make(chan struct{}, p.SendQueue), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		idle: make(chan struct{}, 1), acked: make(chan struct{})}
 	c.lastRecv.Store(now)
 	c.lastSend.Store(now)
 	return c
@@ -151,6 +170,9 @@ func (c *Conn) AcquireSend(ctx context.Context) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
+	if c.finishing.Load() {
+		return fmt.Errorf("%w: conn to %s is finishing", peer.ErrClosed, c.p.Node)
+	}
 	select {
 	case c.sendSlots <- struct{}{}:
 		if err := c.Err(); err != nil {
@@ -172,7 +194,16 @@ func (c *Conn) CancelSend() { <-c.sendSlots }
 // SendDone frees the slot of a data send that completed with err and
 // counts it.
 func (c *Conn) SendDone(n int, err error) {
+	if err == nil {
+		c.sentOK.Add(1) // before the slot is free: Finish counts it once none is in flight
+	}
 	<-c.sendSlots
+	if len(c.sendSlots) == 0 {
+		select {
+		case c.idle <- struct{}{}:
+		default:
+		}
+	}
 	if err != nil {
 		c.p.Counters.SendErrors.Add(1)
 		return
@@ -207,6 +238,7 @@ func (c *Conn) DeliverControl(typ uint16, body []byte) error {
 // closed it), the buffer is released instead.
 func (c *Conn) DeliverData(header []byte, b peer.Buffer) {
 	c.mu.Lock()
+	c.recvd++
 	if c.err != nil && errors.Is(c.err, peer.ErrClosed) {
 		c.mu.Unlock()
 		b.Release()
@@ -216,6 +248,143 @@ func (c *Conn) DeliverData(header []byte, b peer.Buffer) {
 	c.mu.Unlock()
 	c.p.Counters.DataReceived.Add(1)
 	c.p.Counters.DataBytesRecv.Add(uint64(len(b.Bytes())))
+	c.maybeAck()
+}
+
+// Received is how many data messages arrived on the Conn; ByeReceived
+// whether the peer's bye did, and how many data messages it said it sent.
+func (c *Conn) Received() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recvd
+}
+
+// ByeReceived reports whether the peer said goodbye, and the data messages
+// its bye counted.
+func (c *Conn) ByeReceived() (bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byeIn, c.byeCount
+}
+
+// ByeComplete reports whether the peer said goodbye and every data
+// message its bye counted has arrived: the Conn ends (or ended) as closed
+// by the peer, and the end of its connections is no loss.
+func (c *Conn) ByeComplete() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byeIn && c.recvd >= c.byeCount
+}
+
+// Acked reports whether the peer answered our bye (nothing more to wait
+// for before the connection closes).
+func (c *Conn) Acked() bool {
+	select {
+	case <-c.acked:
+		return true
+	default:
+		return false
+	}
+}
+
+// deliverBye takes the peer's bye: it sent n data messages in all.
+func (c *Conn) deliverBye(n uint64) error {
+	c.mu.Lock()
+	if c.byeIn {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s said goodbye twice", peer.ErrProtocol, c.p.Node)
+	}
+	c.byeIn, c.byeCount = true, n
+	c.mu.Unlock()
+	c.maybeAck()
+	return nil
+}
+
+// deliverByeAck takes the peer's answer to our bye: it received n data
+// messages in all. The Conn ends here, closed by us (Finish reads the
+// count): the peer closes its side now, which must not look like a loss.
+func (c *Conn) deliverByeAck(n uint64) error {
+	c.mu.Lock()
+	if !c.byeOut || c.Acked() {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s answered a goodbye we did not say", peer.ErrProtocol, c.p.Node)
+	}
+	c.ackCount = n
+	close(c.acked)
+	c.mu.Unlock()
+	c.Fail(fmt.Errorf("%w: conn to %s", peer.ErrClosed, c.p.Node), "")
+	return nil
+}
+
+// maybeAck answers the peer's bye once every data message it counted has
+// arrived, and ends the Conn as closed by the peer (unless our own bye is
+// out too: Finish then ends it once the peer answers ours).
+func (c *Conn) maybeAck() {
+	c.mu.Lock()
+	if !c.byeIn || c.acking || c.recvd < c.byeCount || c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.acking = true
+	n, ours := c.recvd, c.byeOut
+	c.mu.Unlock()
+	c.wire.Frame(wire.AppendCount(nil, wire.KindByeAck, n))
+	c.lastSend.Store(time.Now().UnixNano())
+	if !ours {
+		c.Fail(fmt.Errorf("%w: %s", peer.ErrPeerClosed, c.p.Node), "")
+	}
+}
+
+// Finish is Conn.Finish: the goodbye that waits for the peer's word that
+// everything arrived.
+func (c *Conn) Finish(ctx context.Context) error {
+	c.finishing.Store(true)
+	for len(c.sendSlots) > 0 {
+		select {
+		case <-c.idle:
+		case <-c.done:
+			return c.finishErr()
+		case <-ctx.Done():
+			c.Close()
+			return fmt.Errorf("%w: %d data messages to %s still in flight", ctx.Err(), len(c.sendSlots), c.p.Node)
+		}
+	}
+	sent := c.sentOK.Load()
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return c.finishErr()
+	}
+	c.byeOut = true
+	c.mu.Unlock()
+	c.wire.Frame(wire.AppendCount(nil, wire.KindBye, sent))
+	c.lastSend.Store(time.Now().UnixNano())
+	select {
+	case <-c.acked:
+	case <-c.done:
+		return c.finishErr()
+	case <-ctx.Done():
+		c.Close()
+		return fmt.Errorf("%w: %s did not confirm the %d data messages sent", ctx.Err(), c.p.Node, sent)
+	}
+	c.mu.Lock()
+	got := c.ackCount
+	c.mu.Unlock()
+	if got < sent {
+		return fmt.Errorf("%w: %s confirmed %d of the %d data messages sent", peer.ErrPeerLost, c.p.Node, got, sent)
+	}
+	return nil
+}
+
+// finishErr is Finish's error for a Conn that ended before the peer
+// confirmed: the peer was lost, or closed too (then whether it had every
+// message cannot be known), or we closed it.
+func (c *Conn) finishErr() error {
+	err := c.Err()
+	if c.Acked() {
+		return nil
+	}
+	return fmt.Errorf("goodbye to %s unconfirmed after %d data messages sent: %w", c.p.Node, c.sentOK.Load(), err)
 }
 
 func (c *Conn) push(m peer.Message) {
@@ -300,7 +469,8 @@ func (c *Conn) Tick(now time.Time) {
 
 // Fail ends the Conn with err, once (later calls do nothing): lostReason
 // (a peer.Lost* name, "" for a clean end) is counted; with peer.ErrClosed
-// (our own Close) queued messages are released and the peer gets a bye.
+// (our own Close) queued messages are released and the peer gets a bye
+// counting the data messages sent.
 // It reports whether this call ended the Conn.
 func (c *Conn) Fail(err error, lostReason string) bool {
 	c.mu.Lock()
@@ -315,7 +485,12 @@ func (c *Conn) Fail(err error, lostReason string) bool {
 		drop = c.q[c.head:]
 		c.q, c.head = nil, 0
 	}
+	bye := ours && !c.byeOut
+	c.byeOut = c.byeOut || bye
 	c.mu.Unlock()
+	if bye {
+		c.wire.Frame(wire.AppendCount(nil, wire.KindBye, c.sentOK.Load()))
+	}
 	// Counters, the transport's bookkeeping and the failing of in-flight
 	// sends all happen before Done closes, so whoever waits on Done sees
 	// their effects.
@@ -330,7 +505,7 @@ func (c *Conn) Fail(err error, lostReason string) bool {
 			m.Data.Release()
 		}
 	}
-	c.wire.Shutdown(ours, err)
+	c.wire.Shutdown(ours || errors.Is(err, peer.ErrPeerClosed), err)
 	close(c.done)
 	c.credMu.Lock()
 	close(c.credWake)
@@ -358,19 +533,20 @@ func (c *Conn) Close() error {
 }
 
 // DeliverFrame takes a control-path frame of an established Conn: control,
-// credit and heartbeat frames are handled here (done true, with the error
-// that loses the Conn if any); any other kind (bye) is the transport's
-// (done false). The caller has Touched the Conn.
-func (c *Conn) DeliverFrame(h wire.Header, body []byte) (done bool, err error) {
+// credit, heartbeat, bye and bye_ack frames. It returns the error that
+// loses the Conn, if any. The caller has Touched the Conn.
+func (c *Conn) DeliverFrame(h wire.Header, body []byte) error {
 	switch h.Kind {
 	case wire.KindControl:
-		return true, c.DeliverControl(h.Type, body)
+		return c.DeliverControl(h.Type, body)
 	case wire.KindCredit:
-		return true, c.AddCredit(wire.Credit(body))
+		return c.AddCredit(wire.Credit(body))
 	case wire.KindHeartbeat:
-		return true, nil
+		return nil
 	case wire.KindBye:
-		return false, nil
+		return c.deliverBye(wire.Count(body))
+	case wire.KindByeAck:
+		return c.deliverByeAck(wire.Count(body))
 	}
-	return true, fmt.Errorf("%w: frame kind %d on an established connection", peer.ErrProtocol, h.Kind)
+	return fmt.Errorf("%w: frame kind %d on an established connection", peer.ErrProtocol, h.Kind)
 }

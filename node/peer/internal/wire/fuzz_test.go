@@ -11,7 +11,8 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add(AppendCredit(nil, 9))
 	f.Add(AppendRefuse(nil, 2, "token"))
 	f.Add(AppendHeader(nil, Header{Kind: KindData, Type: 4, Length: 100}))
-	f.Add(AppendFrame(nil, KindHello, 0, AppendHello(nil, &Hello{Version: 1, MaxData: 1, ControlWindow: 1, Node: "n"})))
+	f.Add(AppendCount(nil, KindBye, 1<<40+7))
+	f.Add(AppendFrame(nil, KindHello, 0, AppendHello(nil, &Hello{Version: Version, MaxData: 1, ControlWindow: 1, Node: "n"})))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, body, err := ParseFrame(b, lim)
 		decodetest.Check(t, err, len(b))
@@ -30,6 +31,10 @@ func FuzzParseFrame(f *testing.F) {
 			_, _, err = DecodeRefuse(body)
 		case KindCredit:
 			Credit(body)
+		case KindBye, KindByeAck:
+			if n := Count(body); string(AppendCount(nil, h.Kind, n)[HeaderSize:]) != string(body) {
+				t.Fatalf("count %d re-encoded differently from %x", n, body)
+			}
 		}
 		decodetest.Check(t, err, len(body))
 	})
@@ -50,7 +55,7 @@ func FuzzParseHeader(f *testing.F) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	h := Hello{Version: 1, MaxData: 1 << 20, ControlWindow: 8, Farm: "f", Node: "n", Addr: "a:1"}
+	h := Hello{Version: Version, MaxData: 1 << 20, ControlWindow: 8, Farm: "f", Node: "n", Addr: "a:1"}
 	f.Add(AppendHello(nil, &h), false)
 	h.MAC = make([]byte, MACSize)
 	f.Add(AppendHello(nil, &h), true)

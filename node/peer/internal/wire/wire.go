@@ -1,5 +1,5 @@
 // Package wire encodes and decodes the frames of the peer protocol, version
-// 1, whose byte tables are in package peer's doc. Decoders never panic: bad
+// 2, whose byte tables are in package peer's doc. Decoders never panic: bad
 // input gives a *schemas.DecodeError saying which field at which offset.
 package wire
 
@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the peer protocol version this package speaks.
-const Version = 1
+const Version = 2
 
 // Frame kinds (peer's doc: "Frame kinds").
 const (
@@ -27,6 +27,7 @@ const (
 	KindCredit     uint8 = 17
 	KindHeartbeat  uint8 = 18
 	KindBye        uint8 = 19
+	KindByeAck     uint8 = 20
 	KindData       uint8 = 32
 )
 
@@ -36,6 +37,9 @@ const (
 	NonceSize  = 16
 	MACSize    = sha256.Size
 	CookieSize = 16
+	// CountSize is the body of bye and bye_ack frames: a u64 count of
+	// data messages.
+	CountSize = 8
 	// MaxHandshake bounds a handshake frame's body (hello: 28 fixed bytes,
 	// three strings of up to 255 bytes each and a MAC; refuse: a reason).
 	MaxHandshake = 1024
@@ -103,8 +107,10 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 		max = lim.MaxControl
 	case KindCredit:
 		max = 4
-	case KindHeartbeat, KindBye:
+	case KindHeartbeat:
 		max = 0
+	case KindBye, KindByeAck:
+		max = CountSize
 	case KindData:
 		if int(h.Type) > lim.MaxHeader {
 			return Header{}, schemas.Errorf(format, "type", 2, schemas.ErrSizeOverflow, "data header of %d bytes, limit %d", h.Type, lim.MaxHeader)
@@ -122,7 +128,7 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 	if uint64(h.Length) > uint64(max) {
 		return Header{}, schemas.Errorf(format, "length", 4, schemas.ErrSizeOverflow, "body of %d bytes in a frame of kind %d, limit %d", h.Length, h.Kind, max)
 	}
-	if (h.Kind == KindProof || h.Kind == KindWelcome || h.Kind == KindJoin || h.Kind == KindCredit) && int(h.Length) != max {
+	if (h.Kind == KindProof || h.Kind == KindWelcome || h.Kind == KindJoin || h.Kind == KindCredit || h.Kind == KindBye || h.Kind == KindByeAck) && int(h.Length) != max {
 		return Header{}, schemas.Errorf(format, "length", 4, schemas.ErrInconsistent, "body of %d bytes in a frame of kind %d, want %d", h.Length, h.Kind, max)
 	}
 	return h, nil
@@ -169,6 +175,17 @@ func NextFrame(b []byte, lim Limits) (h Header, body, rest []byte, err error) {
 
 // Credit decodes a credit body (4 bytes, checked by ParseHeader).
 func Credit(body []byte) uint32 { return binary.LittleEndian.Uint32(body) }
+
+// Count decodes a bye or bye_ack body (8 bytes, checked by ParseHeader):
+// data messages sent (bye) or received (bye_ack) on the Conn.
+func Count(body []byte) uint64 { return binary.LittleEndian.Uint64(body) }
+
+// AppendCount appends a whole bye or bye_ack frame (kind) counting n data
+// messages.
+func AppendCount(dst []byte, kind uint8, n uint64) []byte {
+	dst = AppendHeader(dst, Header{Kind: kind, Length: CountSize})
+	return binary.LittleEndian.AppendUint64(dst, n)
+}
 
 // AppendCredit appends a whole credit frame for n messages.
 func AppendCredit(dst []byte, n uint32) []byte {

@@ -43,7 +43,7 @@ func TestHelloRoundTrip(t *testing.T) {
 func TestHelloErrors(t *testing.T) {
 	good := AppendHello(nil, &Hello{Version: Version, MaxData: 10, ControlWindow: 1, Node: "n"})
 	other := bytes.Clone(good)
-	other[0] = 2
+	other[0] = Version + 1
 	_, err := DecodeHello(other, false)
 	decodetest.Want(t, err, schemas.ErrBadVersion, 0)
 	flags := bytes.Clone(good)
@@ -65,7 +65,8 @@ func TestParseHeader(t *testing.T) {
 		{Kind: KindControl, Type: 9, Length: 64 << 10},
 		{Kind: KindCredit, Length: 4},
 		{Kind: KindHeartbeat},
-		{Kind: KindBye},
+		{Kind: KindBye, Length: CountSize},
+		{Kind: KindByeAck, Length: CountSize},
 		{Kind: KindData, Type: 4 << 10, Length: 64 << 20},
 		{Kind: KindJoin, Length: CookieSize},
 		{Kind: KindProof, Length: MACSize},
@@ -84,7 +85,9 @@ func TestParseHeader(t *testing.T) {
 		{Header{Kind: 99}, schemas.ErrUnsupported, 0},
 		{Header{Kind: KindBye, Flags: 1}, schemas.ErrBadHeader, 1},
 		{Header{Kind: KindBye, Type: 1}, schemas.ErrBadHeader, 2},
-		{Header{Kind: KindBye, Length: 1}, schemas.ErrSizeOverflow, 4},
+		{Header{Kind: KindBye, Length: 9}, schemas.ErrSizeOverflow, 4},
+		{Header{Kind: KindBye, Length: 0}, schemas.ErrInconsistent, 4},
+		{Header{Kind: KindByeAck, Length: 4}, schemas.ErrInconsistent, 4},
 		{Header{Kind: KindControl, Length: 64<<10 + 1}, schemas.ErrSizeOverflow, 4},
 		{Header{Kind: KindCredit, Length: 3}, schemas.ErrInconsistent, 4},
 		{Header{Kind: KindData, Type: 4<<10 + 1}, schemas.ErrSizeOverflow, 2},
