@@ -80,6 +80,10 @@ type InputStatus struct {
 	StreamsExpected int               `json:"streams_expected,omitempty"`
 	StreamsEnded    uint64            `json:"streams_ended,omitempty"`
 	AcceptErrors    map[string]uint64 `json:"accept_errors,omitempty"`
+	// StreamsLost: peer inputs, senders lost without a complete goodbye,
+	// by reason (reset, heartbeat, protocol): what they had in flight
+	// never arrived and is in no other counter.
+	StreamsLost map[string]uint64 `json:"streams_lost,omitempty"`
 	// Flagged counts fragments the input handed on flagged as a source
 	// error, by reason (a FEROL input: "fed_crc", "fed_error_bits",
 	// "fed_header_mismatch"; see transport.Stats.Flagged).

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/peer"
 	_ "github.com/sluice-daq/sluice/node/peerinput" // the peer transports this test binary has
 )
@@ -118,6 +120,61 @@ func TestPeerSenderOutrunsNode(t *testing.T) {
 				t.Fatalf("ledger: %d of %d fragments received, %d events built, %d incomplete, balanced %v",
 					l.FragmentsReceived, 4*events, l.EventsBuilt, l.EventsIncomplete, l.Balanced)
 			}
+		})
+	}
+}
+
+// TestPeerSenderKilled: a sender SIGKILLed mid-stream is counted by the
+// node as a stream lost (inputs[].streams_lost, by reason) and logged at
+// WARN naming the peer; the node keeps running (it still expects its
+// stream) until it is stopped.
+func TestPeerSenderKilled(t *testing.T) {
+	for _, kind := range peer.Names() {
+		t.Run(kind, func(t *testing.T) {
+			if kind == "ucx" {
+				useUCXBinary(t)
+				t.Setenv("UCX_TLS", "tcp")
+				t.Setenv("UCX_NET_DEVICES", "lo")
+			}
+			cfgFile := writeConfig(t, peerFastConfig, map[string]string{
+				"KIND": kind, "STORE": filepath.Join(t.TempDir(), "store")})
+			bu := start(t, "run", "--config", cfgFile)
+			addr := bu.listenAddr(t)
+			http := bu.httpAddr(t)
+			w := start(t, "readout", "--to", fmt.Sprintf("peer://%s?transport=%s", addr, kind),
+				"--config", cfgFile, "--events", "1000000", "--rate", "200", "--set", "node=ru-killed")
+			received := func() (node.InputStatus, bool) {
+				s, err := getStatus(t, http)
+				if err != nil || len(s.Inputs) != 1 {
+					return node.InputStatus{}, false
+				}
+				return s.Inputs[0], true
+			}
+			waitFor(t, "packets from the sender", 30*time.Second, func() bool {
+				in, ok := received()
+				return ok && in.Packets >= 40
+			})
+			if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			w.wait(t, 30*time.Second)
+			waitFor(t, "the lost stream counted", 30*time.Second, func() bool {
+				in, ok := received()
+				return ok && in.StreamsLost[peer.LostReset] == 1
+			})
+			waitFor(t, "the loss logged", 10*time.Second, func() bool {
+				for _, r := range bu.logRecords("peer sender lost") {
+					if r["level"] == "WARN" && r["peer"] == "ru-killed" && r["reason"] == peer.LostReset {
+						return true
+					}
+				}
+				return false
+			})
+			if in, _ := received(); in.StreamsEnded != 0 || in.Done {
+				t.Fatalf("input after the kill: %+v", in)
+			}
+			bu.cmd.Process.Signal(syscall.SIGINT)
+			bu.wait(t, time.Minute)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -166,8 +167,13 @@ type Input struct {
 	tr    peer.Transport
 	o     Options
 	c     transport.Counters
+	log   *slog.Logger
 	close sync.Once
 }
+
+// SetLogger is transport.Logged's: the node's logger (rate-limited) for
+// lost senders.
+func (in *Input) SetLogger(l *slog.Logger) { in.log = l }
 
 // Listen starts the peer transport of u listening at u's HOST:PORT.
 func Listen(u transport.URI, o Options) (*Input, error) {
@@ -178,7 +184,7 @@ func Listen(u transport.URI, o Options) (*Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
-	return &Input{tr: tr, o: o}, nil
+	return &Input{tr: tr, o: o, log: slog.New(slog.DiscardHandler)}, nil
 }
 
 // Addr is the address the input listens at.
@@ -261,12 +267,21 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 
 // serve hands one peer's packets on until it leaves: clean when it said
 // goodbye and everything it counted arrived; an error only from the sink.
+// A sender lost otherwise is counted (StreamsLost, by reason) and logged.
 func (in *Input) serve(ctx context.Context, c peer.Conn, sink transport.Sink) (clean bool, err error) {
+	packets := 0
 	for {
 		m, err := c.Recv(ctx)
 		if err != nil {
+			if errors.Is(err, peer.ErrPeerLost) {
+				reason := lostReason(err)
+				in.c.StreamLost(reason)
+				in.log.Warn("peer sender lost", "peer", c.Node(), "addr", c.RemoteAddr(), "reason", reason,
+					"packets", packets, "err", err)
+			}
 			return errors.Is(err, peer.ErrPeerClosed), nil
 		}
+		packets++
 		if m.Kind != peer.KindData {
 			in.c.Discard(transport.Protocol) // a peer input takes data messages only
 			continue
@@ -282,6 +297,17 @@ func (in *Input) serve(ctx context.Context, c peer.Conn, sink transport.Sink) (c
 			return false, err
 		}
 	}
+}
+
+// lostReason is the peer.Lost* name of a loss (the StreamsLost key).
+func lostReason(err error) string {
+	switch {
+	case errors.Is(err, peer.ErrHeartbeat):
+		return peer.LostHeartbeat
+	case errors.Is(err, peer.ErrProtocol):
+		return peer.LostProtocol
+	}
+	return peer.LostReset
 }
 
 // SenderOptions are a peer sender's settings.

@@ -74,6 +74,12 @@ type Stats struct {
 	// (TCP end-of-stream frames, UDP end markers); Open: connections open.
 	Connections, Streams uint64
 	Open                 int64
+	// StreamsLost: peer, senders whose connection ended without a
+	// complete goodbye (the process died, fell silent, broke the
+	// protocol, or its connection ended before the data it counted
+	// arrived), by reason ("reset", "heartbeat", "protocol"); absent when
+	// none. What such a sender had in flight is in no other counter.
+	StreamsLost map[string]uint64
 	// ExpectStreams: TCP/UDP/peer, the streams the input waits for before
 	// it ends (its expect_streams; 0: it never ends by itself).
 	ExpectStreams int
@@ -117,6 +123,7 @@ type Counters struct {
 	mu           sync.Mutex
 	acceptErrors map[string]uint64 // rare: a map under a lock
 	flagged      map[string]uint64 // as rare
+	streamsLost  map[string]uint64
 }
 
 // Snapshot returns the counters as Stats.
@@ -139,6 +146,9 @@ func (c *Counters) Snapshot() Stats {
 	}
 	if len(c.flagged) > 0 {
 		s.Flagged = maps.Clone(c.flagged)
+	}
+	if len(c.streamsLost) > 0 {
+		s.StreamsLost = maps.Clone(c.streamsLost)
 	}
 	c.mu.Unlock()
 	return s
@@ -163,6 +173,16 @@ func (c *Counters) Flag(reason string) {
 		c.flagged = map[string]uint64{}
 	}
 	c.flagged[reason]++
+	c.mu.Unlock()
+}
+
+// StreamLost counts one sender lost without a complete goodbye, by reason.
+func (c *Counters) StreamLost(reason string) {
+	c.mu.Lock()
+	if c.streamsLost == nil {
+		c.streamsLost = map[string]uint64{}
+	}
+	c.streamsLost[reason]++
 	c.mu.Unlock()
 }
 
