@@ -410,8 +410,11 @@ with the error; the rest of the status is etcd's.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "farm %s, run %d (%s)\n", st.Farm, st.Run.Run, st.Run.State)
 				}
 				fmt.Fprint(cmd.OutOrStdout(), st.Ledger.String())
-				if !st.Ledger.Balanced {
+				if ledgerFault(st) {
 					return &exitError{code: exitUnbalanced, err: errors.New("farm status: the farm ledger does not balance")}
+				}
+				if !st.Ledger.Balanced {
+					fmt.Fprintf(cmd.OutOrStdout(), "the run is going on: %d elements open (queued or being built) is not a fault\n", st.Ledger.Open)
 				}
 				return nil
 			}
@@ -420,8 +423,23 @@ with the error; the rest of the status is etcd's.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
-	cmd.Flags().BoolVar(&ledger, "ledger", false, "print only the farm ledger of the current run (exit status 2 when it does not balance)")
+	cmd.Flags().BoolVar(&ledger, "ledger", false, "print only the farm ledger of the current run (exit status 2 when it does not balance: a violation, or elements still open once the run is stopped)")
 	return cmd
+}
+
+// ledgerFault: the farm ledger shows a fault — a violation (an element
+// built twice, built and lost, built unannounced), or elements not built
+// nor counted lost once the run is stopped. While the run goes on, open
+// elements are work in progress.
+func ledgerFault(st control.Status) bool {
+	l := st.Ledger
+	if l.Balanced {
+		return false
+	}
+	if l.Violations > 0 {
+		return true
+	}
+	return st.Run == nil || st.Run.State != control.StateRunning
 }
 
 // farmView is `farm status --json`: etcd's view and each member's own.
