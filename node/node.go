@@ -199,7 +199,13 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		return n.failedStart(parts, err)
 	}
 	n.watch.useBuilder(b.SetAbsent, b.Absent)
-	parts.emulatorFile = func(input, file string, has []uint32) { n.watch.emulatorFile(input, file, has, groups) }
+	fileGroups := groups
+	if n.cfg.Farm.Enabled() {
+		// In a farm the other RUs read the other sources: an emulator's
+		// file owes this node its own (farm.sources) only.
+		fileGroups = ownGroups(groups, n.cfg.Farm.Sources)
+	}
+	parts.emulatorFile = func(input, file string, has []uint32) { n.watch.emulatorFile(input, file, has, fileGroups) }
 	n.farmCtx = ctx
 	if n.cfg.Farm.Enabled() {
 		f, err := n.startFarm(ctx, b)

@@ -283,3 +283,27 @@ func kvText(args []any) string {
 }
 
 func round3(f float64) float64 { return float64(int(f*1000+0.5)) / 1000 }
+
+// ownGroups are groups with only the sources of list (a source list, as
+// farm.sources; validated at start): a farm node's own readout sources.
+func ownGroups(groups []schemas.SourceGroup, list string) []schemas.SourceGroup {
+	ids, _ := schemas.ParseSourceList(list)
+	own := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		own[id] = true
+	}
+	var out []schemas.SourceGroup
+	for _, g := range groups {
+		h := g
+		h.Sources = nil
+		for _, s := range g.Sources {
+			if own[s] {
+				h.Sources = append(h.Sources, s)
+			}
+		}
+		if len(h.Sources) > 0 {
+			out = append(out, h)
+		}
+	}
+	return out
+}

@@ -292,6 +292,10 @@ func TestFarmRealMDF(t *testing.T) {
 				if code := procs[n].wait(t, 60*time.Second); code != 0 {
 					t.Fatalf("%s: exit %d\n%s\n%s", n, code, procs[n].stdout.String(), procs[n].log())
 				}
+				if strings.Contains(procs[n].log(), "not in the emulator's file") {
+					// The other RUs read the other sources.
+					t.Fatalf("%s warns of sources its emulator's file lacks:\n%s", n, procs[n].log())
+				}
 				l := readLedger(t, sums[n])
 				if !l.Balanced || l.Farm == nil || l.EventsIncomplete != 0 || l.Farm.GivenUp != 0 || l.FragmentsReceived != l.EventsBuilt*1239 {
 					t.Fatalf("%s ledger: %+v (farm %+v)", n, l, l.Farm)
