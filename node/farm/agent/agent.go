@@ -198,6 +198,9 @@ type Agent struct {
 	early2      []func()             // messages for the EM before this node became it
 	pool        *sendPool
 	stopped     bool
+	// opStopped: the operator stopped the run (members leave as they
+	// finish: a peer gone then is no fault).
+	opStopped bool
 	// endMsg is this node's End (it holds the trigger source and names no
 	// more): sent to every RU, and to each that joins later.
 	endMsg []byte
@@ -782,7 +785,7 @@ func (a *Agent) runState(ctx context.Context, st control.RunState) {
 		return
 	}
 	a.log.Info("farm: run stopped by the operator", "by", st.By)
-	a.stopped = true
+	a.stopped, a.opStopped = true, true
 	// Elected and waiting for sources no member reads: once stopped it
 	// leads without them (see covered), or nothing held here would ever
 	// be built and the stop would never end.

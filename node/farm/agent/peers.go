@@ -289,7 +289,12 @@ func (a *Agent) peerLost(ctx context.Context, p *peerConn, err error) {
 	if ctx.Err() != nil || m == nil {
 		return
 	}
-	a.log.Warn("farm: peer lost", "peer", p.node, "err", err)
+	if a.opStopped {
+		// Members leave as they finish a stopped run.
+		a.log.Info("farm: peer gone (the run is stopped)", "peer", p.node, "err", err)
+	} else {
+		a.log.Warn("farm: peer lost", "peer", p.node, "err", err)
+	}
 	if m.roles&farm.RoleBU != 0 && a.em != nil {
 		inc := m.Incarnation
 		go func() {
