@@ -39,6 +39,7 @@ var farmMetricDefs = []metricDef{
 	{"sluice_farm_send_pool_bytes", "Bytes of this node's readout-unit send buffers in use.", nil},
 	{"sluice_farm_send_pool_limit_bytes", "Bound of this node's readout-unit send buffers.", nil},
 	{"sluice_farm_messages_dropped_total", "Farm messages this node dropped, by reason.", []string{"reason"}},
+	{"sluice_farm_peer_connections_refused_total", "Peer connections (dialled or accepted) whose hello failed, by reason (token: the tokens differ; farm: another farm id).", []string{"reason"}},
 }
 
 func newFarmCollector(status func() Status) *farmCollector {
@@ -117,5 +118,8 @@ func (c *farmCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge("sluice_farm_send_pool_limit_bytes", float64(f.SendPool.LimitBytes))
 	for why, n := range f.Dropped {
 		counter("sluice_farm_messages_dropped_total", n, why)
+	}
+	for why, n := range f.PeersRefused {
+		counter("sluice_farm_peer_connections_refused_total", n, why)
 	}
 }

@@ -41,6 +41,9 @@ type FarmStatus struct {
 	SendPool       agent.PoolStatus `json:"send_pool"`
 	// Dropped counts the farm messages this node dropped, by why.
 	Dropped map[string]uint64 `json:"dropped,omitempty"`
+	// PeersRefused counts peer connections whose hello failed, by reason
+	// (token: the tokens differ; farm: another farm; ...).
+	PeersRefused map[string]uint64 `json:"peers_refused,omitempty"`
 }
 
 // FarmPeer is one other member of the farm.
@@ -55,7 +58,7 @@ func (f *farmNode) status() *FarmStatus {
 	fc := f.n.cfg.Farm
 	s := &FarmStatus{Farm: fc.ID, Roles: st.Roles, EM: st.Leader, EMEpoch: st.Epoch,
 		IsEM: st.EM != nil && st.Leader == st.Node, Protocol: fc.Protocol, Unit: fc.Unit, Release: fc.Release,
-		RU: st.RU, BU: st.BU, EMState: st.EM, SendPool: st.SendPool, Dropped: st.Dropped}
+		RU: st.RU, BU: st.BU, EMState: st.EM, SendPool: st.SendPool, Dropped: st.Dropped, PeersRefused: st.PeersRefused}
 	if s.Roles == "" {
 		s.Roles = f.stats.Roles // not joined yet
 	}

@@ -198,6 +198,10 @@ type Agent struct {
 	early2      []func()             // messages for the EM before this node became it
 	pool        *sendPool
 	stopped     bool
+	// refusedAt, refusedSeen: when refused peer connections were last
+	// logged, and the counts then (logRefused).
+	refusedAt   time.Time
+	refusedSeen map[string]uint64
 	// opStopped: the operator stopped the run (members leave as they
 	// finish: a peer gone then is no fault).
 	opStopped bool
@@ -255,6 +259,9 @@ type Status struct {
 	Epoch    uint64              `json:"epoch"`
 	Ledger   *farm.LedgerSummary `json:"ledger,omitempty"`
 	Dropped  map[string]uint64   `json:"dropped,omitempty"` // messages dropped, by why
+	// PeersRefused counts peer connections (either way) whose hello
+	// failed, by reason (token, farm, ...): the transport's.
+	PeersRefused map[string]uint64 `json:"peers_refused,omitempty"`
 }
 
 // PeerStatus is one other member as this node sees it.
@@ -508,6 +515,7 @@ func (a *Agent) endForGoneTrigger() {
 }
 
 func (a *Agent) tick() {
+	a.logRefused(a.clock.Now())
 	a.endForGoneTrigger()
 	if a.em != nil {
 		a.em.Tick()
@@ -889,7 +897,36 @@ func (a *Agent) Status() Status {
 	for k, v := range a.status.Dropped {
 		s.Dropped[k] = v
 	}
+	if a.cfg.Transport != nil {
+		s.PeersRefused = a.cfg.Transport.Stats().Refused
+	}
 	return s
+}
+
+// refusedEvery is how often at most refused peer connections are logged.
+const refusedEvery = 10 * time.Second
+
+// logRefused logs, at most every refusedEvery, the peer connections the
+// transport refused since the last time (a node of another farm, or one
+// whose token differs: on both sides, as neither builds with the other).
+func (a *Agent) logRefused(now time.Time) {
+	if a.cfg.Transport == nil || now.Sub(a.refusedAt) < refusedEvery {
+		return
+	}
+	cur := a.cfg.Transport.Stats().Refused
+	var total, prev uint64
+	for _, n := range cur {
+		total += n
+	}
+	for _, n := range a.refusedSeen {
+		prev += n
+	}
+	if total == prev {
+		return
+	}
+	a.refusedAt, a.refusedSeen = now, cur
+	a.log.Warn("farm: peer connections refused (another farm, or a token that differs: the peers cannot build together)",
+		"since_last", total-prev, "by_reason", cur)
 }
 
 func (a *Agent) drop(why string) {

@@ -154,7 +154,12 @@ func (f *testFarm) client() *control.Client {
 }
 
 func (f *testFarm) start(node string, roles farm.Roles, sources []uint32) {
-	tr, err := tcp.New(peer.Config{Node: node, Farm: "agent-test", Token: "secret", Listen: "127.0.0.1:0", PoolBytes: 16 << 20, MaxData: 1 << 20})
+	f.startToken(node, roles, sources, "secret")
+}
+
+// startToken is start with the farm token the node's transport proves.
+func (f *testFarm) startToken(node string, roles farm.Roles, sources []uint32, token string) {
+	tr, err := tcp.New(peer.Config{Node: node, Farm: "agent-test", Token: token, Listen: "127.0.0.1:0", PoolBytes: 16 << 20, MaxData: 1 << 20})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -684,4 +689,20 @@ func TestAgentLeadAtStopUncovered(t *testing.T) {
 	if len(f.bad) == 0 || !strings.Contains(f.bad[0], "built without [2 3 4]") {
 		t.Fatalf("want the assignments built without sources 2-4, got %v", f.bad)
 	}
+}
+
+// TestAgentPeersRefused: a node whose token differs joins etcd, but no
+// peer link comes up: both sides count the refusals (Status.PeersRefused,
+// for /status and sluice_farm_peer_connections_refused_total); a trial
+// saw the odd node log nothing and count nothing.
+func TestAgentPeersRefused(t *testing.T) {
+	f := newTestFarm(t, "push")
+	all := farm.RoleRU | farm.RoleBU | farm.RoleEM
+	f.start("a", all, []uint32{0, 1, 2, 3, 4})
+	f.startToken("x", farm.RoleBU, nil, "not-the-farm's")
+	f.waitFor("both sides to count refused connections", 20*time.Second, func() bool {
+		return f.agents["a"].Status().PeersRefused[peer.RefusedToken] > 0 && f.agents["x"].Status().PeersRefused[peer.RefusedToken] > 0
+	}, func() {
+		t.Logf("a: %+v\nx: %+v", f.agents["a"].Status().PeersRefused, f.agents["x"].Status().PeersRefused)
+	})
 }
