@@ -93,6 +93,9 @@ type FarmLedger struct {
 	// source's packets for it lacked — the sources' packing is not
 	// aligned, so those events are built incomplete (counted there too).
 	SplitEvents uint64 `json:"events_split_across_packets,omitempty"`
+	// Unbuilt: event ids of its assignments that no RU sent anything for
+	// (no event built; the farm ledger counts them lost, timed_out).
+	Unbuilt uint64 `json:"events_unbuilt,omitempty"`
 	// Missing: the sources assignments were built without (their RU died
 	// or was masked, or the RU's own wait gave up on them), by source list,
 	// with the event ids: their fragments are lost.
@@ -304,6 +307,39 @@ func splitEvents(packets []schemas.MFP, ids int) int {
 	return split
 }
 
+// unitGaps are u's ids not in ids (ascending, within u), as ranges.
+func unitGaps(u farm.Unit, ids []uint64) []farm.Range {
+	var out []farm.Range
+	emit := func(lo, hi uint64) {
+		if n := len(out); n > 0 && out[n-1].Last()+1 == lo && hi-lo+uint64(out[n-1].N) < 1<<32-1 {
+			out[n-1].N += uint32(hi - lo + 1)
+			return
+		}
+		out = append(out, farm.Range{First: lo, N: uint32(hi - lo + 1)})
+	}
+	i := 0 // ids[:i] are below the range at hand
+	for _, r := range u.Ranges {
+		next, last, covered := r.First, r.Last(), false // [next, last] not seen yet
+		for ; i < len(ids) && ids[i] <= last; i++ {
+			if ids[i] < next {
+				continue
+			}
+			if ids[i] > next {
+				emit(next, ids[i]-1)
+			}
+			if ids[i] == last {
+				covered = true // (last+1 may not exist)
+			} else {
+				next = ids[i] + 1
+			}
+		}
+		if !covered {
+			emit(next, last)
+		}
+	}
+	return out
+}
+
 func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	if len(j.missing) > 0 {
 		f.log.Warn("farm: assignment built without some sources", "assignment", j.a.ID, "missing", j.missing)
@@ -334,7 +370,17 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 		}
 	}
 	slices.Sort(fa.ids)
+	var unbuilt []farm.Range
+	if j.a.Unit.Kind == farm.UnitEvents && len(fa.ids) > 0 && len(fa.ids) < j.a.Unit.Len() {
+		// Ids no RU sent anything for: no event for them. The EM counts
+		// them lost, not built (the release names them).
+		unbuilt = unitGaps(j.a.Unit, fa.ids)
+		_ = fa.ag.Unbuilt(ctx, fa.id, unbuilt)
+	}
 	f.mu.Lock()
+	for _, r := range unbuilt {
+		f.stats.Unbuilt += uint64(r.N)
+	}
 	f.stats.SplitEvents += uint64(split)
 	f.countMissing(j, fa.ids)
 	f.stats.Assignments++

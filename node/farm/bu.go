@@ -119,6 +119,7 @@ type buAssign struct {
 	complete bool
 	waited   bool // counted in WaitedFinal
 	reached  Outcome
+	unbuilt  []Range // ids no RU's data came for (Unbuilt)
 }
 
 // maxEarly bounds the assignments a BU keeps data for before their
@@ -498,6 +499,17 @@ func (b *BU) complete(a *buAssign) {
 	b.Outcome(a.a.ID, OutcomeReceived, 0)
 }
 
+// Unbuilt is the build pipeline saying which ids of assignment id (of
+// event ids) no RU's data came for: no event is built for them, and the
+// releases of the assignment name them so the EM counts them lost rather
+// than built. rs are ascending and separated; call it before the decided
+// outcome.
+func (b *BU) Unbuilt(id uint64, rs []Range) {
+	if a := b.as[id]; a != nil && a.a.Unit.Kind == UnitEvents && len(rs) > 0 {
+		a.unbuilt = append([]Range(nil), rs...)
+	}
+}
+
 // Outcome is the build pipeline reporting how far assignment id got
 // (events built, for decided and durable). Outcomes at or past the
 // release policy, and decided (the EM settles on it), are released in
@@ -513,7 +525,7 @@ func (b *BU) Outcome(id uint64, o Outcome, events uint32) {
 	}
 	a.reached = o
 	if o >= b.cfg.Release || o >= OutcomeDecided {
-		b.rel = append(b.rel, ReleaseEntry{Assignment: id, Outcome: o, Events: events, Bytes: a.bytes})
+		b.rel = append(b.rel, ReleaseEntry{Assignment: id, Outcome: o, Events: events, Bytes: a.bytes, Unbuilt: a.unbuilt})
 		if len(b.rel) == 1 {
 			b.relAt = b.clock.Now()
 		}

@@ -122,7 +122,9 @@ func TestBUCompleteness(t *testing.T) {
 	if b.Data("ru1", DataHeader{Assignment: 5, Incarnation: 8, Flags: DataFinal}, nil) || b.Stats().StaleData != 1 {
 		t.Fatal("stale data accepted")
 	}
-	// Decisions: grouped by 2, with the freed capacity credited.
+	// Decisions: grouped by 2, with the freed capacity credited; the
+	// ids without data the pipeline named go with the release.
+	b.Unbuilt(1, []Range{{First: 3, N: 2}})
 	b.Outcome(1, OutcomeDecided, 10)
 	if k := kinds(b.Outputs()); len(k) != 0 {
 		t.Fatalf("a group of 1 sent: %v", k)
@@ -130,7 +132,7 @@ func TestBUCompleteness(t *testing.T) {
 	b.Outcome(2, OutcomeDecided, 10)
 	out = b.Outputs()
 	if len(out) != 2 || out[0].Kind != BURelease || len(out[0].Release.Entries) != 2 ||
-		out[0].Release.Entries[0] != (ReleaseEntry{Assignment: 1, Outcome: OutcomeDecided, Events: 10, Bytes: 2500}) ||
+		!reflect.DeepEqual(out[0].Release.Entries[0], ReleaseEntry{Assignment: 1, Outcome: OutcomeDecided, Events: 10, Bytes: 2500, Unbuilt: []Range{{First: 3, N: 2}}}) ||
 		out[1].Kind != BUCredit || out[1].Credit.Events != 20 {
 		t.Fatalf("release %+v", out)
 	}

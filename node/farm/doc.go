@@ -128,9 +128,14 @@
 //	|  12 |    8 | incarnation  | the BU's                                     |
 //	|  20 |    4 | n            | entries, 1 or more                           |
 //	|  24 |  str | bu           | the BU's node id                             |
-//	|     | 24·n | entries      | id u64, outcome u8, reserved 3 bytes (0),    |
-//	|     |      |              | events u32 (events built), bytes u64         |
-//	|     |      |              | (payload bytes received)                     |
+//	|     | 24·n+| entries      | id u64, outcome u8, flags u8, reserved 2     |
+//	|     |      |              | bytes (0), events u32 (events built), bytes  |
+//	|     |      |              | u64 (payload bytes received); with flag 1,   |
+//	|     |      |              | then m u32 (1 or more) and m ranges (first   |
+//	|     |      |              | u64, n u32; ascending, separated): the ids   |
+//	|     |      |              | of an assignment of event ids no RU's data   |
+//	|     |      |              | reached the BU for (no event built: lost,    |
+//	|     |      |              | timed_out). Other flags are refused.         |
 //
 // Announce (kind 9), RU → EM: the RU holding the trigger source names the
 // elements it read (CMS's EVM); the EM assigns them.

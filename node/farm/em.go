@@ -184,6 +184,9 @@ type EMStats struct {
 	// EM did not reassign from that incarnation (ignored).
 	Duplicates    uint64 `json:"duplicates"`
 	BadDuplicates uint64 `json:"bad_duplicates"`
+	// BadUnbuilt: release entries naming unbuilt ids outside their
+	// assignment, or all of it while reporting events (taken as built).
+	BadUnbuilt uint64 `json:"bad_unbuilt,omitempty"`
 	// Failovers are the latest BU failovers and how long each took.
 	Failovers []Failover `json:"failovers,omitempty"`
 	// State.
@@ -665,6 +668,17 @@ func (m *EM) release(b *buState, e ReleaseEntry) bool {
 			m.ledger.Lost(a.a.Unit, LostTimedOut)
 			return first
 		}
+		if un, ok := unbuiltOf(a.a.Unit, e.Unbuilt); ok {
+			// Built with some ids that had no data at all: those are lost
+			// (timed_out), the rest built.
+			m.ledger.Lost(un, LostTimedOut)
+			if rest, any := subtractUnit(a.a.Unit, rangeSetOf(un.Ranges)); any {
+				m.ledger.Built(rest, b.id, e.Events)
+			}
+			return first
+		} else if len(e.Unbuilt) > 0 {
+			m.stats.BadUnbuilt++
+		}
 		m.ledger.Built(a.a.Unit, b.id, e.Events)
 		return first
 	}
@@ -1017,4 +1031,33 @@ func (m *EM) maybeReconciled() {
 	m.ledger.Unheld()
 	m.held, m.waitFor = nil, nil
 	m.pump()
+}
+
+// unbuiltOf is the unit of an assignment's unbuilt ids (ok: u is of event
+// ids, rs is not empty and lies inside u and not all of it).
+func unbuiltOf(u Unit, rs []Range) (Unit, bool) {
+	if u.Kind != UnitEvents || len(rs) == 0 {
+		return Unit{}, false
+	}
+	in := rangeSetOf(u.Ranges)
+	var n uint64
+	for _, r := range rs {
+		if in.overlap(r.First, r.Last()) != uint64(r.N) {
+			return Unit{}, false
+		}
+		n += uint64(r.N)
+	}
+	if n >= uint64(u.Len()) {
+		return Unit{}, false
+	}
+	return Unit{Run: u.Run, Resync: u.Resync, Kind: u.Kind, Ranges: rs}, true
+}
+
+// rangeSetOf is the set of rs's numbers.
+func rangeSetOf(rs []Range) *rangeSet {
+	var s rangeSet
+	for _, r := range rs {
+		s.add(r.First, r.Last())
+	}
+	return &s
 }

@@ -305,6 +305,27 @@ func TestBuiltEmpty(t *testing.T) {
 	}
 }
 
+// TestBuiltPartlyEmpty: an assignment built with events for some of its
+// ids only (no RU's data for the others): the ids the release names
+// unbuilt are lost (timed_out), the rest built; a release naming ids
+// outside its assignment is counted bad and taken as built.
+func TestBuiltPartlyEmpty(t *testing.T) {
+	m := newTestEM(t, pushCfg(), newClock())
+	m.Join("a", 1)
+	m.Credit(Credit{Epoch: 7, Incarnation: 1, BU: "a", Events: 20, Bytes: 1 << 40})
+	m.Announce(events(0, 20))
+	as := assigns(m.Outputs())
+	m.Release(Release{Incarnation: 1, BU: "a", Entries: []ReleaseEntry{
+		{Assignment: as[0].ID, Outcome: OutcomeDecided, Events: 7, Unbuilt: []Range{{First: 2, N: 1}, {First: 8, N: 2}}},
+		{Assignment: as[1].ID, Outcome: OutcomeDecided, Events: 10, Unbuilt: []Range{{First: 30, N: 1}}}}})
+	l := m.Ledger().Summary()
+	if !l.Balanced || l.Built != 17 || l.Events != 17 || l.Lost[LostTimedOut] != 3 || l.PerBU["a"] != 17 ||
+		!reflect.DeepEqual(l.LostIDs[LostTimedOut], []KeyedRange{{Run: 1, Kind: UnitEvents, First: 2, N: 1}, {Run: 1, Kind: UnitEvents, First: 8, N: 2}}) ||
+		m.Stats().BadUnbuilt != 1 {
+		t.Fatalf("ledger %+v, stats %+v", l, m.Stats())
+	}
+}
+
 // TestReturnedAndDrain: a draining BU gets no more work; what it returns
 // goes to another BU.
 func TestReturnedAndDrain(t *testing.T) {

@@ -306,6 +306,9 @@ type InventoryEntry struct {
 	Unit                  Unit
 }
 
+// releaseUnbuilt: a release entry's flag, its unbuilt ranges follow.
+const releaseUnbuilt = 1
+
 // Release is a BU reporting outcomes of some of its assignments.
 type Release struct {
 	Incarnation uint64
@@ -314,12 +317,16 @@ type Release struct {
 }
 
 // ReleaseEntry is one assignment's outcome: Events built (for the
-// decided and durable outcomes) from Bytes of payload received.
+// decided and durable outcomes) from Bytes of payload received. Unbuilt
+// (an assignment of event ids only) are its ids of which no RU's data
+// reached the BU, so no event was built: the EM counts them lost
+// (timed_out), not built. Empty when every id had data.
 type ReleaseEntry struct {
 	Assignment uint64
 	Outcome    Outcome
 	Events     uint32
 	Bytes      uint64
+	Unbuilt    []Range
 }
 
 // Peek reads the common header of the message at the start of b: its
@@ -568,33 +575,43 @@ func (r *reader) unitWith(between func()) Unit {
 	if between != nil {
 		between()
 	}
-	if r.err == nil && uint64(n)*12 > uint64(len(r.b)-r.off) {
-		r.fail("n_ranges", nAt, schemas.ErrSizeOverflow, "%d ranges need %d bytes, %d left", n, uint64(n)*12, len(r.b)-r.off)
-	}
-	if r.err == nil {
-		u.Ranges = make([]Range, 0, n)
-	}
 	var total uint64
-	for i := 0; i < int(n) && r.err == nil; i++ {
-		at := r.off
-		rg := Range{First: r.u64("ranges"), N: r.u32("ranges")}
-		switch {
-		case r.err != nil:
-		case rg.N == 0:
-			r.fail("ranges", at+8, schemas.ErrBadHeader, "range %d is empty", i)
-		case rg.First > math.MaxUint64-uint64(rg.N)+1:
-			r.fail("ranges", at, schemas.ErrSizeOverflow, "range %d passes 2^64", i)
-		case i > 0 && !separated(u.Ranges[i-1], rg):
-			r.fail("ranges", at, schemas.ErrInconsistent, "range %d starts at %d, not past the previous range's end plus one", i, rg.First)
-		default:
-			total += uint64(rg.N)
-			u.Ranges = append(u.Ranges, rg)
-		}
-	}
+	u.Ranges, total = r.ranges("n_ranges", nAt, "ranges", n)
 	if r.err == nil && total != uint64(count) {
 		r.fail("count", countAt, schemas.ErrInconsistent, "count %d, ranges hold %d", count, total)
 	}
 	return u
+}
+
+// ranges reads n ranges (first u64, n u32), ascending and separated, none
+// empty; nField at nAt is the count's field (for a size error). It
+// returns them and the elements they hold.
+func (r *reader) ranges(nField string, nAt int, field string, n uint32) ([]Range, uint64) {
+	if r.err == nil && uint64(n)*12 > uint64(len(r.b)-r.off) {
+		r.fail(nField, nAt, schemas.ErrSizeOverflow, "%d ranges need %d bytes, %d left", n, uint64(n)*12, len(r.b)-r.off)
+	}
+	if r.err != nil {
+		return nil, 0
+	}
+	out := make([]Range, 0, n)
+	var total uint64
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		at := r.off
+		rg := Range{First: r.u64(field), N: r.u32(field)}
+		switch {
+		case r.err != nil:
+		case rg.N == 0:
+			r.fail(field, at+8, schemas.ErrBadHeader, "range %d is empty", i)
+		case rg.First > math.MaxUint64-uint64(rg.N)+1:
+			r.fail(field, at, schemas.ErrSizeOverflow, "range %d passes 2^64", i)
+		case i > 0 && !separated(out[i-1], rg):
+			r.fail(field, at, schemas.ErrInconsistent, "range %d starts at %d, not past the previous range's end plus one", i, rg.First)
+		default:
+			total += uint64(rg.N)
+			out = append(out, rg)
+		}
+	}
+	return out, total
 }
 
 // checkUnit validates a unit for encoding.
@@ -605,16 +622,22 @@ func checkUnit(kind Kind, u Unit) error {
 	if len(u.Ranges) == 0 {
 		return encodeErr(kind, "ranges", "no range")
 	}
+	return checkRanges(kind, "ranges", u.Ranges)
+}
+
+// checkRanges validates ranges for encoding: none empty, ascending and
+// separated, within 2^64, at most 2^32-1 elements together.
+func checkRanges(kind Kind, field string, rs []Range) error {
 	var total uint64
-	for i, r := range u.Ranges {
+	for i, r := range rs {
 		if r.N == 0 {
-			return encodeErr(kind, "ranges", "range %d is empty", i)
+			return encodeErr(kind, field, "range %d is empty", i)
 		}
 		if r.First > math.MaxUint64-uint64(r.N)+1 {
-			return encodeErr(kind, "ranges", "range %d passes 2^64", i)
+			return encodeErr(kind, field, "range %d passes 2^64", i)
 		}
-		if i > 0 && !separated(u.Ranges[i-1], r) {
-			return encodeErr(kind, "ranges", "range %d starts at %d, not past the previous range's end %d plus one", i, r.First, u.Ranges[i-1].Last())
+		if i > 0 && !separated(rs[i-1], r) {
+			return encodeErr(kind, field, "range %d starts at %d, not past the previous range's end %d plus one", i, r.First, rs[i-1].Last())
 		}
 		total += uint64(r.N)
 	}
@@ -748,6 +771,9 @@ func AppendRelease(dst []byte, rel Release) ([]byte, error) {
 		if e.Outcome < OutcomeReceived || e.Outcome > OutcomeReturned {
 			return dst, encodeErr(KindRelease, "entries", "entry %d: unknown outcome %d", i, uint8(e.Outcome))
 		}
+		if err := checkRanges(KindRelease, "unbuilt", e.Unbuilt); err != nil {
+			return dst, err
+		}
 	}
 	dst, start := appendHeader(dst, KindRelease)
 	dst = le.AppendUint64(dst, rel.Incarnation)
@@ -755,9 +781,20 @@ func AppendRelease(dst []byte, rel Release) ([]byte, error) {
 	dst = appendStr(dst, rel.BU)
 	for _, e := range rel.Entries {
 		dst = le.AppendUint64(dst, e.Assignment)
-		dst = append(dst, byte(e.Outcome), 0, 0, 0)
+		var flags byte
+		if len(e.Unbuilt) > 0 {
+			flags = releaseUnbuilt
+		}
+		dst = append(dst, byte(e.Outcome), flags, 0, 0)
 		dst = le.AppendUint32(dst, e.Events)
 		dst = le.AppendUint64(dst, e.Bytes)
+		if flags&releaseUnbuilt != 0 {
+			dst = le.AppendUint32(dst, uint32(len(e.Unbuilt)))
+			for _, r := range e.Unbuilt {
+				dst = le.AppendUint64(dst, r.First)
+				dst = le.AppendUint32(dst, r.N)
+			}
+		}
 	}
 	return finish(dst, start), nil
 }
@@ -790,9 +827,26 @@ func DecodeRelease(b []byte) (Release, error) {
 		if r.err == nil && (e.Outcome < OutcomeReceived || e.Outcome > OutcomeReturned) {
 			r.fail("entries", at+8, schemas.ErrBadHeader, "entry %d: unknown outcome %d", i, uint8(e.Outcome))
 		}
-		r.zero("entries", 3)
+		fAt := r.off
+		flags := r.u8("entries")
+		if r.err == nil && flags&^releaseUnbuilt != 0 {
+			r.fail("entries", fAt, schemas.ErrBadHeader, "entry %d: unknown flags 0x%02x", i, flags)
+		}
+		r.zero("entries", 2)
 		e.Events = r.u32("entries")
 		e.Bytes = r.u64("entries")
+		if r.err == nil && flags&releaseUnbuilt != 0 {
+			mAt := r.off
+			m := r.u32("unbuilt")
+			if r.err == nil && m == 0 {
+				r.fail("unbuilt", mAt, schemas.ErrBadHeader, "entry %d: unbuilt flag with no range", i)
+			}
+			var total uint64
+			e.Unbuilt, total = r.ranges("unbuilt", mAt, "unbuilt", m)
+			if r.err == nil && total > math.MaxUint32 {
+				r.fail("unbuilt", mAt, schemas.ErrSizeOverflow, "entry %d: %d unbuilt ids, at most 2^32-1", i, total)
+			}
+		}
 		rel.Entries = append(rel.Entries, e)
 	}
 	r.end()

@@ -36,6 +36,13 @@ func sampleRelease() Release {
 	}}
 }
 
+// sampleReleaseUnbuilt has an entry naming ids no event was built for.
+func sampleReleaseUnbuilt() Release {
+	return Release{Incarnation: 9, BU: "bu-1", Entries: []ReleaseEntry{
+		{Assignment: 7, Outcome: OutcomeDecided, Events: 8, Bytes: 800, Unbuilt: []Range{{First: 3, N: 1}, {First: 9, N: 2}}},
+	}}
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -79,6 +86,8 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeEnd(b) }, End{Key: UnitKey{Run: 3, Kind: UnitPackets}}, KindEnd, 28},
 		{"release", func() ([]byte, error) { return AppendRelease(nil, sampleRelease()) },
 			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleRelease(), KindRelease, 24 + 5 + 48},
+		{"release-unbuilt", func() ([]byte, error) { return AppendRelease(nil, sampleReleaseUnbuilt()) },
+			func(b []byte) (any, error) { return DecodeRelease(b) }, sampleReleaseUnbuilt(), KindRelease, 24 + 5 + 24 + 4 + 2*12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := seed(tc.enc())
@@ -206,6 +215,29 @@ func TestDecodeErrors(t *testing.T) {
 	t.Run("release-too-many", func(t *testing.T) {
 		_, err := DecodeRelease(mod(rel, func(b []byte) { le.PutUint32(b[20:], 3) }))
 		decodetest.Want(t, err, schemas.ErrSizeOverflow, 20)
+	})
+	un := seed(AppendRelease(nil, sampleReleaseUnbuilt()))
+	t.Run("release-flags", func(t *testing.T) {
+		// The entry at 29: its flags at 29+9.
+		_, err := DecodeRelease(mod(un, func(b []byte) { b[38] = 3 }))
+		decodetest.Want(t, err, schemas.ErrBadHeader, 38)
+	})
+	t.Run("release-unbuilt-none", func(t *testing.T) {
+		_, err := DecodeRelease(mod(un, func(b []byte) { le.PutUint32(b[53:], 0) }))
+		decodetest.Want(t, err, schemas.ErrBadHeader, 53)
+	})
+	t.Run("release-unbuilt-too-many", func(t *testing.T) {
+		_, err := DecodeRelease(mod(un, func(b []byte) { le.PutUint32(b[53:], 3) }))
+		decodetest.Want(t, err, schemas.ErrSizeOverflow, 53)
+	})
+	t.Run("release-unbuilt-order", func(t *testing.T) {
+		// The second range starts where the first one is.
+		_, err := DecodeRelease(mod(un, func(b []byte) { le.PutUint64(b[69:], 3) }))
+		decodetest.Want(t, err, schemas.ErrInconsistent, 69)
+	})
+	t.Run("release-unbuilt-empty", func(t *testing.T) {
+		_, err := DecodeRelease(mod(un, func(b []byte) { le.PutUint32(b[65:], 0) }))
+		decodetest.Want(t, err, schemas.ErrBadHeader, 65)
 	})
 	data := seed(AppendData(nil, DataHeader{Assignment: 1}))
 	t.Run("data-flags", func(t *testing.T) {
@@ -339,7 +371,7 @@ func FuzzDecodeData(f *testing.F) {
 }
 
 func FuzzDecodeRelease(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendRelease(nil, sampleRelease()))},
+	fuzzRoundTrip(f, [][]byte{seed(AppendRelease(nil, sampleRelease())), seed(AppendRelease(nil, sampleReleaseUnbuilt()))},
 		DecodeRelease, func(r Release) ([]byte, error) { return AppendRelease(nil, r) })
 }
 

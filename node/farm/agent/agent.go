@@ -839,6 +839,16 @@ func (a *Agent) Outcome(ctx context.Context, id uint64, o farm.Outcome, events u
 	})
 }
 
+// Unbuilt tells the BU which ids of assignment id no RU's data came for
+// (see farm.BU.Unbuilt); call it before the decided Outcome.
+func (a *Agent) Unbuilt(ctx context.Context, id uint64, rs []farm.Range) error {
+	return a.post(ctx, func() {
+		if a.bu != nil {
+			a.bu.Unbuilt(id, rs)
+		}
+	})
+}
+
 // EndOfData tells the farm that this node's readout has ended: the EM (if
 // this node leads) sends partly filled assignments at once from now on.
 // Call it on every node; the EM acts on its own.
