@@ -96,6 +96,11 @@ func TestShadowDiffCounts(t *testing.T) {
 			t.Fatalf("sample id %d: not an event the two decide apart", id)
 		}
 	}
+	// The metrics follow the comparison's counters (added after each
+	// batch's comparison): wait for the last batch's.
+	for deadline := time.Now().Add(30 * time.Second); metricValue(t, reg, "sluice_trigger_shadow_compared_events_total", "stage", "hlt1") != events && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for name, want := range map[string]float64{
 		"sluice_trigger_shadow_compared_events_total":  events,
 		"sluice_trigger_shadow_agreeing_events_total":  agree,
