@@ -2,7 +2,9 @@ package builder
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,23 +16,55 @@ import (
 // builds the Arrow buffers itself (offsets, values, payload bytes) from
 // exact sizes known before copying, so every payload byte is copied once,
 // straight from the caller's buffer into its final place, and no builder
-// reallocates. Only the emitter goroutine uses it.
+// reallocates. The copy is the one pass over the payload bytes, so the
+// fragments' CRC-32C is checked there too, on the bytes just copied (still
+// in the core's cache). Since every row's place is known before copying,
+// the rows are split among up to GOMAXPROCS workers (assemblyWorkers), the
+// emitter goroutine being one of them. Only the emitter goroutine calls
+// assemble.
 type assembler struct {
 	b      *Builder
 	mem    memory.Allocator
 	fields []arrow.Field
-	// per group scratch, reused across batches
-	poff []int64 // next payload byte offset
-	pay  [][]byte
-	po   [][]int64
-	sv   [][]uint32
+	// per group, the current batch's buffers
+	pay [][]byte
+	po  [][]int64
+	sv  [][]uint32
+	mo  []int32  // missing_sources offsets: row i's ids start at mv[mo[i]]
+	mv  []uint32 // missing_sources values
+	// per worker: what it found corrupt, reused across batches
+	parts []assemblyPart
+}
+
+// assemblyPart is one worker's share of a batch: rows [lo, hi), and the
+// corrupt sources it found there, in row order.
+type assemblyPart struct {
+	lo, hi  int
+	corrupt []corruptSource
+}
+
+// corruptSource is a fragment whose bytes do not match the CRC-32C its
+// source sent: the row (event) and the source id.
+type corruptSource struct {
+	row int
+	id  uint32
+}
+
+// minPartBytes is the least payload a worker is given: below it, handing
+// rows to another goroutine costs more than copying them.
+const minPartBytes = 256 << 10
+
+// assemblyWorkers is how many workers assemble a batch of total payload
+// bytes in n rows: one per P (GOMAXPROCS), fewer for a small batch.
+func assemblyWorkers(n int, total int64) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n, int(total/minPartBytes)))
 }
 
 func newAssembler(b *Builder) *assembler {
 	ng := len(b.cfg.Groups)
 	return &assembler{
 		b: b, mem: b.cfg.Allocator, fields: b.schema.Fields(),
-		poff: make([]int64, ng), pay: make([][]byte, ng), po: make([][]int64, ng), sv: make([][]uint32, ng),
+		pay: make([][]byte, ng), po: make([][]int64, ng), sv: make([][]uint32, ng),
 	}
 }
 
@@ -52,14 +86,16 @@ func bytesOf(buf *memory.Buffer) []byte {
 	return buf.Bytes()
 }
 
-// assemble copies the events' payloads into a new batch, drops every
-// fragment reference (calling the callers' release when the last one
-// goes) and clears the per-source slots for reuse.
+// assemble copies the events' payloads into a new batch, checks their
+// CRCs, drops every fragment reference (calling the callers' release when
+// the last one goes) and clears the per-source slots for reuse. Events
+// with a CRC mismatch get StatusCorrupt (the ledger counts them after).
 func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 	b := a.b
 	n := len(evs)
 	ng := len(b.cfg.Groups)
-	nMissing, nCorrupt := 0, 0
+	nMissing := 0
+	var total int64
 	for _, ev := range evs {
 		if b.isTS {
 			dedupeSlice(b, ev)
@@ -68,35 +104,41 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 			ev.status |= schemas.StatusIncomplete
 		}
 		nMissing += b.nsrc - ev.present
-		nCorrupt += ev.nCorrupt
+		for _, gb := range ev.gbytes {
+			total += gb
+		}
 	}
 
 	eidB, runB, tsB, stB, nfB := a.alloc(8*n), a.alloc(4*n), a.alloc(8*n), a.alloc(4*n), a.alloc(4*n)
-	moB, mvB, coB, cvB := a.alloc(4*(n+1)), a.alloc(4*nMissing), a.alloc(4*(n+1)), a.alloc(4*nCorrupt)
+	moB, mvB, coB := a.alloc(4*(n+1)), a.alloc(4*nMissing), a.alloc(4*(n+1))
 	eid, run, ts := arrow.Uint64Traits.CastFromBytes(eidB.Bytes()), arrow.Uint32Traits.CastFromBytes(runB.Bytes()), arrow.Uint64Traits.CastFromBytes(tsB.Bytes())
 	st, nf := arrow.Uint32Traits.CastFromBytes(stB.Bytes()), arrow.Uint32Traits.CastFromBytes(nfB.Bytes())
-	mo, mv := arrow.Int32Traits.CastFromBytes(moB.Bytes()), arrow.Uint32Traits.CastFromBytes(bytesOf(mvB))
-	co, cv := arrow.Int32Traits.CastFromBytes(coB.Bytes()), arrow.Uint32Traits.CastFromBytes(bytesOf(cvB))
+	a.mo, a.mv = arrow.Int32Traits.CastFromBytes(moB.Bytes()), arrow.Uint32Traits.CastFromBytes(bytesOf(mvB))
+	co := arrow.Int32Traits.CastFromBytes(coB.Bytes())
 
 	poB, pdB, soB, svB := make([]*memory.Buffer, ng), make([]*memory.Buffer, ng), make([]*memory.Buffer, ng), make([]*memory.Buffer, ng)
 	for g := range ng {
-		var total int64
-		for _, ev := range evs {
-			total += ev.gbytes[g]
-		}
 		gsize := b.gstart[g+1] - b.gstart[g]
-		poB[g], pdB[g], soB[g], svB[g] = a.alloc(8*(n+1)), a.alloc(int(total)), a.alloc(4*(n+1)), a.alloc(4*n*gsize)
-		a.po[g] = arrow.Int64Traits.CastFromBytes(poB[g].Bytes())
+		po := a.alloc(8 * (n + 1))
+		a.po[g] = arrow.Int64Traits.CastFromBytes(po.Bytes())
+		// Every row's place in the group's payload, before any copy: the
+		// workers' rows are then independent.
+		var off int64
+		for i, ev := range evs {
+			a.po[g][i] = off
+			off += ev.gbytes[g]
+		}
+		a.po[g][n] = off
+		poB[g], pdB[g], soB[g], svB[g] = po, a.alloc(int(off)), a.alloc(4*(n+1)), a.alloc(4*n*gsize)
 		a.pay[g] = bytesOf(pdB[g])
 		a.sv[g] = arrow.Uint32Traits.CastFromBytes(bytesOf(svB[g]))
-		a.poff[g] = 0
 		so := arrow.Int32Traits.CastFromBytes(soB[g].Bytes())
 		for i := range n + 1 {
 			so[i] = int32(i * gsize)
 		}
 	}
 
-	mc, cc := 0, 0
+	mc := 0
 	for i, ev := range evs {
 		eid[i] = ev.key
 		run[i] = b.cfg.Run
@@ -104,20 +146,40 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 			ts[i] = ev.key * b.slice
 		} else {
 			ts[i] = uint64(ev.first.UnixNano())
-		}
-		st[i] = uint32(ev.status)
-		mo[i], co[i] = int32(mc), int32(cc)
-		for g := range ng {
-			a.po[g][i] = a.poff[g]
-		}
-		if b.isTS {
-			nf[i] = uint32(a.copySlice(ev, i, mv, cv, &mc, &cc))
-		} else {
 			nf[i] = uint32(ev.present)
-			a.copyEvent(ev, i, mv, cv, &mc, &cc)
+		}
+		a.mo[i] = int32(mc)
+		mc += b.nsrc - ev.present
+	}
+	a.mo[n] = int32(mc)
+
+	a.copyRows(evs, nf, total)
+
+	// The corrupt sources, in row order (the parts are consecutive rows),
+	// and the status column, now that the CRCs are checked.
+	nCorrupt := 0
+	for _, p := range a.parts {
+		nCorrupt += len(p.corrupt)
+	}
+	cvB := a.alloc(4 * nCorrupt)
+	cv := arrow.Uint32Traits.CastFromBytes(bytesOf(cvB))
+	cc, row := 0, 0
+	for _, p := range a.parts {
+		for _, c := range p.corrupt {
+			for ; row <= c.row; row++ {
+				co[row] = int32(cc)
+			}
+			evs[c.row].status |= schemas.StatusCorrupt
+			cv[cc] = c.id
+			cc++
 		}
 	}
-	mo[n], co[n] = int32(mc), int32(cc)
+	for ; row <= n; row++ {
+		co[row] = int32(cc)
+	}
+	for i, ev := range evs {
+		st[i] = uint32(ev.status)
+	}
 	dupCol, lateCol, asgCol := a.buildColumns(evs)
 
 	cols := make([]arrow.Array, 0, len(a.fields))
@@ -125,7 +187,6 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 		a.array(0, n, eidB), a.array(1, n, runB), a.array(2, n, tsB), a.array(3, n, stB), a.array(4, n, nfB),
 		a.list(5, n, moB, mvB, mc), a.list(6, n, coB, cvB, cc))
 	for g := range ng {
-		a.po[g][n] = a.poff[g]
 		col := 7 + 2*g
 		d := array.NewData(a.fields[col].Type, n, []*memory.Buffer{nil, poB[g], pdB[g]}, nil, 0, 0)
 		cols = append(cols, array.MakeFromData(d))
@@ -139,6 +200,8 @@ func (a *assembler) assemble(evs []*event) arrow.RecordBatch {
 	for _, c := range cols {
 		c.Release()
 	}
+	clear(a.pay) // the buffers belong to the batch now
+	a.mv = nil
 	return rec
 }
 
@@ -183,49 +246,93 @@ func (a *assembler) buildColumns(evs []*event) (dup, late, asg arrow.Array) {
 	return dup, late, a.array(first+2, n, asgB)
 }
 
+// copyRows splits the rows into parts of about equal payload and copies
+// them, part 0 in this goroutine and the others each in one of its own.
+func (a *assembler) copyRows(evs []*event, nf []uint32, total int64) {
+	w := assemblyWorkers(len(evs), total)
+	if cap(a.parts) < w {
+		a.parts = make([]assemblyPart, w)
+	}
+	a.parts = a.parts[:w]
+	lo := 0
+	var done int64
+	for k := range w {
+		hi := len(evs)
+		if k < w-1 {
+			// Rows until this part's end reaches (k+1)/w of the bytes.
+			target := total * int64(k+1) / int64(w)
+			hi = lo
+			for hi < len(evs) && done < target {
+				done += evs[hi].bytes
+				hi++
+			}
+		}
+		a.parts[k] = assemblyPart{lo: lo, hi: hi, corrupt: a.parts[k].corrupt[:0]}
+		lo = hi
+	}
+	var wg sync.WaitGroup
+	for k := 1; k < w; k++ {
+		wg.Go(func() { a.copyPart(evs, nf, &a.parts[k]) })
+	}
+	a.copyPart(evs, nf, &a.parts[0])
+	wg.Wait()
+}
+
+// copyPart copies the rows of one part.
+func (a *assembler) copyPart(evs []*event, nf []uint32, p *assemblyPart) {
+	for i := p.lo; i < p.hi; i++ {
+		if a.b.isTS {
+			nf[i] = uint32(a.copySlice(evs[i], i, p))
+		} else {
+			a.copyEvent(evs[i], i, p)
+		}
+	}
+}
+
 // copyEvent is the event-mode hot loop: for every source, in group order,
-// copy its payload (the one copy), record its size, list it as missing or
-// corrupt, drop its reference and clear the slot.
-// Invariant: a.poff[g] is where the next payload byte of group g goes.
-func (a *assembler) copyEvent(ev *event, row int, mv, cv []uint32, mc, cc *int) {
+// copy its payload (the one copy) and check its CRC on the copied bytes,
+// record its size, list it as missing or corrupt, drop its reference and
+// clear the slot. Rows are independent: this row's bytes, sizes and
+// missing ids have their own places.
+// Invariant: off is where the next payload byte of group g goes, and
+// a.po[g][row] <= off <= a.po[g][row+1].
+func (a *assembler) copyEvent(ev *event, row int, p *assemblyPart) {
 	b := a.b
+	mv, mc := a.mv, a.mo[row]
 	for g := range a.pay {
 		data, sizes := a.pay[g], a.sv[g]
 		gs, ge := b.gstart[g], b.gstart[g+1]
 		j := row * (ge - gs)
-		off := a.poff[g]
+		off := a.po[g][row]
 		for k := gs; k < ge; k++ {
 			s := &ev.slots[k]
 			if s.state == 0 {
 				sizes[j] = 0
-				mv[*mc] = b.ids[k]
-				*mc++
+				mv[mc] = b.ids[k]
+				mc++
 			} else {
-				m := copy(data[off:], s.payload())
-				sizes[j] = uint32(m)
-				off += int64(m)
-				if s.state&(slotCorrupt|slotRef) != 0 {
-					if s.state&slotCorrupt != 0 {
-						cv[*cc] = b.ids[k]
-						*cc++
-					}
-					if s.state&slotRef != 0 {
-						ev.refs[k].drop()
-						ev.refs[k] = nil
-					}
+				dst := data[off : off+int64(s.n)]
+				copy(dst, s.payload())
+				if schemas.Checksum(dst) != ev.crcs[k] {
+					p.corrupt = append(p.corrupt, corruptSource{row, b.ids[k]})
+				}
+				sizes[j] = s.n
+				off += int64(s.n)
+				if s.state&slotRef != 0 {
+					ev.refs[k].drop()
+					ev.refs[k] = nil
 				}
 			}
 			*s = slot{}
 			j++
 		}
-		a.poff[g] = off
 	}
 }
 
 // dedupeSlice sorts a timeslice's fragments by (source, timestamp, arrival)
 // and marks as duplicates the later arrivals of a (source, timestamp) pair.
-// It fixes the counts assembly needs: per-group bytes, distinct corrupt
-// sources, and the duplicate and corrupt status bits.
+// It fixes the counts assembly needs: per-group bytes and the duplicate
+// status bit.
 func dedupeSlice(b *Builder, ev *event) {
 	slices.SortFunc(ev.tsFrags, func(x, y tsFrag) int {
 		if c := cmp.Compare(x.src, y.src); c != 0 {
@@ -236,9 +343,6 @@ func dedupeSlice(b *Builder, ev *event) {
 		}
 		return cmp.Compare(x.seq, y.seq)
 	})
-	ev.status &^= schemas.StatusCorrupt
-	ev.nCorrupt = 0
-	lastCorrupt := int32(-1)
 	for j := range ev.tsFrags {
 		f := &ev.tsFrags[j]
 		if j > 0 && ev.tsFrags[j-1].src == f.src && ev.tsFrags[j-1].ts == f.ts {
@@ -249,21 +353,18 @@ func dedupeSlice(b *Builder, ev *event) {
 			if f.core {
 				ev.dupCore++
 			}
-			continue
-		}
-		if f.corrupt && f.src != lastCorrupt {
-			lastCorrupt = f.src
-			ev.nCorrupt++
-			ev.status |= schemas.StatusCorrupt
 		}
 	}
 }
 
 // copySlice lays out a timeslice (after dedupeSlice): each source's
 // fragments back to back in timestamp order, their total as the source's
-// size. It returns the number of fragments kept in the row.
-func (a *assembler) copySlice(ev *event, row int, mv, cv []uint32, mc, cc *int) int {
+// size, each kept fragment's CRC checked on the copied bytes (a source is
+// corrupt when one of them is). It returns the number of fragments kept in
+// the row.
+func (a *assembler) copySlice(ev *event, row int, p *assemblyPart) int {
 	b := a.b
+	mv, mc := a.mv, a.mo[row]
 	kept := 0
 	j := 0
 	fr := ev.tsFrags
@@ -271,15 +372,16 @@ func (a *assembler) copySlice(ev *event, row int, mv, cv []uint32, mc, cc *int) 
 		data, sizes := a.pay[g], a.sv[g]
 		gs, ge := b.gstart[g], b.gstart[g+1]
 		sj := row * (ge - gs)
-		off := a.poff[g]
+		off := a.po[g][row]
 		for k := gs; k < ge; k++ {
 			size, corrupt := 0, false
 			for ; j < len(fr) && int(fr[j].src) == k; j++ {
 				if !fr[j].dup {
-					m := copy(data[off:], fr[j].payload)
-					off += int64(m)
-					size += m
-					corrupt = corrupt || fr[j].corrupt
+					dst := data[off : off+int64(len(fr[j].payload))]
+					copy(dst, fr[j].payload)
+					corrupt = corrupt || schemas.Checksum(dst) != fr[j].crc
+					off += int64(len(dst))
+					size += len(dst)
 					kept++
 				}
 				fr[j].ref.drop()
@@ -287,15 +389,13 @@ func (a *assembler) copySlice(ev *event, row int, mv, cv []uint32, mc, cc *int) 
 			sizes[sj] = uint32(size)
 			sj++
 			if ev.coreN[k] == 0 {
-				mv[*mc] = b.ids[k]
-				*mc++
+				mv[mc] = b.ids[k]
+				mc++
 			}
 			if corrupt {
-				cv[*cc] = b.ids[k]
-				*cc++
+				p.corrupt = append(p.corrupt, corruptSource{row, b.ids[k]})
 			}
 		}
-		a.poff[g] = off
 	}
 	return kept
 }

@@ -171,10 +171,7 @@ func (b *Builder) sourceIndex(id uint32) (int32, bool) {
 // 4 GiB or more returns ErrTooLarge ("too_large"). Safe for concurrent use.
 func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release func()) error {
 	src, known := b.sourceIndex(f.SourceID)
-	// The CRC is verified here, in the caller's goroutine and outside the
-	// lock, so that several inputs verify in parallel.
 	tooLarge := uint64(len(f.Payload)) > math.MaxUint32
-	crcOK := !known || tooLarge || f.CRCValid()
 	ref := newRef(release, 2)
 	b.mu.Lock()
 	b.led.FragmentsIn++
@@ -191,7 +188,7 @@ func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release f
 		err = ErrTooLarge
 	default:
 		var now time.Time
-		err = b.placeLocked(ctx, src, f.EventID, f.Flags, f.Payload, crcOK, ref, &now)
+		err = b.placeLocked(ctx, src, f.EventID, f.Flags, f.Payload, f.CRC, ref, &now)
 	}
 	b.checkLocked("AddFragment")
 	b.mu.Unlock()
@@ -199,8 +196,8 @@ func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release f
 	return err
 }
 
-// packetChunk is how many fragments of a packet are CRC-checked outside the
-// lock and then added under one lock acquisition.
+// packetChunk is how many fragments of a packet are added under one lock
+// acquisition.
 const packetChunk = 64
 
 // AddPacket hands every fragment of a multi-fragment packet to the builder
@@ -213,10 +210,10 @@ func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) 
 	ref := newRef(release, p.N+1)
 	var (
 		pay     [packetChunk][]byte
-		bad     uint64 // bit i: fragment i of the chunk failed its CRC
-		n       int    // fragments in the chunk
-		first   uint64 // event id of the chunk's first fragment
-		offered int    // fragments handed to addChunk so far
+		crcs    [packetChunk]uint32 // the CRC-32C each fragment came with
+		n       int                 // fragments in the chunk
+		first   uint64              // event id of the chunk's first fragment
+		offered int                 // fragments handed to addChunk so far
 		err     error
 	)
 	if !known {
@@ -231,17 +228,14 @@ func (b *Builder) AddPacket(ctx context.Context, p schemas.MFP, release func()) 
 		if n == 0 {
 			first = eventID
 		}
-		pay[n] = payload
-		if schemas.Checksum(payload) != crc {
-			bad |= 1 << n
-		}
+		pay[n], crcs[n] = payload, crc
 		n++
 		if n < packetChunk && i < p.N-1 {
 			return true
 		}
-		err = b.addChunk(ctx, src, first, p.Flags, pay[:n], bad, ref)
+		err = b.addChunk(ctx, src, first, p.Flags, pay[:n], crcs[:n], ref)
 		offered += n
-		n, bad = 0, 0
+		n = 0
 		return err == nil
 	})
 	if err != nil && offered < p.N {
@@ -265,7 +259,7 @@ func (b *Builder) countRestLocked(p *schemas.MFP, from int, r reason, ref *pktRe
 
 // addChunk adds consecutive fragments of one packet under one lock. On
 // error the fragments from the failing one on are counted as discarded.
-func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags schemas.FragmentFlag, pay [][]byte, bad uint64, ref *pktRef) error {
+func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags schemas.FragmentFlag, pay [][]byte, crcs []uint32, ref *pktRef) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.checkLocked("addChunk")
@@ -277,12 +271,11 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 			b.discardLocked(rClosed, ref)
 			continue
 		}
-		crcOK := bad&(1<<i) == 0
 		// Fast path: event mode with room needs no wait loop.
-		if !b.isTS && b.placeEventLocked(src, first+uint64(i), flags, payload, crcOK, ref, &now) {
+		if !b.isTS && b.placeEventLocked(src, first+uint64(i), flags, payload, crcs[i], ref, &now) {
 			continue
 		}
-		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, crcOK, ref, &now); err != nil {
+		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, crcs[i], ref, &now); err != nil {
 			// Count the rest of the chunk with the same reason.
 			for _, rest := range pay[i+1:] {
 				b.led.FragmentsIn++
@@ -319,13 +312,13 @@ func (b *Builder) discardLocked(r reason, ref *pktRef) {
 // placeLocked adds one fragment of a known source, waiting for room when a
 // limit is reached. On a wait error (cancelled or closed) the fragment is
 // counted with that reason and the error returned.
-func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) error {
+func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crc uint32, ref *pktRef, now *time.Time) error {
 	for {
 		var ok bool
 		if b.isTS {
-			ok = b.placeSliceLocked(src, id, flags, payload, crcOK, ref, now)
+			ok = b.placeSliceLocked(src, id, flags, payload, crc, ref, now)
 		} else {
-			ok = b.placeEventLocked(src, id, flags, payload, crcOK, ref, now)
+			ok = b.placeEventLocked(src, id, flags, payload, crc, ref, now)
 		}
 		if ok {
 			return nil
@@ -368,7 +361,8 @@ func (b *Builder) suspectRoomLocked(src int32, bytes int64) bool {
 // placeEventLocked is the per-fragment hot path of event mode. It returns
 // false when the fragment does not fit yet; it may then have moved its
 // source between epochs, which a retry finds done (see classifyLocked).
-func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
+// crc is the CRC-32C the source sent, checked at assembly.
+func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentFlag, payload []byte, crc uint32, ref *pktRef, now *time.Time) bool {
 	si := &b.ident.src[src]
 	prev := si.last
 	ev := b.table.get(id, si.ep)
@@ -410,11 +404,7 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 		state |= slotRef
 		ev.refs[src] = ref
 	}
-	if !crcOK {
-		state |= slotCorrupt
-		ev.status |= schemas.StatusCorrupt
-		ev.nCorrupt++
-	}
+	ev.crcs[src] = crc
 	if flags&(schemas.FlagSourceError|schemas.FlagTruncated) != 0 {
 		ev.status |= schemas.StatusSourceError
 	}
@@ -492,6 +482,7 @@ func (b *Builder) openLocked(key uint64, ep uint32, now *time.Time) *event {
 		} else {
 			ev.slots = make([]slot, b.nsrc)
 			ev.refs = make([]*pktRef, b.nsrc)
+			ev.crcs = make([]uint32, b.nsrc)
 		}
 	}
 	if now.IsZero() {

@@ -28,9 +28,9 @@
 //     "Event identity".
 //   - Unknown source: discarded ("unknown_source").
 //   - CRC-32C mismatch: the fragment is kept, the event gets StatusCorrupt
-//     and the source is listed in corrupt_sources. The check runs in the
-//     caller's goroutine, outside the lock, so several inputs check in
-//     parallel.
+//     and the source is listed in corrupt_sources. The check runs at batch
+//     assembly, on the bytes just copied into the batch (the one pass
+//     over them), by the workers that share the batch's rows.
 //   - FlagSourceError or FlagTruncated on a fragment: StatusSourceError.
 //
 // Timeslice mode (Config.Mode = schemas.ModeTimeslice): see timeslice.go
@@ -46,9 +46,14 @@
 // first of them waited BatchLatency, on Flush/Close, or at once when an
 // adder is blocked on a limit. It sizes every Arrow buffer exactly from
 // per-event byte counts kept while adding, copies each payload once from the
-// caller's memory into the LargeBinary value buffer of its group, writes the
+// caller's memory into the LargeBinary value buffer of its group, checking
+// its CRC-32C on the copied bytes while they are in the cache, writes the
 // offsets and sizes itself and wraps the buffers with array.NewData (no
-// Arrow builder, no reallocation). Buffers come from Config.Allocator,
+// Arrow builder, no reallocation). Every row's place being known before the
+// copy, the rows are split among up to GOMAXPROCS workers (the background
+// goroutine and short-lived helpers), so that the per-byte work, the copy
+// and the check, uses every core rather than the adder's and the
+// emitter's one each. Buffers come from Config.Allocator,
 // by default a pooling allocator, because fresh memory is slow to touch.
 // After the copy each fragment's reference is dropped; a caller's release
 // callback runs when the last fragment of its buffer is dropped (copied or

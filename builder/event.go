@@ -45,8 +45,7 @@ func (r *pktRef) drop() {
 // slot states (event mode).
 const (
 	slotPresent uint8 = 1 << iota
-	slotCorrupt
-	slotRef // refs[k] holds the fragment's reference
+	slotRef           // refs[k] holds the fragment's reference
 )
 
 // slot is one source's fragment in an event (event mode): a reference to
@@ -55,7 +54,9 @@ const (
 // release reference in a parallel array) because the adder and the emitter
 // each touch one slot per fragment, in arrays of 1000+ sources per event
 // that alternate between the two goroutines' cores: every byte saved here
-// is cache traffic saved on the hot path.
+// is cache traffic saved on the hot path. The fragment's CRC-32C, checked
+// at assembly where the bytes are read anyway, is in another parallel
+// array (event.crcs).
 type slot struct {
 	data  unsafe.Pointer // first payload byte (nil for an empty payload)
 	n     uint32         // payload length
@@ -76,33 +77,33 @@ type tsFrag struct {
 	ts      uint64 // the fragment's timestamp (its EventID) in ns
 	seq     uint64 // arrival order, to keep equal timestamps stable
 	src     int32  // source index
+	crc     uint32 // the CRC-32C the source sent, checked at assembly
 	core    bool   // false: an overlap copy, not counted in the ledger
-	corrupt bool
-	dup     bool // set at assembly: same source and timestamp as an earlier one
+	dup     bool   // set at assembly: same source and timestamp as an earlier one
 }
 
 // event is the state of one event or timeslice from its first fragment to
 // its batch. Events are pooled: their flat per-source arrays are allocated
 // once, when the pool is empty, and reused (the hot path allocates nothing).
 type event struct {
-	key      uint64
-	epoch    uint32      // counter resets before it (event mode; see identity.go)
-	open     bool        // in the table and the FIFO (not yet emitted)
-	held     bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
-	opener   int32       // held: the source index that opened it
-	judge    bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
-	waited   bool        // waited past its timeout for a source behind it (behind.go)
-	asg      *assignment // Config.Assigned: the assignment its id belongs to
-	first    time.Time   // arrival of the first fragment: timeout start and (event mode) timestamp column
-	status   schemas.EventStatus
-	present  int     // sources that contributed (timeslice: to the core)
-	frags    int     // fragments counted in the ledger (core only)
-	nCorrupt int     // fragments with a CRC mismatch
-	bytes    int64   // payload bytes referenced (against MaxBufferedBytes)
-	gbytes   []int64 // payload bytes per source group
+	key     uint64
+	epoch   uint32      // counter resets before it (event mode; see identity.go)
+	open    bool        // in the table and the FIFO (not yet emitted)
+	held    bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
+	opener  int32       // held: the source index that opened it
+	judge   bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
+	waited  bool        // waited past its timeout for a source behind it (behind.go)
+	asg     *assignment // Config.Assigned: the assignment its id belongs to
+	first   time.Time   // arrival of the first fragment: timeout start and (event mode) timestamp column
+	status  schemas.EventStatus
+	present int     // sources that contributed (timeslice: to the core)
+	frags   int     // fragments counted in the ledger (core only)
+	bytes   int64   // payload bytes referenced (against MaxBufferedBytes)
+	gbytes  []int64 // payload bytes per source group
 
 	slots   []slot    // event mode: by source index
 	refs    []*pktRef // event mode: by source index, set when the slot has slotRef
+	crcs    []uint32  // event mode: by source index, the CRC-32C the source sent
 	coreN   []uint32  // timeslice mode: core fragments by source index
 	tsFrags []tsFrag  // timeslice mode: every placement, in arrival order
 
@@ -129,7 +130,7 @@ func addSource(list []int32, src int32) []int32 {
 
 // reset clears e for reuse; slots were already cleared by assembly.
 func (e *event) reset() {
-	e.status, e.present, e.frags, e.nCorrupt, e.bytes, e.dupCore = 0, 0, 0, 0, 0, 0
+	e.status, e.present, e.frags, e.bytes, e.dupCore = 0, 0, 0, 0, 0
 	e.epoch, e.held, e.judge, e.waited, e.asg = 0, false, false, false, nil
 	e.dups, e.lates = e.dups[:0], e.lates[:0]
 	clear(e.gbytes)

@@ -36,7 +36,7 @@ func (b *Builder) sliceDone(k uint64) bool {
 // placeSliceLocked places one fragment in its core timeslice and, inside
 // the overlap, in the previous one. Like placeEventLocked it changes nothing
 // and returns false when the placements do not fit yet.
-func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, now *time.Time) bool {
+func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crc uint32, ref *pktRef, now *time.Time) bool {
 	k := t / b.slice
 	core := b.table.get(k, 0)
 	if core == nil && b.emitted.late(k) {
@@ -72,7 +72,7 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 		core = b.openLocked(k, 0, now)
 	}
 	b.led.FragmentsOpen++
-	b.appendSliceLocked(core, src, t, flags, payload, crcOK, ref, true)
+	b.appendSliceLocked(core, src, t, flags, payload, crc, ref, true)
 	if wantPrev {
 		if prev == nil {
 			prev = b.openLocked(k-1, 0, now)
@@ -81,7 +81,7 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 			ref.n.Add(1)
 		}
 		b.led.OverlapCopies++
-		b.appendSliceLocked(prev, src, t, flags, payload, crcOK, ref, false)
+		b.appendSliceLocked(prev, src, t, flags, payload, crc, ref, false)
 	}
 	b.advanceLocked(src, t)
 	// advanceLocked may already have emitted either slice.
@@ -94,19 +94,15 @@ func (b *Builder) placeSliceLocked(src int32, t uint64, flags schemas.FragmentFl
 	return true
 }
 
-func (b *Builder) appendSliceLocked(ev *event, src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crcOK bool, ref *pktRef, core bool) {
+func (b *Builder) appendSliceLocked(ev *event, src int32, t uint64, flags schemas.FragmentFlag, payload []byte, crc uint32, ref *pktRef, core bool) {
 	b.seq++
-	ev.tsFrags = append(ev.tsFrags, tsFrag{payload: payload, ref: ref, ts: t, seq: b.seq, src: src, core: core, corrupt: !crcOK})
+	ev.tsFrags = append(ev.tsFrags, tsFrag{payload: payload, ref: ref, ts: t, seq: b.seq, src: src, crc: crc, core: core})
 	if core {
 		ev.frags++
 		if ev.coreN[src] == 0 {
 			ev.present++
 		}
 		ev.coreN[src]++
-	}
-	if !crcOK {
-		ev.status |= schemas.StatusCorrupt
-		ev.nCorrupt++
 	}
 	if flags&(schemas.FlagSourceError|schemas.FlagTruncated) != 0 {
 		ev.status |= schemas.StatusSourceError
