@@ -53,7 +53,11 @@
 // Wake-ups use futexes on the shared mapping (write_seq, ack_seq),
 // coalesced like a board's interrupts: a sleeping side asks to be woken only
 // once 1/8 of the ring (at most 1 MiB) is ready for it (*_wake_at) and
-// otherwise sleeps at most 1 ms. Every 20 ms without progress each side
+// otherwise sleeps at most 1 ms. This package's Reader and Writer wake a
+// peer that sleeps so, but never sleep in futex(2) themselves (the thread
+// would keep a Go P, see park): they leave their *_waiting flag at 0 and
+// poll the pointers on Go's timer, on the same terms (1/8 of the ring or
+// 1 ms), so that between two of them no futex call is made at all. Every 20 ms without progress each side
 // checks the other's liveness: a pid that has exited (or is a zombie) or a
 // heartbeat older than StaleAfter (default 2 s) is reported as
 // ErrWriterDead / ErrReaderDead instead of waiting forever. The reader delivers every complete packet before it reports the

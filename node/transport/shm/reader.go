@@ -173,24 +173,23 @@ func (r *Reader) Next(ctx context.Context) ([]byte, func(), error) {
 // or dies, or ctx ends.
 func (r *Reader) wait(ctx context.Context) error {
 	m := &r.m
-	seq := m.u32(offWriteSeq).Load()
-	m.u64(offReaderWake).Store(r.read + coalesce(uint64(len(m.data))))
-	m.u32(offReaderWait).Store(1)
 	if r.read < m.u64(offWrite).Load() {
-		m.u32(offReaderWait).Store(0)
 		return nil
 	}
 	// The writer publishes its last packet before it sets the closed state,
 	// so once the state reads closed the write pointer read after it is final.
 	if m.u32(offWriterState).Load() == 1 {
-		m.u32(offReaderWait).Store(0)
 		if r.read < m.u64(offWrite).Load() {
 			return nil
 		}
 		return io.EOF
 	}
-	futexWait(m.u32(offWriteSeq), seq, coalesceLatency)
-	m.u32(offReaderWait).Store(0)
+	// Until a coalesced wake-up's worth is written, or at most
+	// coalesceLatency (as a reader asleep in futex would be woken).
+	want := r.read + coalesce(uint64(len(m.data)))
+	park(coalesceLatency, func() bool {
+		return m.u64(offWrite).Load() >= want || m.u32(offWriterState).Load() == 1
+	})
 	if r.read < m.u64(offWrite).Load() {
 		return nil
 	}

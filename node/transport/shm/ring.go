@@ -69,7 +69,9 @@ const (
 	// woken only once coalesceFraction of the ring (at most coalesceBytes)
 	// is ready for it, and otherwise finds what is ready when its sleep of
 	// at most coalesceLatency ends. That saves a futex wake and two context
-	// switches per packet when one side is faster than the other.
+	// switches per packet when one side is faster than the other (a peer
+	// asleep in futex; this package's sides park, see park, on the same
+	// terms).
 	coalesceFraction = 8
 	coalesceBytes    = 1 << 20
 	coalesceLatency  = time.Millisecond
@@ -158,24 +160,44 @@ func recordSize(n int) uint64 {
 	return (uint64(n) + recordHeaderSize + recordAlign - 1) &^ (recordAlign - 1)
 }
 
-// Futex operations on a shared (not process-private) mapping, so that the
-// reader and writer processes can wake each other.
-const (
-	futexWaitOp = 0 // FUTEX_WAIT
-	futexWakeOp = 1 // FUTEX_WAKE
-)
-
-// futexWait sleeps while *w == val, at most d. Spurious returns are fine:
-// every caller re-checks its condition in a loop.
-func futexWait(w *atomic.Uint32, val uint32, d time.Duration) {
-	ts := unix.NsecToTimespec(int64(d))
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
-}
+// futexWakeOp is FUTEX_WAKE, on a shared (not process-private) mapping, so
+// that a side in this process can wake a peer process (a board's driver, a
+// reader or writer in C) that sleeps in FUTEX_WAIT on the ring's words.
+const futexWakeOp = 1
 
 // futexWake wakes every sleeper on w.
 func futexWake(w *atomic.Uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, math.MaxInt32, 0, 0, 0)
 }
+
+// park is how this package's sides wait for their peer: the goroutine
+// sleeps on Go's timer, in steps from parkStep doubling up to parkStepMax,
+// until ready() or d has passed. It never sleeps in futex(2): a thread in a
+// system call keeps its P (the Go scheduler's slot for running Go code)
+// until the runtime's monitor takes it back, 20 µs to 10 ms later, and on
+// a node with two cores the ring's two sides asleep in futex held both Ps
+// while the builder's goroutines waited to run (`sluice bench --trace`:
+// runnable goroutines and no P for 0.35 s of a 1.9 s run). So a side
+// waiting here does not raise its *_waiting flag, and its peer never
+// needs to wake it; the flags and futex words stay for peers that do
+// sleep in futex.
+func park(d time.Duration, ready func() bool) {
+	deadline := time.Now().Add(d)
+	for step := parkStep; ; step = min(2*step, parkStepMax) {
+		time.Sleep(step)
+		if ready() || !time.Now().Before(deadline) {
+			return
+		}
+	}
+}
+
+// The steps of park: short first (a ring side usually waits for a packet or
+// a batch's release, well under a millisecond at full rate), at most 200 µs
+// (five checks per coalesceLatency when idle).
+const (
+	parkStep    = 20 * time.Microsecond
+	parkStepMax = 200 * time.Microsecond
+)
 
 // processAlive reports whether pid names a running (not zombie) process.
 func processAlive(pid uint32) bool {

@@ -381,3 +381,90 @@ func TestRingCorruptRecordHeader(t *testing.T) {
 		t.Fatalf("corrupt length: %v, want ErrBadRing", err)
 	}
 }
+
+// TestRingSidesNeverSleepInFutex: a Reader waiting for data and a Writer
+// waiting for space park on Go's timer (a thread asleep in futex(2) would
+// keep a Go P from the node's other goroutines): their *_waiting flags stay
+// 0 while they wait, and each still sees its peer's progress.
+func TestRingSidesNeverSleepInFutex(t *testing.T) {
+	name := ringName(t)
+	w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := OpenReader(name, ReaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// flagRaised samples a waiting flag while a side waits for 50 ms.
+	flagRaised := func(off int, waiting func() bool) bool {
+		for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end) && waiting(); {
+			if w.m.u32(off).Load() != 0 {
+				return true
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return false
+	}
+
+	got := make(chan []byte, 1)
+	go func() {
+		p, release, err := r.Next(ctx)
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		got <- append([]byte(nil), p...)
+		release()
+	}()
+	if flagRaised(offReaderWait, func() bool { return true }) {
+		t.Error("a reader waiting for data raised reader_waiting (it sleeps in futex)")
+	}
+	if err := w.Write(ctx, []byte("packet")); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; string(p) != "packet" {
+		t.Fatalf("reader got %q, want the packet written while it waited", p)
+	}
+
+	// Fill the ring behind a held packet, then wait for space.
+	if err := w.Write(ctx, []byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := r.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := make([]byte, 1000)
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	fillers := 0
+	for err = nil; err == nil; fillers++ {
+		err = w.Write(short, filler)
+	}
+	fillers-- // the last one timed out
+	stop()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("filling the ring: %v", err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- w.Write(ctx, filler) }()
+	if flagRaised(offWriterWait, func() bool { return len(wrote) == 0 }) {
+		t.Error("a writer waiting for space raised writer_waiting (it sleeps in futex)")
+	}
+	release()
+	for range fillers + 1 { // the last: what the writer waited to write
+		_, rel, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("writer waiting for space: %v", err)
+	}
+}

@@ -185,15 +185,11 @@ func (wr *Writer) waitSpace(ctx context.Context, need uint64) error {
 	idle := time.Now()
 	var dead time.Time // when the reader was first seen dead
 	for {
-		seq := m.u32(offAckSeq).Load()
-		m.u64(offWriterWake).Store(wake)
-		m.u32(offWriterWait).Store(1)
 		if wr.w+need-m.u64(offAck).Load() <= size {
-			m.u32(offWriterWait).Store(0)
 			return nil
 		}
-		futexWait(m.u32(offAckSeq), seq, coalesceLatency)
-		m.u32(offWriterWait).Store(0)
+		// Until the slack is free too, or at most coalesceLatency.
+		park(coalesceLatency, func() bool { return m.u64(offAck).Load() >= wake })
 		if wr.w+need-m.u64(offAck).Load() <= size {
 			return nil
 		}
