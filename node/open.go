@@ -149,8 +149,12 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 				}
 			}
 			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
+			// Prepared now, while the node starts: reading and splitting
+			// the file is the emulator's set-up, not part of the run (a
+			// Prepare error is reported when the emulator runs, as before).
+			prep, _ := emulator.Prepare(ec)
 			emu = func(ctx context.Context) error {
-				s, err := emulator.Run(ctx, ec)
+				s, err := prep.Run(ctx)
 				summaries.add(s)
 				log.Info("emulator sent", "input", ic.URI, "packets", s.PacketsSent, "fragments", s.FragmentsSent,
 					"bytes", s.BytesSent, "throttled_ms", s.ThrottledNs/1e6, "faults", s.Faults)

@@ -4,14 +4,20 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-daq/sluice/node/config"
+	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/node/internal/memtransport"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // A transport is a package and one registration line: this is the line for
@@ -111,5 +117,64 @@ http: {address: "127.0.0.1:0"}
 		if !found {
 			t.Errorf("no log record \"input listening\" with input %s addr %s: %v", in.URI, in.Address, logged.records(t))
 		}
+	}
+}
+
+// countSink counts the packets and fragments handed to it.
+type countSink struct{ packets, frags atomic.Int64 }
+
+func (s *countSink) AddPacket(_ context.Context, p schemas.MFP, release func()) error {
+	s.packets.Add(1)
+	s.frags.Add(int64(p.N))
+	release()
+	return nil
+}
+
+// TestEmulatorFileReadWhileOpening: an embedded emulator's file is read
+// and split while the node opens its parts (start-up), not when the run
+// begins: the emulator sends all of it even if the file is gone by then.
+func TestEmulatorFileReadWhileOpening(t *testing.T) {
+	dir := t.TempDir()
+	sample := filepath.Join(dir, "sample.mfp")
+	if _, err := emulator.Run(context.Background(), emulator.Config{To: "file://" + sample, Events: 30, Packing: 3,
+		Groups: []schemas.SourceGroup{{Name: "a", Sources: []uint32{0, 1, 2, 3}}}}); err != nil {
+		t.Fatal(err)
+	}
+	text := `
+node: {id: prep}
+inputs:
+  - uri: mem://node-prepared
+    emulator: {from: SAMPLE}
+sources: [{name: a, sources: "0-3"}]
+store: {path: STORE}
+http: {address: "off"}
+`
+	text = strings.NewReplacer("SAMPLE", sample, "STORE", filepath.Join(dir, "store")).Replace(text)
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	parts, err := OpenParts(ctx, cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeParts(parts)
+	if err := os.Remove(sample); err != nil {
+		t.Fatal(err)
+	}
+	var sink countSink
+	ran := make(chan error, 1)
+	go func() { ran <- parts.Inputs[0].Run(ctx, &sink) }()
+	if err := parts.Emulators[0](ctx); err != nil {
+		t.Fatalf("emulator, its file removed after the parts opened: %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	// 30 events in packets of 3 from 4 sources.
+	if sink.packets.Load() != 40 || sink.frags.Load() != 120 {
+		t.Fatalf("%d packets, %d fragments; want 40, 120", sink.packets.Load(), sink.frags.Load())
 	}
 }

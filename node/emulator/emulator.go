@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -53,19 +54,48 @@ type Summary struct {
 // the configured faults and sends them to cfg.To through the sender of its
 // transport (package transport), pacing them at cfg.Rate events per
 // second. It returns what it sent and injected; the Summary is valid (what
-// was sent so far) also when it returns an error.
+// was sent so far) also when it returns an error. It is Prepare, then
+// Prepared.Run.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
+	p, _ := Prepare(cfg)
+	return p.Run(ctx)
+}
+
+// Prepared is an emulator run made ready by Prepare: its configuration
+// checked and, in file mode, the file read and split into packets, so that
+// Run starts sending at once (a node prepares its embedded emulators while
+// it starts, and the file's reading is not part of the run).
+type Prepared struct {
+	cfg     Config
+	sum     Summary
+	src     packetSource
+	sources []uint32 // file mode: the file's sources, for Config.OnSources
+	ferol   bool     // To carries FEROL streams
+	err     error    // Prepare's
+}
+
+// Prepare checks cfg and reads its file (file mode). On error the
+// Prepared's Run returns the same error (and the Summary so far), so a
+// caller may report it when the run would start. A Prepared runs once.
+func Prepare(cfg Config) (*Prepared, error) {
+	p := &Prepared{}
+	p.err = p.prepare(cfg)
+	return p, p.err
+}
+
+func (p *Prepared) prepare(cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if ps := cfg.Validate(); len(ps) > 0 {
-		return Summary{}, fmt.Errorf("emulator: %s", ps)
+		return fmt.Errorf("emulator: %s", ps)
 	}
 	if cfg.Events == 0 && cfg.Duration == 0 {
 		cfg.Events = 1000
 	}
-	sum := Summary{To: cfg.To, Faults: map[string]uint64{}, FaultFragments: map[string]uint64{}}
+	p.sum = Summary{To: cfg.To, Faults: map[string]uint64{}, FaultFragments: map[string]uint64{}}
+	sum := &p.sum
 	u, err := transport.ParseURI(cfg.To)
 	if err != nil {
-		return sum, err
+		return err
 	}
 	payload := transport.PayloadOf(u)
 	vtp, ferol := payload == transport.PayloadVDIF, payload == transport.PayloadFEROL
@@ -73,27 +103,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.From != "" {
 		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, payload)
 		if err != nil {
-			return sum, err
+			return err
 		}
 		if cfg.SourceList != "" {
 			ids, _ := schemas.ParseSourceList(cfg.SourceList) // Validate parsed it
 			if err := fs.keep(ids); err != nil {
-				return sum, fmt.Errorf("%s: sources %s: %w", cfg.From, cfg.SourceList, err)
+				return fmt.Errorf("%s: sources %s: %w", cfg.From, cfg.SourceList, err)
 			}
 		}
-		if cfg.OnSources != nil {
-			cfg.OnSources(fs.sourceIDs())
-		}
+		p.sources = fs.sourceIDs()
 		// Replayed in place unless a fault keeps a packet back (reorder,
 		// stall) or changes its bytes (corrupt).
 		fs.inPlace = cfg.Faults.Reorder == 0 && cfg.Faults.Stall == 0 && cfg.Faults.Corrupt == 0
 		src, sum.Mode = fs, "file:"+format
 	} else {
 		if vtp {
-			return sum, fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)
+			return fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)
 		}
 		if ferol {
-			return sum, fmt.Errorf("%s carries FEROL streams: give a FEROL capture with --from", cfg.To)
+			return fmt.Errorf("%s carries FEROL streams: give a FEROL capture with --from", cfg.To)
 		}
 		if cfg.SourceList != "" {
 			ids, _ := schemas.ParseSourceList(cfg.SourceList) // Validate parsed it
@@ -112,15 +140,32 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		src, sum.Mode = newSynthSource(&cfg), "synthetic"
 	}
 	if vtp && cfg.Faults.Corrupt > 0 {
-		return sum, fmt.Errorf("--corrupt needs a CRC in the packet; VTP frames carry none")
+		return fmt.Errorf("--corrupt needs a CRC in the packet; VTP frames carry none")
 	}
 	sum.Sources = src.sources()
+	p.cfg, p.src, p.ferol = cfg, src, ferol
+	return nil
+}
+
+// Run sends what Prepare made ready; see the package function Run.
+func (p *Prepared) Run(ctx context.Context) (Summary, error) {
+	cfg, src, sum := &p.cfg, p.src, &p.sum
+	if p.err != nil {
+		return *sum, p.err
+	}
+	if src == nil {
+		return *sum, errors.New("emulator: a Prepared runs once")
+	}
+	p.src = nil
+	if p.sources != nil && cfg.OnSources != nil {
+		cfg.OnSources(p.sources)
+	}
 	out, err := transport.OpenSender(ctx, cfg.To, cfg.Sender, sum.Sources)
 	if err != nil {
-		return sum, err
+		return *sum, err
 	}
-	em := &emulator{cfg: &cfg, out: out, sum: &sum, rng: rand.New(rand.NewPCG(cfg.Seed, 0xFA017)),
-		stalled: map[uint32]*stallQueue{}, ferol: ferol}
+	em := &emulator{cfg: cfg, out: out, sum: sum, rng: rand.New(rand.NewPCG(cfg.Seed, 0xFA017)),
+		stalled: map[uint32]*stallQueue{}, ferol: p.ferol}
 	t0 := time.Now()
 	err = em.run(ctx, src, t0)
 	if cerr := out.Close(ctx, em.seq); err == nil {
@@ -130,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.ThrottledNs = st.ThrottleNs
 	sum.Reconnects, sum.Resent, sum.Refused, sum.SequenceNumbers = st.Reconnects, st.Resent, st.Refused, st.SequenceNumbers
 	sum.DurationNs = int64(time.Since(t0))
-	return sum, err
+	return *sum, err
 }
 
 // emulator is one run's fault injection and pacing.
