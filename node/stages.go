@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/storage"
 )
@@ -80,6 +81,7 @@ type batch struct {
 	emitted  time.Time           // when the builder handed it on (and it entered the queue)
 	verdicts []schemas.Verdict
 	writes   []write // what to store, prepared by the decide worker
+	seq      uint64  // its place in the queue's order, 0, 1, 2, …
 }
 
 // write is the part of a decided batch that goes to one store stream.
@@ -94,6 +96,7 @@ type write struct {
 // flight" and the final ledger says so.
 func (n *Node) forward(ctx context.Context, from <-chan arrow.RecordBatch) {
 	defer close(n.queue)
+	var seq uint64 // the next queued batch's place in the order (plugins.WithBatchOrder)
 	for rec := range from {
 		size := recordBytes(rec)
 		if n.gate.acquire(ctx, size) != nil {
@@ -101,7 +104,8 @@ func (n *Node) forward(ctx context.Context, from <-chan arrow.RecordBatch) {
 			continue
 		}
 		select {
-		case n.queue <- batch{rec: rec, size: size, emitted: time.Now()}:
+		case n.queue <- batch{rec: rec, size: size, emitted: time.Now(), seq: seq}:
+			seq++
 		case <-ctx.Done():
 			n.gate.release(size)
 			rec.Release()
@@ -143,6 +147,9 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			n.fail(fmt.Errorf("event batch: %w", err))
 			n.gate.release(b.size)
 			b.rec.Release()
+			if c, ok := n.parts.Chain.(interface{ SkipBatch(seq uint64) }); ok {
+				c.SkipBatch(b.seq) // the batches after it still get their turn
+			}
 			continue
 		}
 		b.ev = ev
@@ -158,7 +165,9 @@ func (n *Node) decide(ctx context.Context, out chan<- batch) {
 			continue
 		}
 		t0 := time.Now()
-		v, err := n.parts.Chain.Decide(ctx, ev)
+		// In the batches' order for the stages' counter prescales, though
+		// the workers decide them in parallel.
+		v, err := n.parts.Chain.Decide(plugins.WithBatchOrder(ctx, b.seq), ev)
 		n.lat.chain.Observe(time.Since(t0).Seconds())
 		if err == nil && len(v) != ev.Len() {
 			err = fmt.Errorf("trigger chain returned %d decisions for %d events", len(v), ev.Len())

@@ -114,7 +114,8 @@ type StageInfo struct {
 // per row: the decision of the stage that decided last (Stage). Every row gets exactly one final decision, even when plugins
 // crash, hang or fail (their events are deferred with StatusTriggerError);
 // the error is non-nil only when ctx ends first. Safe for concurrent use:
-// concurrent batches run on different instances.
+// concurrent batches run on different instances; with WithBatchOrder the
+// stages' counter prescales apply in the batches' order.
 func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.Verdict, error) {
 	n := ev.Len()
 	out := make([]schemas.Verdict, n)
@@ -124,12 +125,19 @@ func (c *Chain) Decide(ctx context.Context, ev *schemas.EventBatch) ([]schemas.V
 		pending[i] = i
 	}
 	cur := ev
+	reached := 0 // stages given the batch; the others pass its turn
 	defer func() {
 		if cur != ev {
 			cur.Rec.Release()
 		}
+		if seq, ok := batchOrder(ctx); ok {
+			for _, s := range c.stages[reached:] {
+				s.order.pass(seq)
+			}
+		}
 	}()
 	for si, s := range c.stages {
+		reached = si + 1
 		res, err := s.decide(ctx, cur, ev)
 		if err != nil {
 			return nil, err
@@ -190,4 +198,12 @@ func (c *Chain) Close() {
 			s.close()
 		}
 	})
+}
+
+// SkipBatch gives up batch seq's turn (WithBatchOrder) at every stage: for
+// a numbered batch the caller does not give to Decide.
+func (c *Chain) SkipBatch(seq uint64) {
+	for _, s := range c.stages {
+		s.order.pass(seq)
+	}
 }

@@ -397,3 +397,55 @@ func fileDigest(t *testing.T, path string) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
+
+// TestHostPrescaleInBatchOrder: batches numbered with WithBatchOrder get
+// the counter prescale in their order however they are decided: batch 1
+// decided first waits, and the 1st, 5th, 9th … events of batch 0 then 1
+// are kept, as when decided one after the other.
+func TestHostPrescaleInBatchOrder(t *testing.T) {
+	mem := checkedMem(t)
+	batches := synthetic(t, mem, 100, 20, 10, 16) // events 100-109, 110-119
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{
+		{Name: "hlt", Plugin: pluginPath("passthrough"), Prescales: map[string]uint32{"all": 4}},
+	}, Options: Options{Allocator: mem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		res []schemas.Verdict
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		res, err := decideRec(WithBatchOrder(ctx, 1), c, batches[1])
+		second <- result{res, err}
+	}()
+	// Batch 1 is decided by the plugin, then waits for batch 0's turn.
+	waitCalls := time.Now().Add(20 * time.Second)
+	for c.State()[0].Calls < 1 && time.Now().Before(waitCalls) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(second) != 0 {
+		t.Fatal("batch 1 finished before batch 0 was decided: its prescale did not wait for its turn")
+	}
+	first, err := decideRec(WithBatchOrder(ctx, 0), c, batches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-second
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	got := map[uint64]schemas.Verdict{}
+	collect(t, got, batches[0], first)
+	collect(t, got, batches[1], r.res)
+	for id := uint64(100); id < 120; id++ {
+		if keep := (id-100)%4 == 0; keep != (got[id].Decision == schemas.DecisionAccept) {
+			t.Errorf("event %d: %v, want kept %v (the 1st, 5th, 9th … in batch order)", id, got[id].Decision, keep)
+		}
+	}
+}

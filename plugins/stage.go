@@ -54,6 +54,7 @@ type stage struct {
 	fraction atomic.Uint64
 	cnt      counters // what the stage did, for State
 	shadow   *shadow  // nil: the stage has no shadow plugin
+	order    turns    // batches' turns to apply the prescales (WithBatchOrder)
 }
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
@@ -145,6 +146,10 @@ func (s *stage) start(ctx context.Context) (*instance, error) {
 // rows: the batch the caller of Chain.Decide owns); it fails only when
 // ctx ends.
 func (s *stage) decide(ctx context.Context, ev, root *schemas.EventBatch) ([]schemas.Verdict, error) {
+	seq, ordered := batchOrder(ctx)
+	if ordered {
+		defer s.order.pass(seq)
+	}
 	n := ev.Len()
 	out := make([]schemas.Verdict, n)
 	for i := range out {
@@ -186,6 +191,11 @@ func (s *stage) decide(ctx context.Context, ev, root *schemas.EventBatch) ([]sch
 	for j, row := range rows {
 		res[j].Stage, res[j].Plugin, res[j].Fired = s.cfg.Name, &s.id, res[j].Lines
 		out[row] = res[j]
+	}
+	if ordered && len(s.prescale) > 0 {
+		if err := s.order.wait(ctx, seq); err != nil {
+			return nil, err
+		}
 	}
 	s.applyPrescales(rows, out)
 	s.count(outcome, out)
