@@ -29,8 +29,8 @@ import (
 )
 
 // Transport registers peer://HOST:PORT[?transport=tcp|ucx] (see package
-// all). Without the option the transport is ucx when this binary has it,
-// tcp otherwise.
+// all). Without the option the transport is tcp, as farm.transport's
+// default: one default whether or not the binary has UCX.
 var Transport = transport.Transport{
 	Scheme:          "peer",
 	Target:          "HOST:PORT",
@@ -59,13 +59,8 @@ func about() string {
 	return s + ")"
 }
 
-// defaultKind is ucx when this binary has it, tcp otherwise.
-func defaultKind() string {
-	if peer.Missing("ucx") == nil {
-		return "ucx"
-	}
-	return "tcp"
-}
+// defaultKind is tcp, in every binary (farm.transport's default too).
+func defaultKind() string { return "tcp" }
 
 // Kind is the peer transport u asks for.
 func Kind(u transport.URI) string {
@@ -80,7 +75,7 @@ func checkTarget(u transport.URI) error {
 		return err
 	}
 	if err := peer.Missing(Kind(u)); err != nil {
-		return fmt.Errorf("?transport=: %w", err)
+		return fmt.Errorf("transport=%s: %w", Kind(u), err)
 	}
 	return nil
 }

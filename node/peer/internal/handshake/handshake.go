@@ -123,7 +123,7 @@ func Connect(io FrameIO, cfg *peer.Config, ctr *link.Counters) (Peer, error) {
 		return Peer{}, refuse(io, ctr, reason, why)
 	}
 	if !hmac.Equal(theirs.MAC, wire.MAC(cfg.Token, wire.RoleAcceptor, mine.Nonce, theirs.Nonce, cfg.Node, theirs.Node)) {
-		return Peer{}, refuse(io, ctr, peer.RefusedToken, fmt.Sprintf("node %q does not know this farm's token", theirs.Node))
+		return Peer{}, refuse(io, ctr, peer.RefusedToken, fmt.Sprintf("nodes %q and %q hold different farm tokens (check token or token_file on both)", cfg.Node, theirs.Node))
 	}
 	proof := wire.MAC(cfg.Token, wire.RoleConnector, mine.Nonce, theirs.Nonce, cfg.Node, theirs.Node)
 	if err := io.WriteFrame(wire.AppendFrame(nil, wire.KindProof, 0, proof)); err != nil {
@@ -169,7 +169,7 @@ func Accept(io FrameIO, first []byte, cfg *peer.Config, ctr *link.Counters, cook
 		return Peer{}, refused(ctr, body)
 	}
 	if !hmac.Equal(body, wire.MAC(cfg.Token, wire.RoleConnector, theirs.Nonce, mine.Nonce, theirs.Node, cfg.Node)) {
-		return Peer{}, refuse(io, ctr, peer.RefusedToken, fmt.Sprintf("node %q does not know this farm's token", theirs.Node))
+		return Peer{}, refuse(io, ctr, peer.RefusedToken, fmt.Sprintf("nodes %q and %q hold different farm tokens (check token or token_file on both)", cfg.Node, theirs.Node))
 	}
 	if !reserve() {
 		return Peer{}, refuse(io, ctr, peer.RefusedAcceptQueue, fmt.Sprintf("%d peers already wait to be accepted", cfg.AcceptQueue))
