@@ -7,15 +7,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/plugins"
+	"github.com/sluice-daq/sluice/schemas"
+	"github.com/sluice-daq/sluice/storage"
 )
 
 // NewChain starts the plugin processes of stages, in order, with their
 // parameters, prescales and deferral policies; metrics go to reg (nil:
 // none; the chain's State reports the same without them). Batches built
-// in arena (nil: none) reach the plugins without a copy. On error nothing
-// is left running and the error names the stage and the binary.
-func NewChain(ctx context.Context, stages []plugins.StageConfig, reg prometheus.Registerer, log *slog.Logger, arena *plugins.Arena) (Decider, error) {
-	c, err := plugins.NewChain(ctx, plugins.Config{Stages: stages, Options: plugins.Options{Logger: log, Arena: arena}, Registerer: reg})
+// in arena (nil: none) reach the plugins without a copy. The stages'
+// shadows with a store_bytes write their differing events to st's shadow
+// stream (nil: nowhere). On error nothing is left running and the error
+// names the stage and the binary.
+func NewChain(ctx context.Context, stages []plugins.StageConfig, reg prometheus.Registerer, log *slog.Logger, arena *plugins.Arena, st *storage.Store) (Decider, error) {
+	opts := plugins.Options{Logger: log, Arena: arena}
+	if st != nil {
+		opts.ShadowStore = func(ev *schemas.EventBatch, v []schemas.Verdict) (int64, error) {
+			// Never waited for: durable with the next write the sync
+			// policy syncs.
+			ack, err := st.Put(storage.Shadow, ev, v, nil)
+			return ack.Bytes, err
+		}
+	}
+	c, err := plugins.NewChain(ctx, plugins.Config{Stages: stages, Options: opts, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +68,13 @@ func shadowStatus(sh *plugins.ShadowState) *ShadowStatus {
 		}
 		out.Skipped[k.Reason] = k.Events
 	}
+	out.Stored, out.StoredBytes = sh.Stored, sh.StoredBytes
+	for _, k := range sh.Unstored {
+		if out.Unstored == nil {
+			out.Unstored = map[string]uint64{}
+		}
+		out.Unstored[k.Reason] = k.Events
+	}
 	return out
 }
 
@@ -63,6 +83,10 @@ func lineNames(c Decider) map[string][]string {
 	out := map[string][]string{}
 	for _, st := range c.State() {
 		out[st.Name] = st.Description.Lines
+		if st.Shadow != nil {
+			// The shadow stream's events carry the shadow's lines.
+			out[st.Shadow.Stage.Name] = st.Shadow.Stage.Description.Lines
+		}
 	}
 	return out
 }

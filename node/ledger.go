@@ -129,6 +129,21 @@ type StageLedger struct {
 	// Lines counts the accepted events each line fired on (after
 	// prescales), by line name.
 	Lines map[string]uint64 `json:"lines"`
+	// Shadow is what the stage's shadow plugin compared, skipped and
+	// wrote to the store's shadow stream (absent without a shadow).
+	Shadow *ShadowLedger `json:"shadow,omitempty"`
+}
+
+// ShadowLedger is a shadow's account: every event its stage's plugin
+// decided is compared or skipped (by reason); of the differing ones,
+// stored in the store's shadow stream or not (by reason).
+type ShadowLedger struct {
+	Compared  uint64            `json:"compared"`
+	Agreeing  uint64            `json:"agreeing"`
+	Differing uint64            `json:"differing"`
+	Skipped   map[string]uint64 `json:"skipped"`
+	Stored    uint64            `json:"stored"`
+	Unstored  map[string]uint64 `json:"unstored"`
 }
 
 // stageLedgers is the ledger's account of each trigger stage, from the
@@ -142,6 +157,17 @@ func stageLedgers(stages []plugins.StageState) []StageLedger {
 			if k != 0 {
 				out[i].Lines[schemas.LineName(st.Description.Lines, b)] = k
 			}
+		}
+		if sh := st.Shadow; sh != nil {
+			l := &ShadowLedger{Compared: sh.Compared, Agreeing: sh.Agreeing, Differing: sh.Differ(), Skipped: map[string]uint64{},
+				Stored: sh.Stored, Unstored: map[string]uint64{}}
+			for _, k := range sh.Skipped {
+				l.Skipped[k.Reason] = k.Events
+			}
+			for _, k := range sh.Unstored {
+				l.Unstored[k.Reason] = k.Events
+			}
+			out[i].Shadow = l
 		}
 	}
 	return out

@@ -73,7 +73,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		p.BatchAllocator, p.Arena = arena.Unzeroed(), arena
 		p.Close = func() { _ = arena.Close() }
 		if len(stages) > 0 {
-			c, err := NewChain(ctx, stages, reg, log, arena)
+			c, err := NewChain(ctx, stages, reg, log, arena, st)
 			if err != nil {
 				return fail(err)
 			}

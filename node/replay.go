@@ -144,7 +144,7 @@ func newReplayChain(ctx context.Context, cfg *config.Config, log *slog.Logger, a
 	if len(stages) == 0 {
 		return nil, ErrNoReplayStage
 	}
-	return NewChain(ctx, stages, nil, log, arena)
+	return NewChain(ctx, stages, nil, log, arena, nil)
 }
 
 // replayOptions are cfg's replay settings (rate, batch size).

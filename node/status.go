@@ -133,6 +133,13 @@ type ShadowStatus struct {
 	// the batch; stopped; released: the node stored the batch before the
 	// shadow had decided it).
 	Skipped map[string]uint64 `json:"skipped_events,omitempty"`
+	// Stored and StoredBytes are the differing events written to the
+	// store's shadow stream and their payload bytes (shadow.store_bytes);
+	// Unstored the differing events not written, by reason (budget_full,
+	// store_error).
+	Stored      uint64            `json:"stored_events,omitempty"`
+	StoredBytes uint64            `json:"stored_bytes,omitempty"`
+	Unstored    map[string]uint64 `json:"unstored_events,omitempty"`
 }
 
 // ShadowLineStatus is one trigger line's differing events.

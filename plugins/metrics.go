@@ -29,6 +29,8 @@ type metrics struct {
 	shadowLines         *prometheus.CounterVec // by line, fired_by
 	shadowSkipped       *prometheus.CounterVec // batches, by reason
 	shadowSkippedEvents *prometheus.CounterVec // events, by reason
+	shadowStored        *prometheus.CounterVec // differing events written to the store's shadow stream
+	shadowUnstored      *prometheus.CounterVec // differing events not written, by reason
 }
 
 // Batch outcomes (label outcome of sluice_trigger_batches_total).
@@ -84,6 +86,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Batches not compared with the shadow plugin, by reason (queue_full: the shadow was behind; failed: it crashed, passed its deadline or erred; production_failed; stopped; released: the batch was stored before the shadow had decided it)."}, []string{"stage", "reason"}),
 		shadowSkippedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_skipped_events_total",
 			Help: "Events in the batches of sluice_trigger_shadow_skipped_batches_total."}, []string{"stage", "reason"}),
+		shadowStored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_stored_events_total",
+			Help: "Differing events (the shadow decided otherwise than production) written to the store's shadow stream."}, []string{"stage"}),
+		shadowUnstored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_trigger_shadow_unstored_events_total",
+			Help: "Differing events not written to the store's shadow stream, by reason (budget_full: the stage's shadow store_bytes reached; store_error)."}, []string{"stage", "reason"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -121,6 +127,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.shadowLines = reg1(m.shadowLines).(*prometheus.CounterVec)
 	m.shadowSkipped = reg1(m.shadowSkipped).(*prometheus.CounterVec)
 	m.shadowSkippedEvents = reg1(m.shadowSkippedEvents).(*prometheus.CounterVec)
+	m.shadowStored = reg1(m.shadowStored).(*prometheus.CounterVec)
+	m.shadowUnstored = reg1(m.shadowUnstored).(*prometheus.CounterVec)
 	return m, err
 }
 
@@ -158,6 +166,10 @@ func (m *metrics) zeroShadow(stage string) {
 	for _, r := range skipReasons {
 		m.shadowSkipped.WithLabelValues(stage, r)
 		m.shadowSkippedEvents.WithLabelValues(stage, r)
+	}
+	m.shadowStored.WithLabelValues(stage)
+	for _, r := range unstoredReasons {
+		m.shadowUnstored.WithLabelValues(stage, r)
 	}
 	ds := []string{"accept", "reject", "defer"}
 	for _, p := range ds {

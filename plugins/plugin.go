@@ -37,6 +37,9 @@ type Options struct {
 	// a stage makes for the next one. Default: Arena if set, else
 	// memory.DefaultAllocator.
 	Allocator memory.Allocator
+	// ShadowStore receives the differing events of the stages' shadows
+	// that have a ShadowConfig.StoreBytes (nil: none are stored).
+	ShadowStore ShadowStore
 }
 
 // Arena is a memory.Allocator over a shared-memory region that every plugin

@@ -3,10 +3,12 @@ package plugins
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/schemas"
@@ -37,6 +39,14 @@ type ShadowConfig struct {
 	// a queued batch is the production batch itself, until its owner
 	// releases it.
 	Queue int `yaml:"queue"`
+	// StoreBytes is the payload bytes of differing events (those the
+	// shadow decided otherwise than production) written to the store's
+	// shadow stream per stage, from the node's start: the shadow's
+	// verdict, production's decision in its reason. Past it the differing
+	// events are only counted (unstored, budget_full). The writes are made
+	// by the shadow's goroutines, never the production path's. Default 0:
+	// none stored.
+	StoreBytes conf.ByteSize `yaml:"store_bytes"`
 	// Nice is the CPU priority the shadow processes run at (Linux nice
 	// value, 0..19: 19 is the lowest priority), so that production plugins
 	// take the cores first. Default 19; 0 keeps the node's priority.
@@ -88,6 +98,9 @@ func (s ShadowConfig) validate() conf.Problems {
 	if s.Queue < 1 || s.Queue > 1024 {
 		ps.Add("queue", s.Queue, "want 1..1024 batches")
 	}
+	if s.StoreBytes < 0 || s.StoreBytes > 1<<40 {
+		ps.Add("store_bytes", s.StoreBytes, "want 0 (store no differing events) .. 1TiB")
+	}
 	if s.Nice != nil && (*s.Nice < 0 || *s.Nice > 19) {
 		ps.Add("nice", *s.Nice, "want a nice value 0..19 (19: lowest CPU priority)")
 	}
@@ -112,6 +125,23 @@ const (
 // skipReasons are the reasons, in the order State reports them.
 var skipReasons = []string{skipQueueFull, skipFailed, skipProdFailed, skipStopped, skipReleased}
 
+// Why a differing event was not written to the store's shadow stream
+// (label reason of sluice_trigger_shadow_unstored_events_total).
+const (
+	unstoredBudget = "budget_full" // StoreBytes reached
+	unstoredError  = "store_error" // the store refused the write (logged)
+)
+
+var unstoredReasons = []string{unstoredBudget, unstoredError}
+
+// ShadowStore writes the events a stage's shadow decided otherwise than
+// production to the store's shadow stream (ShadowConfig.StoreBytes): ev
+// holds only those events (a copy, in Go memory, released after it
+// returns), verdicts the shadow's, one per row. It returns the bytes
+// stored. Called from the shadows' goroutines, never the production
+// path's; it must be safe for concurrent use.
+type ShadowStore func(ev *schemas.EventBatch, verdicts []schemas.Verdict) (int64, error)
+
 // shadow runs a stage's shadow plugin beside it. A batch the stage's
 // plugin is to decide is leased to the shadow (offer): its processes read
 // it where production's read it, without a copy, until the shadow is done
@@ -128,10 +158,16 @@ type shadow struct {
 	wg     sync.WaitGroup // the workers
 	alive  sync.WaitGroup // the jobs (each holds a token)
 
-	mu      sync.Mutex
-	closed  bool
-	cmp     *Comparison
-	skipped map[string][2]uint64 // batches, events
+	store ShadowStore // nil: differing events are not stored
+	mem   memory.Allocator
+
+	mu       sync.Mutex
+	closed   bool
+	cmp      *Comparison
+	skipped  map[string][2]uint64 // batches, events
+	stored   [2]uint64            // events, payload bytes written to the shadow stream
+	reserved int64                // payload bytes of StoreBytes taken: written or being written
+	unstored map[string]uint64    // differing events not written, by reason
 }
 
 // shadowJob is one batch the production plugin decides, leased to the
@@ -156,7 +192,11 @@ func newShadow(prod *stage, opts Options, m *metrics) (*shadow, error) {
 		return nil, err
 	}
 	sh := &shadow{prod: prod, st: st, tokens: make(chan struct{}, c.Queue), queue: make(chan *shadowJob, c.Queue),
-		ctx: ctx, cancel: cancel, cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{}}
+		ctx: ctx, cancel: cancel, cmp: NewComparison(prod.desc.Lines, st.desc.Lines), skipped: map[string][2]uint64{},
+		unstored: map[string]uint64{}, mem: memory.NewGoAllocator()}
+	if c.StoreBytes > 0 {
+		sh.store = opts.ShadowStore
+	}
 	m.zeroShadow(prod.cfg.Name)
 	for range c.Instances {
 		sh.wg.Add(1)
@@ -247,7 +287,18 @@ func (sh *shadow) decide(b *shadowJob) {
 		return
 	}
 	res, outcome, err := sh.st.callLeased(sh.ctx, b.lease)
+	var diff *differing
+	if err == nil && outcome == outcomeDecided {
+		// Copied while the lease still holds the batch: its memory goes
+		// back to production at the release.
+		diff = sh.copyDiffering(b, res)
+	}
 	revoked := b.lease.end()
+	if diff != nil && (revoked || err != nil) {
+		sh.giveBack(diff)
+		diff.rec.Release()
+		diff = nil
+	}
 	switch {
 	case revoked || errors.Is(err, errReleased):
 		// The owner had the batch back before the shadow was done (even
@@ -274,6 +325,9 @@ func (sh *shadow) decide(b *shadowJob) {
 	}
 	after := sh.cmp.Result()
 	sh.mu.Unlock()
+	if diff != nil {
+		sh.write(diff)
+	}
 	m.shadowCompared.WithLabelValues(name).Add(float64(after.Compared - before.Compared))
 	m.shadowAgreeing.WithLabelValues(name).Add(float64(after.Agreeing - before.Agreeing))
 	for _, p := range after.Differing {
@@ -290,6 +344,123 @@ func (sh *shadow) decide(b *shadowJob) {
 			m.shadowLines.WithLabelValues(name, l.Line, "shadow").Add(float64(d))
 		}
 	}
+}
+
+// differing is a copy of the events the shadow decided otherwise than
+// production, with the shadow's verdicts, for the store's shadow stream.
+type differing struct {
+	rec      arrow.RecordBatch
+	verdicts []schemas.Verdict
+	payload  int64
+}
+
+// copyDiffering copies b's events on which res (the shadow's verdicts)
+// differs from production into Go memory, within what is left of
+// StoreBytes (the events past it are counted unstored); nil when none is
+// to be stored, or when the owner already released the batch.
+func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) *differing {
+	if sh.store == nil {
+		return nil
+	}
+	var rows []int
+	for j := range b.ids {
+		if sh.cmp.Differs(b.prod[j], res[j]) {
+			rows = append(rows, j)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	rec, ok := b.lease.acquire()
+	if !ok {
+		return nil
+	}
+	defer b.lease.placed()
+	ev, err := schemas.NewEventBatch(rec)
+	if err != nil {
+		sh.unstore(unstoredError, len(rows))
+		return nil
+	}
+	// The budget is taken here, before the write: several shadow
+	// processes never pass it together.
+	sh.mu.Lock()
+	left := int64(sh.prod.cfg.Shadow.StoreBytes) - sh.reserved
+	kept := rows[:0:0]
+	var taken int64
+	for _, r := range rows {
+		var size int64
+		for g := range ev.Groups {
+			size += int64(len(ev.GroupPayload(g, r)))
+		}
+		if size > left {
+			continue
+		}
+		left -= size
+		taken += size
+		kept = append(kept, r)
+	}
+	sh.reserved += taken
+	sh.mu.Unlock()
+	if n := len(rows) - len(kept); n > 0 {
+		sh.unstore(unstoredBudget, n)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	d := &differing{verdicts: make([]schemas.Verdict, len(kept)), payload: taken}
+	if d.rec, err = selectRows(sh.ctx, sh.mem, rec, kept); err != nil {
+		sh.giveBack(d)
+		sh.unstore(unstoredError, len(kept))
+		return nil
+	}
+	for k, r := range kept {
+		p, v := b.prod[r], res[r]
+		var lines []string
+		for _, name := range schemas.FiredLines(p.Lines, sh.prod.desc.Lines) {
+			lines = append(lines, name)
+		}
+		text := "production: " + p.Decision.String()
+		if p.Decision == schemas.DecisionAccept && len(lines) > 0 {
+			text += " (" + strings.Join(lines, ",") + ")"
+		}
+		d.verdicts[k] = schemas.Verdict{Decision: v.Decision, Lines: v.Lines, Stage: sh.st.cfg.Name, Plugin: &sh.st.id,
+			Reason: schemas.Reason{Kind: schemas.ReasonPlugin, Plugin: sh.st.desc.Name, Text: text}}
+	}
+	return d
+}
+
+// write stores d in the store's shadow stream and releases it.
+func (sh *shadow) write(d *differing) {
+	defer d.rec.Release()
+	ev, err := schemas.NewEventBatch(d.rec)
+	if err == nil {
+		_, err = sh.store(ev, d.verdicts)
+	}
+	if err != nil {
+		sh.st.log.Warn("shadow: the store refused differing events; not stored (unstored store_error)", "events", len(d.verdicts), "error", err)
+		sh.giveBack(d)
+		sh.unstore(unstoredError, len(d.verdicts))
+		return
+	}
+	sh.mu.Lock()
+	sh.stored[0] += uint64(len(d.verdicts))
+	sh.stored[1] += uint64(d.payload)
+	sh.mu.Unlock()
+	sh.st.m.shadowStored.WithLabelValues(sh.prod.cfg.Name).Add(float64(len(d.verdicts)))
+}
+
+// giveBack returns d's share of StoreBytes: it was not written.
+func (sh *shadow) giveBack(d *differing) {
+	sh.mu.Lock()
+	sh.reserved -= d.payload
+	sh.mu.Unlock()
+}
+
+func (sh *shadow) unstore(reason string, events int) {
+	sh.mu.Lock()
+	sh.unstored[reason] += uint64(events)
+	sh.mu.Unlock()
+	sh.st.m.shadowUnstored.WithLabelValues(sh.prod.cfg.Name, reason).Add(float64(events))
 }
 
 func pairEvents(ps []DecisionPair, p, s schemas.Decision) uint64 {
@@ -357,6 +528,19 @@ type ShadowState struct {
 	// released (the batch's owner released it before the shadow had
 	// decided it).
 	Skipped []ShadowSkip
+	// Stored and StoredBytes are the differing events written to the
+	// store's shadow stream and their payload bytes
+	// (ShadowConfig.StoreBytes); Unstored the differing events not
+	// written, by reason (budget_full, store_error), in that order.
+	Stored, StoredBytes uint64
+	Unstored            []ShadowUnstored
+}
+
+// ShadowUnstored counts the differing events not written to the store's
+// shadow stream for one reason.
+type ShadowUnstored struct {
+	Reason string
+	Events uint64
 }
 
 // ShadowSkip counts the batches skipped for a shadow for one reason.
@@ -381,6 +565,12 @@ func (sh *shadow) state() *ShadowState {
 	for _, r := range skipReasons {
 		if c, ok := sh.skipped[r]; ok {
 			st.Skipped = append(st.Skipped, ShadowSkip{Reason: r, Batches: c[0], Events: c[1]})
+		}
+	}
+	st.Stored, st.StoredBytes = sh.stored[0], sh.stored[1]
+	for _, r := range unstoredReasons {
+		if n := sh.unstored[r]; n > 0 {
+			st.Unstored = append(st.Unstored, ShadowUnstored{Reason: r, Events: n})
 		}
 	}
 	sh.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/plugins/internal/synthbatch"
 	"github.com/sluice-daq/sluice/schemas"
 )
@@ -396,5 +398,97 @@ func TestLease(t *testing.T) {
 	l.revoke()
 	if l.wasRevoked() {
 		t.Fatal("a revoke after end marked the lease")
+	}
+}
+
+// TestShadowStore: the events the shadow decides otherwise are handed to
+// the store's shadow stream (a copy, with the shadow's verdict and
+// production's decision in the reason) up to store_bytes of payload; the
+// rest are counted unstored (budget_full). The shadow (passthrough
+// prescale=3) rejects 2 of 3 events production accepts; the budget holds
+// exactly the payloads of the first 100 of those.
+func TestShadowStore(t *testing.T) {
+	const events, perBatch, fit = 600, 50, 100
+	mem := checkedMem(t)
+	batches := synthetic(t, mem, 1, events, perBatch, 16)
+	payload := map[uint64]int64{} // differing event id -> payload bytes
+	var budget int64
+	for _, rec := range batches {
+		ev, err := schemas.NewEventBatch(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ev.Len() {
+			if id := ev.EventID(i); id%3 != 0 {
+				for g := range ev.Groups {
+					payload[id] += int64(len(ev.GroupPayload(g, i)))
+				}
+				if len(payload) <= fit {
+					budget += payload[id]
+				}
+			}
+		}
+	}
+	var mu sync.Mutex
+	stored := map[uint64]schemas.Verdict{}
+	var storedBytes int64
+	store := func(ev *schemas.EventBatch, v []schemas.Verdict) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(v) != ev.Len() {
+			t.Errorf("%d verdicts for %d events", len(v), ev.Len())
+		}
+		for i := range ev.Len() {
+			id := ev.EventID(i)
+			var n int64
+			for g := range ev.Groups {
+				n += int64(len(ev.GroupPayload(g, i)))
+			}
+			if n != payload[id] {
+				t.Errorf("event %d: %d payload bytes handed to the store, %d in the batch", id, n, payload[id])
+			}
+			stored[id] = v[i]
+			storedBytes += n
+		}
+		return 0, nil
+	}
+	reg := prometheus.NewRegistry()
+	log, _ := testLogger()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt1", Plugin: pluginPath("passthrough"),
+		Shadow: atNodePriority(&ShadowConfig{Plugin: pluginPath("passthrough"), Params: map[string]string{"prescale": "3"},
+			Queue: 64, StoreBytes: conf.ByteSize(budget)}),
+	}}, Options: Options{Logger: log, ShadowStore: store}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	runChain(t, c, batches)
+	sh := waitShadow(t, c, events)
+	const differ = events - events/3
+	if sh.Compared != events || sh.Differ() != differ || sh.Stored != fit || sh.StoredBytes != uint64(budget) {
+		t.Fatalf("compared %d differing %d stored %d (%d bytes); want %d, %d, %d (%d bytes)", sh.Compared, sh.Differ(), sh.Stored, sh.StoredBytes, events, differ, fit, budget)
+	}
+	if want := []ShadowUnstored{{Reason: unstoredBudget, Events: differ - fit}}; !slices.Equal(sh.Unstored, want) {
+		t.Fatalf("unstored %+v, want %+v", sh.Unstored, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stored) != fit || storedBytes != budget {
+		t.Fatalf("%d events (%d bytes) handed to the store, want %d (%d bytes)", len(stored), storedBytes, fit, budget)
+	}
+	for id, v := range stored {
+		if id%3 == 0 || id > 150 {
+			t.Errorf("event %d stored: not among the first %d differing events", id, fit)
+		}
+		if v.Decision != schemas.DecisionReject || v.Stage != "hlt1/shadow" || v.Reason.Text != "production: accept (all)" {
+			t.Errorf("event %d stored with decision %v stage %q reason %q; want reject, hlt1/shadow, \"production: accept (all)\"", id, v.Decision, v.Stage, v.Reason.Text)
+		}
+	}
+	if got := metricValue(t, reg, "sluice_trigger_shadow_stored_events_total", "stage", "hlt1"); got != fit {
+		t.Errorf("stored metric %v, want %d", got, fit)
+	}
+	if got := metricValue(t, reg, "sluice_trigger_shadow_unstored_events_total", "stage", "hlt1", "reason", unstoredBudget); got != differ-fit {
+		t.Errorf("unstored budget_full metric %v, want %d", got, differ-fit)
 	}
 }

@@ -90,21 +90,7 @@ func NewComparison(prodLines, shadowLines []string) *Comparison {
 // Add compares one event's decisions and reports whether they differ.
 func (c *Comparison) Add(eventID uint64, prod, shadow schemas.Verdict) bool {
 	c.res.Compared++
-	var pl, sl uint64 // lines fired, production's bit space
-	var extra []int   // names indices of shadow-only lines fired
-	if prod.Decision == schemas.DecisionAccept {
-		pl = prod.Lines
-	}
-	if shadow.Decision == schemas.DecisionAccept {
-		for l := shadow.Lines; l != 0; l &= l - 1 {
-			b := bits.TrailingZeros64(l)
-			if i := c.toProd[b]; i < schemas.MaxLines {
-				sl |= 1 << i
-			} else {
-				extra = append(extra, i)
-			}
-		}
-	}
+	pl, sl, extra := c.lineSets(prod, shadow)
 	if prod.Decision == shadow.Decision && pl == sl && len(extra) == 0 {
 		c.res.Agreeing++
 		return false
@@ -126,6 +112,33 @@ func (c *Comparison) Add(eventID uint64, prod, shadow schemas.Verdict) bool {
 		c.next = (c.next + 1) % ShadowSample
 	}
 	return true
+}
+
+// Differs reports whether Add would count the two decisions as differing,
+// without counting them. Safe for concurrent use with Add.
+func (c *Comparison) Differs(prod, shadow schemas.Verdict) bool {
+	pl, sl, extra := c.lineSets(prod, shadow)
+	return prod.Decision != shadow.Decision || pl != sl || len(extra) > 0
+}
+
+// lineSets returns the lines each side fired (an accept's), in
+// production's bit space, and the names indices of the shadow-only lines
+// production does not have.
+func (c *Comparison) lineSets(prod, shadow schemas.Verdict) (pl, sl uint64, extra []int) {
+	if prod.Decision == schemas.DecisionAccept {
+		pl = prod.Lines
+	}
+	if shadow.Decision == schemas.DecisionAccept {
+		for l := shadow.Lines; l != 0; l &= l - 1 {
+			b := bits.TrailingZeros64(l)
+			if i := c.toProd[b]; i < schemas.MaxLines {
+				sl |= 1 << i
+			} else {
+				extra = append(extra, i)
+			}
+		}
+	}
+	return pl, sl, extra
 }
 
 // Result is the tally so far.

@@ -12,9 +12,9 @@ import (
 // (byte 0 of every event value; see the layout in doc.go).
 const ValueVersion = 1
 
-// Stream is one of the store's event streams (accepted, deferred, and the
-// tombstones of voided events: Void); its value is the first byte of every
-// key of the stream.
+// Stream is one of the store's event streams (accepted, deferred, the
+// tombstones of voided events: Void, and the shadow plugins' differing
+// events: Shadow); its value is the first byte of every key of the stream.
 type Stream uint8
 
 const (
@@ -23,6 +23,14 @@ const (
 	Accepted Stream = 1
 	// Deferred holds events written unprocessed, to be triggered by replay.
 	Deferred Stream = 2
+	// Shadow holds copies of events on which a trigger stage's shadow
+	// plugin decided otherwise than its production plugin (the shadow's
+	// verdict stored, production's decision in the reason text), within
+	// the stage's shadow store_bytes, for inspection and export. Nothing
+	// replays it, and an event in it is also in accepted or deferred, or
+	// was rejected, as production decided. Its events have no provenance
+	// records of their own (Why describes the production event).
+	Shadow Stream = 4
 )
 
 // metaPrefix is the first byte of the store's own records (schema, ledger,
@@ -46,20 +54,23 @@ func (s Stream) String() string {
 		return "deferred"
 	case Void:
 		return "void"
+	case Shadow:
+		return "shadow"
 	}
 	return fmt.Sprintf("stream(%d)", uint8(s))
 }
 
-func (s Stream) valid() bool { return s == Accepted || s == Deferred || s == Void }
+func (s Stream) valid() bool { return s == Accepted || s == Deferred || s == Void || s == Shadow }
 
-// ParseStream returns the stream named "accepted", "deferred" or "void".
+// ParseStream returns the stream named "accepted", "deferred", "void" or
+// "shadow".
 func ParseStream(name string) (Stream, error) {
-	for _, s := range append(Streams, Void) {
+	for _, s := range append(Streams, Void, Shadow) {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown stream %q (want accepted, deferred or void)", name)
+	return 0, fmt.Errorf("unknown stream %q (want accepted, deferred, void or shadow)", name)
 }
 
 // KeySize is the length of an event key: stream (1 byte), run (4 bytes,

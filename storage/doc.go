@@ -12,7 +12,7 @@
 //
 //	| off | size | field    | meaning                                        |
 //	|-----|------|----------|------------------------------------------------|
-//	|   0 |    1 | stream   | 1 accepted, 2 deferred (Stream)                |
+//	|   0 |    1 | stream   | 1 accepted, 2 deferred, 3 void, 4 shadow       |
 //	|   1 |    4 | run      | run number                                     |
 //	|   5 |    8 | event_id | event id (timeslice index in timeslice mode)   |
 //

@@ -63,13 +63,15 @@ func (s *Store) Stats() (Stats, error) {
 			}
 			st.Streams = append(st.Streams, ss)
 		}
-		// Tombstones are listed when there are some.
-		ss, err := s.streamStats(txn, Void)
-		if err != nil {
-			return err
-		}
-		if ss.Events > 0 {
-			st.Streams = append(st.Streams, ss)
+		// Tombstones and shadow events are listed when there are some.
+		for _, stream := range []Stream{Void, Shadow} {
+			ss, err := s.streamStats(txn, stream)
+			if err != nil {
+				return err
+			}
+			if ss.Events > 0 {
+				st.Streams = append(st.Streams, ss)
+			}
 		}
 		return nil
 	})

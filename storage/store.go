@@ -305,7 +305,8 @@ func (s *Store) Close() error {
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.opts.Dir }
 
-// Put writes rows of batch (row indices; nil: every row) to stream, row i
+// Put writes rows of batch (row indices; nil: every row) to stream
+// (Accepted, Deferred, or Shadow, whose events get no provenance record), row i
 // with the trigger's verdict verdicts[i] (len(verdicts) == batch.Len()):
 // its decision, lines, stage and reason text are stored with the event, and
 // its status bits are added to the event's. Rows are written with one
@@ -320,9 +321,11 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 	if s.closed.Load() {
 		return Ack{}, ErrClosed
 	}
-	if stream != Accepted && stream != Deferred {
+	if stream != Accepted && stream != Deferred && stream != Shadow {
 		return Ack{}, fmt.Errorf("store put: invalid stream %d", stream)
 	}
+	// A shadow event's provenance is its production event's.
+	noProvenance := s.noProvenance || stream == Shadow
 	if len(verdicts) != batch.Len() {
 		return Ack{}, fmt.Errorf("store put: %d verdicts for %d events", len(verdicts), batch.Len())
 	}
@@ -354,7 +357,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			continue
 		}
 		size += KeySize + n
-		if !s.noProvenance {
+		if !noProvenance {
 			psize += KeySize + 2 + builtBound(batch, i, bu) + provBound(&verdicts[i])
 		}
 	}
@@ -453,7 +456,7 @@ func (s *Store) Put(stream Stream, batch *schemas.EventBatch, verdicts []schemas
 			return Ack{}, fmt.Errorf("store put: %w", err)
 		}
 		start0, part0 = end, partEnd
-		if s.noProvenance {
+		if noProvenance {
 			continue
 		}
 		q0 := len(buf)

@@ -246,7 +246,7 @@ type selectionFlags struct {
 }
 
 func (f *selectionFlags) add(cmd *cobra.Command, defStream string) {
-	cmd.Flags().StringVar(&f.stream, "stream", defStream, "stream: accepted or deferred")
+	cmd.Flags().StringVar(&f.stream, "stream", defStream, "stream: accepted, deferred, void (tombstones) or shadow (the shadow plugins' differing events)")
 	cmd.Flags().StringVar(&f.runs, "runs", "", "runs: N or FIRST-LAST")
 	cmd.Flags().StringVar(&f.events, "events", "", "event ids within each run: N or FIRST-LAST")
 	cmd.Flags().IntVar(&f.limit, "limit", 0, "events at most (0: all)")
