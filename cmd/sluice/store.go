@@ -30,7 +30,7 @@ func init() { register(newStoreCmd) }
 func newStoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Inspect and export a node's event store (accepted and deferred streams)",
+		Short: "Inspect and export a node's event store (accepted, deferred, void and shadow streams)",
 	}
 	cmd.AddCommand(newStoreStatCmd(), newStoreLsCmd(), newStoreWhyCmd(), newStoreExportCmd())
 	return cmd
