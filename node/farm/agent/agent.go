@@ -229,6 +229,7 @@ type Agent struct {
 	draining bool
 	drained  chan struct{}
 	byes     map[string]uint64 // peers that said bye, by incarnation
+	ended    map[uint64]bool   // incarnations whose membership ended (memberGone)
 	// A draining EM candidate hands over (drain.go): stopCampaign ends its
 	// campaign, resigned says it will not lead again, handedOver that its
 	// last ledger is published and its leadership resigned.
@@ -289,7 +290,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Log, loop: make(chan func(), 1024),
 		members: map[string]*member{}, peers: map[string]*peerConn{}, seq: map[uint32]uint64{},
 		data: map[uint64]*received{}, seen: map[string][]uint32{}, masked: map[uint32]bool{},
-		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}, done: make(chan struct{})}
+		drains: map[string]uint64{}, drained: make(chan struct{}), byes: map[string]uint64{}, ended: map[uint64]bool{}, done: make(chan struct{})}
 	for _, g := range cfg.Run.Sources {
 		ids, _ := schemas.ParseSourceList(g.Sources) // Validate checked them
 		a.sources = append(a.sources, ids...)
@@ -527,6 +528,33 @@ func (a *Agent) tick() {
 		a.bu.Tick()
 	}
 	a.checkDrained()
+	a.checkQueued(time.Now())
+}
+
+// queuedWarnAfter is how long messages may wait for a peer that is not
+// connected before the agent says so (and again as often while they do).
+const queuedWarnAfter = 5 * time.Second
+
+// checkQueued logs the links whose messages have waited long for a
+// connection: a data message pins the RU's packets, and its readout ring
+// fills behind them, so such a wait must not be silent.
+func (a *Agent) checkQueued(now time.Time) {
+	for node, p := range a.peers {
+		n, connected := p.queued()
+		if n == 0 || connected {
+			p.waitSince, p.warned = time.Time{}, time.Time{}
+			continue
+		}
+		if p.waitSince.IsZero() {
+			p.waitSince = now
+		}
+		if now.Sub(p.waitSince) >= queuedWarnAfter && now.Sub(p.warned) >= queuedWarnAfter {
+			p.warned = now
+			_, member := a.members[node]
+			a.log.Warn("farm: messages wait for a peer that is not connected", "peer", node, "messages", n,
+				"for", now.Sub(p.waitSince).Round(time.Second).String(), "member", member)
+		}
+	}
 }
 
 // memberEvent: a member joined or left.
@@ -588,7 +616,18 @@ func (a *Agent) memberEvent(ctx context.Context, e control.MemberEvent) {
 }
 
 // memberGone: an incarnation ended (left, fenced, expired, or replaced).
+// What is queued for it goes: a link made before its record arrived (or
+// again after it was lost) is not bound to it, and its queued data would
+// pin the RU's packets — and the readout ring behind them — for ever.
 func (a *Agent) memberGone(m *member) {
+	inc := uint64(m.Incarnation)
+	a.ended[inc] = true
+	if p := a.peers[m.Node]; p != nil && p.inc != inc {
+		if n := p.dropFor(inc); n > 0 {
+			a.log.Info("farm: dropped messages queued for an incarnation that ended", "peer", m.Node,
+				"incarnation", fmt.Sprintf("%x", inc), "messages", n)
+		}
+	}
 	if m.roles&farm.RoleBU != 0 && a.em != nil {
 		a.em.Dead(m.Node, uint64(m.Incarnation))
 	}

@@ -25,6 +25,10 @@ type outMsg struct {
 	header  []byte
 	packets [][]byte
 	unpin   func()
+	// inc: the BU incarnation a data message is for (0: control), so a
+	// queue made before the peer's record arrived can drop what it holds
+	// for an incarnation that ended (dropFor).
+	inc uint64
 }
 
 func (m *outMsg) done() {
@@ -52,6 +56,9 @@ type peerConn struct {
 	cv     *sync.Cond
 	// sending: a message taken off q whose send has not returned.
 	sending bool
+	// waitSince, warned: since when messages wait unconnected, and when
+	// that was last logged (the agent's loop only: checkQueued).
+	waitSince, warned time.Time
 }
 
 func newPeerConn(node string, inc uint64) *peerConn {
@@ -87,6 +94,39 @@ func (p *peerConn) close() {
 			p.conn.Close()
 		}
 	})
+}
+
+// dropFor drops the queued messages for incarnation inc (it ended): their
+// packets are unpinned, so the RU's readout gets its ring space back. It
+// returns how many it dropped.
+func (p *peerConn) dropFor(inc uint64) int {
+	p.mu.Lock()
+	var gone []outMsg
+	kept := p.q[:0]
+	for _, m := range p.q {
+		if m.inc == inc {
+			gone = append(gone, m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	for i := len(kept); i < len(p.q); i++ {
+		p.q[i] = outMsg{}
+	}
+	p.q = kept
+	p.mu.Unlock()
+	for i := range gone {
+		gone[i].done()
+	}
+	return len(gone)
+}
+
+// queued reports how many messages wait in the queue and whether the link
+// is connected.
+func (p *peerConn) queued() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.q), p.conn != nil
 }
 
 // next waits for a message (false: closed).
@@ -133,6 +173,12 @@ func (a *Agent) connect(ctx context.Context, m *member) {
 	if p == nil {
 		p = a.ensurePeer(ctx, m.Node)
 	}
+	a.link(ctx, p, m)
+}
+
+// link binds p to member m's incarnation and dials it if this node is the
+// one that dials.
+func (a *Agent) link(ctx context.Context, p *peerConn, m *member) {
 	p.inc = uint64(m.Incarnation)
 	if a.cfg.Node < m.Node && m.Address != "" && p.conn == nil && !p.dialing {
 		p.dialing = true
@@ -140,9 +186,12 @@ func (a *Agent) connect(ctx context.Context, m *member) {
 	}
 }
 
-// ensurePeer returns node's link, making one (not connected yet: messages
-// queue until it is) if there is none: a message can be for a node whose
-// membership record has not reached us yet.
+// ensurePeer returns node's link, making one if there is none: to a member
+// it is bound and dialled as connect does (a link made again after the
+// peer was lost — the EM has not declared it dead yet — must not queue for
+// ever); to a node whose membership record has not reached us yet it is
+// not connected: messages queue until it is (or until the incarnation
+// they are for ends: memberGone).
 func (a *Agent) ensurePeer(ctx context.Context, node string) *peerConn {
 	if p := a.peers[node]; p != nil {
 		return p
@@ -150,6 +199,9 @@ func (a *Agent) ensurePeer(ctx context.Context, node string) *peerConn {
 	p := newPeerConn(node, 0)
 	a.peers[node] = p
 	go a.sender(ctx, p)
+	if m := a.members[node]; m != nil && node != a.cfg.Node {
+		a.link(ctx, p, m)
+	}
 	return p
 }
 

@@ -168,13 +168,20 @@ func (a *Agent) routeRU(o farm.RUOutput) {
 			a.onData(a.cfg.Node, o.Header, localBuffer(buf))
 			return
 		}
+		if a.ended[o.Header.Incarnation] {
+			// Its BU incarnation ended (fenced, left): nobody will take
+			// the data, and queued it would pin the packets for ever.
+			unpin()
+			a.drop("data_for_ended_bu")
+			return
+		}
 		h, err := farm.AppendData(nil, o.Header)
 		if err != nil {
 			unpin()
 			a.log.Error("farm: encode data header", "err", err)
 			return
 		}
-		a.ensurePeer(a.ctx, o.BU).enqueue(outMsg{header: h, packets: packets, unpin: unpin})
+		a.ensurePeer(a.ctx, o.BU).enqueue(outMsg{header: h, packets: packets, unpin: unpin, inc: o.Header.Incarnation})
 	}
 }
 
