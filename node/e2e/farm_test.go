@@ -111,7 +111,7 @@ func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept boo
 		// live node: the deaths these tests cause are seen at once by
 		// the transport (a killed process's sockets close); a stopped one
 		// after the peer timeout.
-		"lease_ttl: 5s": "peer_timeout: 3s\n  lease_ttl: 5s",
+		"peer_timeout: 2s": "peer_timeout: 3s",
 		// Nor make a live RU's data late: an RU and a BU wait this long
 		// for data that has not come (a dead RU is not waited for).
 		"wait: 2s":             "wait: 5s",
