@@ -701,7 +701,7 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 				f.n.fail(fmt.Errorf("farm: %w", err))
 				return
 			}
-			if err := f.rejoin(actx, ag); err != nil {
+			if err := f.rejoin(actx, ag, err); err != nil {
 				f.n.fail(fmt.Errorf("farm: %w", err))
 				return
 			}
@@ -784,10 +784,10 @@ func (f *farmNode) run(ctx context.Context) (done <-chan struct{}, wait func()) 
 // (at most the wait), voids what it stored of the reassigned work, and
 // makes the next incarnation's agent, which reports the voided events as
 // duplicates once it joined.
-func (f *farmNode) rejoin(ctx context.Context, old *agent.Agent) error {
+func (f *farmNode) rejoin(ctx context.Context, old *agent.Agent, why error) error {
 	inc := old.Incarnation()
-	f.log.Warn("farm: fenced: this incarnation was declared dead; letting its work settle, voiding what was reassigned, rejoining",
-		"incarnation", fmt.Sprintf("%x", inc))
+	f.log.Warn("farm: fenced; letting this incarnation's work settle, voiding what was reassigned, rejoining",
+		"incarnation", fmt.Sprintf("%x", inc), "why", why.Error())
 	f.mu.Lock()
 	f.stats.Fenced++
 	f.mu.Unlock()

@@ -619,6 +619,11 @@ func TestFarmBUStop(t *testing.T) {
 		}
 		return false
 	})
+	// It says the EM revoked its membership (heartbeats lost), not that
+	// its lease expired.
+	if lg := d.log(); !strings.Contains(lg, "agent: fenced: the event manager farm-") || !strings.Contains(lg, "revoked membership") {
+		t.Fatalf("farm-d's log does not say the EM revoked its membership:\n%s", lg)
+	}
 	voided := dl.Farm.Voided
 	ff.waitFor(20*time.Second, fmt.Sprintf("%d duplicates in the farm ledger", voided), func() bool {
 		l := ff.status().Ledger

@@ -33,9 +33,10 @@ const leaveTimeout = 3 * time.Second
 
 // Sentinel errors.
 var (
-	// ErrFenced: this node's membership lease was revoked or expired; its
-	// incarnation is over (it must start again as a new one).
-	ErrFenced = errors.New("agent: fenced: membership lease gone")
+	// ErrFenced: this node's membership lease was revoked (the EM declared
+	// it dead) or expired; its incarnation is over (it must start again as
+	// a new one). Run's error wraps it, saying which (fenced).
+	ErrFenced = errors.New("agent: fenced")
 	// ErrRefused: this node's run configuration differs from the farm's.
 	ErrRefused = errors.New("agent: refused to join the run")
 	// ErrEnded: the agent's Run has returned; it takes nothing more.
@@ -436,7 +437,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-ms.Done():
 			a.closePeers()
-			return ErrFenced
+			return a.fenced(ctx)
 		case fn := <-a.loop:
 			fn()
 		case <-tick.C:
@@ -554,6 +555,25 @@ func (a *Agent) checkQueued(now time.Time) {
 			a.log.Warn("farm: messages wait for a peer that is not connected", "peer", node, "messages", n,
 				"for", now.Sub(p.waitSince).Round(time.Second).String(), "member", member)
 		}
+	}
+}
+
+// fenced says how this incarnation's membership ended (ErrFenced wrapped):
+// revoked by the EM that declared it dead (its Fencing record), or its
+// lease expired (keep-alives did not reach etcd within the TTL).
+func (a *Agent) fenced(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	f, ok, err := a.cfg.Control.Fenced(fctx, a.inc)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: membership lease %x ended (revoked or expired: etcd cannot say: %v)", ErrFenced, a.inc, err)
+	case ok:
+		return fmt.Errorf("%w: the event manager %s revoked membership %x at %s (%s)", ErrFenced, f.By, a.inc,
+			f.At.Format("15:04:05.000"), f.Reason)
+	default:
+		return fmt.Errorf("%w: membership lease %x expired: its keep-alives did not reach etcd within lease_ttl %s",
+			ErrFenced, a.inc, a.cfg.LeaseTTL)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/node/farm"
+	"github.com/sluice-daq/sluice/node/farm/control"
 	"github.com/sluice-daq/sluice/node/peer"
 )
 
@@ -352,7 +353,8 @@ func (a *Agent) peerLost(ctx context.Context, p *peerConn, err error) {
 		go func() {
 			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if err := a.cfg.Control.Fence(fctx, uint64(inc)); err != nil {
+			f := control.Fencing{By: a.cfg.Node, Reason: "declared dead: " + err.Error()}
+			if err := a.cfg.Control.Fence(fctx, uint64(inc), f); err != nil {
 				a.log.Warn("farm: fence", "peer", p.node, "err", err)
 			}
 		}()

@@ -113,8 +113,14 @@ func TestFence(t *testing.T) {
 	_, rev, _ := em.Members(ctxT(t))
 	w := em.WatchMembers(ctxT(t), rev)
 	t0 := time.Now()
-	if err := em.Fence(ctxT(t), ms.Incarnation()); err != nil {
+	if _, ok, err := em.Fenced(ctxT(t), ms.Incarnation()); ok || err != nil {
+		t.Fatalf("fencing record before the fence: %v %v", ok, err)
+	}
+	if err := em.Fence(ctxT(t), ms.Incarnation(), Fencing{By: "em", Reason: "no heartbeat"}); err != nil {
 		t.Fatal(err)
+	}
+	if f, ok, err := a.Fenced(ctxT(t), ms.Incarnation()); !ok || err != nil || f.By != "em" || f.Reason != "no heartbeat" {
+		t.Fatalf("fencing record %+v %v %v", f, ok, err)
 	}
 	if e := waitEvent(t, w, 2*time.Second); !e.Left || uint64(e.Member.Incarnation) != ms.Incarnation() {
 		t.Fatalf("event %+v", e)
@@ -125,7 +131,7 @@ func TestFence(t *testing.T) {
 		t.Fatal("fenced node did not notice within 3 s")
 	}
 	t.Logf("fenced node noticed after %v", time.Since(t0))
-	if err := em.Fence(ctxT(t), ms.Incarnation()); err != nil {
+	if err := em.Fence(ctxT(t), ms.Incarnation(), Fencing{}); err != nil {
 		t.Fatalf("fencing twice: %v", err)
 	}
 	ms2 := join(t, a, "node-a")
@@ -206,7 +212,7 @@ func TestElectionHandover(t *testing.T) {
 		t.Fatalf("high-water mark %d, want %d", r, blk3.End)
 	}
 	// Fenced, the new leader cannot reserve or publish any more.
-	if err := obs.Fence(ctxT(t), msB.Incarnation()); err != nil {
+	if err := obs.Fence(ctxT(t), msB.Incarnation(), Fencing{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lb.Reserve(ctxT(t), 1); !errors.Is(err, ErrNotLeader) {

@@ -21,6 +21,7 @@
 //	| runs/<run>/void/<bu>/<inc hex> | farm.VoidRecord (JSON) | the EM, when it declares inc dead; |
 //	|                    |                               | deleted by the BU once applied      |
 //	| sources/<node id>  | the node's sources at its last join | the node (no lease: masking a dead RU) |
+//	| fenced/<lease hex> | Fencing (JSON): who fenced it, why | the EM, before it revokes the lease (10 min lease) |
 //
 // # Service discovery
 //

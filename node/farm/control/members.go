@@ -114,15 +114,55 @@ func (ms *Membership) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Fence revokes incarnation inc's lease: its member key (and election key)
-// go, its session ends, and its later messages are stale. Fencing a lease
-// that is already gone is not an error.
-func (c *Client) Fence(ctx context.Context, inc uint64) error {
+// Fencing is why an incarnation was fenced (fenced/<inc hex>): the node
+// that revoked its lease and its reason, so the fenced node can tell that
+// from its lease expiring (Fenced).
+type Fencing struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// fencingTTL is how long a Fencing record lasts (under a lease of its own):
+// a fenced node that is only stopped reads it when it runs again.
+const fencingTTL = 10 * time.Minute
+
+func (c *Client) fencedKey(inc uint64) string { return fmt.Sprintf("%sfenced/%x", c.prefix, inc) }
+
+// Fence records why (f) and revokes incarnation inc's lease: its member
+// key (and election key) go, its session ends, and its later messages are
+// stale. Fencing a lease that is already gone is not an error; a record
+// that cannot be written does not stop the revoke.
+func (c *Client) Fence(ctx context.Context, inc uint64, f Fencing) error {
+	if f.At.IsZero() {
+		f.At = time.Now().UTC()
+	}
+	if v, err := json.Marshal(f); err == nil {
+		if l, err := c.cli.Grant(ctx, int64(fencingTTL/time.Second)); err == nil {
+			_, _ = c.cli.Put(ctx, c.fencedKey(inc), string(v), clientv3.WithLease(l.ID))
+		}
+	}
 	_, err := c.cli.Revoke(ctx, clientv3.LeaseID(inc))
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("control: fence %x: %w", inc, err)
 	}
 	return nil
+}
+
+// Fenced reads why incarnation inc was fenced: ok false when no node
+// fenced it (its lease expired, or it left), or the record is gone.
+func (c *Client) Fenced(ctx context.Context, inc uint64) (f Fencing, ok bool, err error) {
+	resp, err := c.cli.Get(ctx, c.fencedKey(inc))
+	if err != nil {
+		return Fencing{}, false, fmt.Errorf("control: fencing of %x: %w", inc, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Fencing{}, false, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &f); err != nil {
+		return Fencing{}, false, fmt.Errorf("control: fencing of %x: %w", inc, err)
+	}
+	return f, true, nil
 }
 
 func decodeMember(v []byte, lease int64) (Member, error) {
