@@ -103,13 +103,19 @@ func Dial(ctx context.Context, e Endpoint) (*Client, error) {
 		}
 		cl.token = tok
 	}
-	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds))
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("flight: %s: %w", e.URI, err)
 	}
 	cl.c = c
 	return cl, nil
 }
+
+// maxRecvBytes bounds one message the client takes: a record batch of the
+// store's events (256 LHCb events of the demo are ~42 MB; gRPC's default
+// of 4 MiB refused them, so exporting a running node's store failed).
+var maxRecvBytes = 1 << 30
 
 // URI is the endpoint's.
 func (c *Client) URI() string { return c.ep.URI }

@@ -490,3 +490,32 @@ func TestCloseGraceful(t *testing.T) {
 		t.Fatalf("close: %v, %d calls cut, want none", err, srv.Cut())
 	}
 }
+
+// TestClientMessageLimit: the client takes record batches larger than
+// gRPC's 4 MiB default (a batch of the demo's events is ~42 MB: exporting
+// a running node's store failed with ResourceExhausted). Shown by
+// bounding the client below one batch of the golden store: the refusal
+// proves the bound is the client's own, then the default reads it.
+func TestClientMessageLimit(t *testing.T) {
+	s := openGolden(t)
+	serve(t, s, DefaultConfig())
+	export := func() error {
+		c := dialDir(t, s.Dir())
+		_, err := c.ExportBatches(storage.Accepted, storage.ExportOptions{}, func(*arrow.Schema) error { return nil },
+			func(arrow.RecordBatch) error { return nil })
+		return err
+	}
+	old := maxRecvBytes
+	maxRecvBytes = 64 << 10
+	err := export()
+	maxRecvBytes = old
+	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted && status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a 64 KiB bound: %v, want ResourceExhausted", err)
+	}
+	if maxRecvBytes < 256<<20 {
+		t.Fatalf("the client takes messages of %d bytes at most: less than a batch of large events", maxRecvBytes)
+	}
+	if err := export(); err != nil {
+		t.Fatal(err)
+	}
+}
