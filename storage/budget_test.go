@@ -114,8 +114,17 @@ func TestMaxStoreBytes(t *testing.T) {
 	if !errors.As(err2, &be) || !be.BySizeCap || !strings.Contains(err2.Error(), "max store bytes") {
 		t.Fatalf("writing past MaxStoreBytes: %v, want a *DiskBudgetError by the size cap", err2)
 	}
-	if be.Size > be.MaxSize {
-		t.Fatalf("store grew to %d bytes, cap %d", be.Size, be.MaxSize)
+	// The store's files stay within the cap. (be.Size is the guard's
+	// count: the files as last scanned plus admitted writes not yet seen
+	// there; a scan made while a batch is landing counts that batch in
+	// both until it ends, so the count may pass the cap by a batch while
+	// the files do not: a clean-clone run saw 42757208 against 41943040.)
+	_, onDisk, err := newGuard(dir, 0, 0, unix.Statfs).measure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk > be.MaxSize {
+		t.Fatalf("store's files occupy %d bytes, cap %d", onDisk, be.MaxSize)
 	}
 }
 

@@ -46,7 +46,7 @@ type DiskBudgetError struct {
 	Need      uint64 // bytes the refused write would have added (estimate)
 	Free      uint64 // bytes available to the store on its file system
 	MinFree   uint64 // Options.MinFreeBytes
-	Size      uint64 // bytes the store's files occupy on disk
+	Size      uint64 // the guard's count of the store's bytes: its files as last scanned plus admitted writes not yet seen there (a batch landing during a scan is counted in both until its write ends: an overestimate)
 	MaxSize   uint64 // Options.MaxStoreBytes (0: no limit)
 	BySizeCap bool   // true if MaxStoreBytes, not MinFreeBytes, refused it
 }
