@@ -288,10 +288,11 @@ func (sh *shadow) decide(b *shadowJob) {
 	}
 	res, outcome, err := sh.st.callLeased(sh.ctx, b.lease)
 	var diff *differing
+	var overBudget, copyFailed int
 	if err == nil && outcome == outcomeDecided {
 		// Copied while the lease still holds the batch: its memory goes
 		// back to production at the release.
-		diff = sh.copyDiffering(b, res)
+		diff, overBudget, copyFailed = sh.copyDiffering(b, res)
 	}
 	revoked := b.lease.end()
 	if diff != nil && (revoked || err != nil) {
@@ -325,6 +326,15 @@ func (sh *shadow) decide(b *shadowJob) {
 	}
 	after := sh.cmp.Result()
 	sh.mu.Unlock()
+	// Only a batch compared counts its differing events unstored: one
+	// dropped above is counted skipped (a copy cut off by the release at
+	// the run's end failed, and counted both).
+	if overBudget > 0 {
+		sh.unstore(unstoredBudget, overBudget)
+	}
+	if copyFailed > 0 {
+		sh.unstore(unstoredError, copyFailed)
+	}
 	if diff != nil {
 		sh.write(diff)
 	}
@@ -358,9 +368,9 @@ type differing struct {
 // differs from production into Go memory, within what is left of
 // StoreBytes (the events past it are counted unstored); nil when none is
 // to be stored, or when the owner already released the batch.
-func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) *differing {
+func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) (d *differing, budget, failed int) {
 	if sh.store == nil {
-		return nil
+		return nil, 0, 0
 	}
 	var rows []int
 	for j := range b.ids {
@@ -369,17 +379,16 @@ func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) *differing 
 		}
 	}
 	if len(rows) == 0 {
-		return nil
+		return nil, 0, 0
 	}
 	rec, ok := b.lease.acquire()
 	if !ok {
-		return nil
+		return nil, 0, 0
 	}
 	defer b.lease.placed()
 	ev, err := schemas.NewEventBatch(rec)
 	if err != nil {
-		sh.unstore(unstoredError, len(rows))
-		return nil
+		return nil, 0, len(rows)
 	}
 	// The budget is taken here, before the write: several shadow
 	// processes never pass it together.
@@ -401,17 +410,14 @@ func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) *differing 
 	}
 	sh.reserved += taken
 	sh.mu.Unlock()
-	if n := len(rows) - len(kept); n > 0 {
-		sh.unstore(unstoredBudget, n)
-	}
+	budget = len(rows) - len(kept)
 	if len(kept) == 0 {
-		return nil
+		return nil, budget, 0
 	}
-	d := &differing{verdicts: make([]schemas.Verdict, len(kept)), payload: taken}
+	d = &differing{verdicts: make([]schemas.Verdict, len(kept)), payload: taken}
 	if d.rec, err = selectRows(sh.ctx, sh.mem, rec, kept); err != nil {
 		sh.giveBack(d)
-		sh.unstore(unstoredError, len(kept))
-		return nil
+		return nil, budget, len(kept)
 	}
 	for k, r := range kept {
 		p, v := b.prod[r], res[r]
@@ -426,7 +432,7 @@ func (sh *shadow) copyDiffering(b *shadowJob, res []schemas.Verdict) *differing 
 		d.verdicts[k] = schemas.Verdict{Decision: v.Decision, Lines: v.Lines, Stage: sh.st.cfg.Name, Plugin: &sh.st.id,
 			Reason: schemas.Reason{Kind: schemas.ReasonPlugin, Plugin: sh.st.desc.Name, Text: text}}
 	}
-	return d
+	return d, budget, 0
 }
 
 // write stores d in the store's shadow stream and releases it.
