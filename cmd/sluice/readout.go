@@ -82,7 +82,7 @@ prints the error instead (and how far it got) and exits 1; bad flags or a bad
 	f.StringVar(&cfg.To, "to", "", "output URI: "+transport.Forms())
 	f.StringVar(&cfg.From, "from", "", "replay this file (native MFP, MDF/MEP, VDIF or CMS FEROL; gzipped too) instead of generating")
 	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
-	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long")
+	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (after the last event's packets of every source)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")
 	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids (and LHCb ODIN event numbers) shifted to stay unique")
 	f.IntVar(&cfg.Sources, "sources", defaultSources(), "synthetic sources 0..N-1, as many as the default node configuration expects (ignored with --groups)")

@@ -25,7 +25,7 @@ type Config struct {
 
 	Loop     int           `yaml:"loop"`     // file mode: replay the file this many times (default 1), event ids (and LHCb ODIN event numbers) shifted
 	Events   uint64        `yaml:"events"`   // synthetic: events to generate (default 1000 unless Duration is set)
-	Duration time.Duration `yaml:"duration"` // synthetic: stop generating after this long (0: no limit)
+	Duration time.Duration `yaml:"duration"` // synthetic: stop generating after this long, at an event boundary: the last event is sent by every source (0: no limit)
 	Rate     float64       `yaml:"rate"`     // events per second; 0 = as fast as the output takes them
 
 	// SourceList are the source ids sent (a source list, "0-511,600"):

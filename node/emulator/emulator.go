@@ -230,17 +230,27 @@ const flushEvery = 10 * time.Millisecond
 func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) error {
 	f := em.cfg.Faults
 	lastFlush := t0
+	var (
+		cur     uint64 // event of the packets being sent
+		started bool
+	)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
-		}
-		if em.cfg.Duration > 0 && time.Since(t0) >= em.cfg.Duration {
-			break
 		}
 		p, ok := src.next(em.buf())
 		if !ok {
 			break
 		}
+		// A run of limited duration ends at an event boundary: once the
+		// time is up, the packets of the event being sent still go (every
+		// source's fragment of it), the next event's none. (Packets come
+		// event by event; those of one packing block share its first event.)
+		if em.cfg.Duration > 0 && (!started || p.event != cur) && time.Since(t0) >= em.cfg.Duration {
+			em.recycle(&p)
+			break
+		}
+		cur, started = p.event, true
 		if em.cfg.Rate > 0 {
 			// Pace by event: packets of event k go out at t0 + k/rate.
 			// Behind that schedule it never sleeps, and what the sender
