@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"runtime"
 	"slices"
-	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -32,11 +32,12 @@ type assembler struct {
 	sv  [][]uint32
 	mo  []int32  // missing_sources offsets: row i's ids start at mv[mo[i]]
 	mv  []uint32 // missing_sources values
-	// per worker: what it found corrupt, reused across batches
+	// per part: its rows and what it found corrupt, reused across batches
 	parts []assemblyPart
+	help  *copyHelpers
 }
 
-// assemblyPart is one worker's share of a batch: rows [lo, hi), and the
+// assemblyPart is a part of a batch a worker takes: rows [lo, hi), and the
 // corrupt sources it found there, in row order.
 type assemblyPart struct {
 	lo, hi  int
@@ -65,6 +66,7 @@ func newAssembler(b *Builder) *assembler {
 	return &assembler{
 		b: b, mem: b.cfg.Allocator, fields: b.schema.Fields(),
 		pay: make([][]byte, ng), po: make([][]int64, ng), sv: make([][]uint32, ng),
+		help: startCopyHelpers(runtime.GOMAXPROCS(0) - 1),
 	}
 }
 
@@ -246,36 +248,70 @@ func (a *assembler) buildColumns(evs []*event) (dup, late, asg arrow.Array) {
 	return dup, late, a.array(first+2, n, asgB)
 }
 
-// copyRows splits the rows into parts of about equal payload and copies
-// them, part 0 in this goroutine and the others each in one of its own.
+// copyRows splits the rows into parts of about minPartBytes of payload
+// and copies them: this goroutine takes the next part until none is left,
+// and so do the assembler's helpers (copyhelp.go) meanwhile. Parts are
+// taken, not dealt, so nobody waits for a worker that has not started.
 func (a *assembler) copyRows(evs []*event, nf []uint32, total int64) {
-	w := assemblyWorkers(len(evs), total)
-	if cap(a.parts) < w {
-		a.parts = make([]assemblyPart, w)
-	}
-	a.parts = a.parts[:w]
-	lo := 0
-	var done int64
-	for k := range w {
-		hi := len(evs)
-		if k < w-1 {
-			// Rows until this part's end reaches (k+1)/w of the bytes.
-			target := total * int64(k+1) / int64(w)
-			hi = lo
-			for hi < len(evs) && done < target {
-				done += evs[hi].bytes
-				hi++
-			}
+	np := 0
+	a.parts = a.parts[:cap(a.parts)]
+	for lo := 0; lo < len(evs); np++ {
+		hi := lo
+		var bytes int64
+		for hi < len(evs) && (hi == lo || bytes < minPartBytes) {
+			bytes += evs[hi].bytes
+			hi++
 		}
-		a.parts[k] = assemblyPart{lo: lo, hi: hi, corrupt: a.parts[k].corrupt[:0]}
+		if np == len(a.parts) {
+			a.parts = append(a.parts, assemblyPart{})
+			a.parts = a.parts[:cap(a.parts)]
+		}
+		a.parts[np] = assemblyPart{lo: lo, hi: hi, corrupt: a.parts[np].corrupt[:0]}
 		lo = hi
 	}
-	var wg sync.WaitGroup
-	for k := 1; k < w; k++ {
-		wg.Go(func() { a.copyPart(evs, nf, &a.parts[k]) })
+	a.parts = a.parts[:np]
+	parts := a.parts
+	j := newCopyJob(np, func(k int) { a.copyPart(evs, nf, &parts[k]) })
+	if np > 1 && assemblyWorkers(len(evs), total) > 1 {
+		a.help.offer(j)
 	}
-	a.copyPart(evs, nf, &a.parts[0])
-	wg.Wait()
+	if !j.work() {
+		<-j.done // a helper is finishing the last parts
+	}
+	a.help.withdraw(j)
+}
+
+// copyJob is one batch's parts, taken in turn by the workers.
+type copyJob struct {
+	n    int           // parts
+	copy func(k int)   // copies part k
+	next atomic.Int64  // the next part to take
+	left atomic.Int64  // parts not yet copied
+	done chan struct{} // gets a value when the last part is copied
+}
+
+func newCopyJob(n int, copy func(k int)) *copyJob {
+	j := &copyJob{n: n, copy: copy, done: make(chan struct{}, 1)}
+	j.left.Store(int64(n))
+	return j
+}
+
+// work copies parts until none is left to take; it reports whether this
+// call copied the batch's last part (a helper that does says so on done).
+// A job whose parts were all taken is never touched again, so a helper
+// holding an old job only finds nothing to take.
+func (j *copyJob) work() (last bool) {
+	for {
+		k := int(j.next.Add(1) - 1)
+		if k >= j.n {
+			return false
+		}
+		j.copy(k)
+		if j.left.Add(-1) == 0 {
+			j.done <- struct{}{}
+			return true
+		}
+	}
 }
 
 // copyPart copies the rows of one part.

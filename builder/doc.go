@@ -50,10 +50,13 @@
 // its CRC-32C on the copied bytes while they are in the cache, writes the
 // offsets and sizes itself and wraps the buffers with array.NewData (no
 // Arrow builder, no reallocation). Every row's place being known before the
-// copy, the rows are split among up to GOMAXPROCS workers (the background
-// goroutine and short-lived helpers), so that the per-byte work, the copy
-// and the check, uses every core rather than the adder's and the
-// emitter's one each. Buffers come from Config.Allocator,
+// copy, the rows are split into parts of about 256 KiB that the background
+// goroutine and GOMAXPROCS-1 long-lived helpers take in turn (copyhelp.go:
+// the helpers poll for a batch on a timer, since a goroutine woken by
+// another reached an idle core only after ~0.1-2 ms on 2-core VMs), so
+// that the per-byte work, the copy and the check, uses every core rather
+// than the adder's and the emitter's one each, and nobody waits for a
+// worker that has not started. Buffers come from Config.Allocator,
 // by default a pooling allocator, because fresh memory is slow to touch.
 // After the copy each fragment's reference is dropped; a caller's release
 // callback runs when the last fragment of its buffer is dropped (copied or

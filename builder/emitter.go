@@ -16,6 +16,7 @@ func (b *Builder) run() {
 	defer timer.Stop()
 	batch := make([]*event, 0, b.cfg.BatchEvents)
 	asm := newAssembler(b)
+	defer asm.help.close()
 	var out outWork
 	for {
 		b.mu.Lock()

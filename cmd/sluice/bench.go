@@ -65,7 +65,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		events              uint64
 		sources, eventBytes int
-		packing             int
+		packing, instances  int
 		accept              float64
 		budget, plugins     string
 		cpuProfile          string
@@ -118,7 +118,7 @@ as the baseline, with the ratio.`,
 			}); err != nil {
 				return fmt.Errorf("bench: generating the events: %w", err)
 			}
-			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, accept, budget)
+			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, budget)
 			if err != nil {
 				return err
 			}
@@ -167,6 +167,7 @@ as the baseline, with the ratio.`,
 	f.IntVar(&eventBytes, "event-bytes", 100_000, "payload bytes per event")
 	f.IntVar(&packing, "packing", 10, "fragments per multi-fragment packet")
 	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
+	f.IntVar(&instances, "instances", 1, "plugin processes of the trigger stage (trigger.stages[].instances)")
 	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
@@ -177,7 +178,7 @@ as the baseline, with the ratio.`,
 
 // benchConfig is the node configuration of a bench run, parsed and
 // checked like any other.
-func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing int, accept float64, budget string) (*config.Config, error) {
+func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget string) (*config.Config, error) {
 	text := fmt.Sprintf(`
 node: {id: bench, memory_budget: %q}
 inputs:
@@ -187,11 +188,11 @@ sources: [{name: tracker, sources: "0-%d"}]
 builder: {batch_events: 64}
 trigger:
   stages:
-    - {name: hlt, plugin: %q, params: {prescale: "%d"}}
+    - {name: hlt, plugin: %q, instances: %d, params: {prescale: "%d"}}
 store: {path: %q, sync: never, min_free_bytes: 256MiB, gc_interval: 1h}
 http: {address: "off"}
 log: {level: warn}
-`, budget, os.Getpid(), sample, loop, sources-1, plugin, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
+`, budget, os.Getpid(), sample, loop, sources-1, plugin, instances, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
 	c, err := config.Parse([]byte(text))
 	if err == nil {
 		err = c.Preflight()
