@@ -39,8 +39,8 @@ func newReadoutCmd() *cobra.Command {
 		Use:   "readout --to URI [--from FILE] [--events N | --duration D] [--rate HZ] [--loop N] [fault options]",
 		Short: "Emulate readout boards: send multi-fragment packets to any registered input (ring, TCP, UDP, peer, file)",
 		Long: `Emulate readout boards: generate detector-like multi-fragment packets (or replay
-a native MFP, MDF/MEP, VDIF or CMS FEROL file with --from, gzipped or not),
-inject faults, and send them to
+with --from a file, gzipped or not, of any format sluice splits: ` + strings.Join(emulator.Formats(), ", ") + `;
+its events keep their sources and event ids), inject faults, and send them to
 ` + transportList() + `With --to tcp://HOST:PORT?framing=ferol a FEROL capture (--from) goes out as the
 FEROL sent it: its FEROL blocks, one TCP stream per FED (--connections), no
 sluice framing, into a node input with the same ?framing=ferol (or a CMS event
@@ -80,7 +80,7 @@ prints the error instead (and how far it got) and exits 1; bad flags or a bad
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.To, "to", "", "output URI: "+transport.Forms())
-	f.StringVar(&cfg.From, "from", "", "replay this file (native MFP, MDF/MEP, VDIF or CMS FEROL; gzipped too) instead of generating")
+	f.StringVar(&cfg.From, "from", "", "replay this file (any format sluice splits, see above; gzipped too) instead of generating")
 	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (after the last event's packets of every source)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")

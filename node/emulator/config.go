@@ -21,7 +21,7 @@ type Config struct {
 	// To is the URI to send to, of any registered transport: shm://NAME,
 	// tcp://HOST:PORT, udp://HOST:PORT[?format=vtp], file://PATH.
 	To   string `yaml:"-"`
-	From string `yaml:"from"` // file mode: native MFP stream, MDF/MEP (LHCb) or VDIF file; "" = synthetic
+	From string `yaml:"from"` // file mode: a file of any format Formats names (gzipped or not); "" = synthetic
 
 	Loop     int           `yaml:"loop"`     // file mode: replay the file this many times (default 1), event ids (and LHCb ODIN event numbers) shifted
 	Events   uint64        `yaml:"events"`   // synthetic: events to generate (default 1000 unless Duration is set)

@@ -28,7 +28,7 @@ const (
 // truncate + duplicate, and so on.
 type Summary struct {
 	To                 string `json:"to"`
-	Mode               string `json:"mode"` // "synthetic" or "file:mfp", "file:mdf", "file:vdif", "file:ferol"
+	Mode               string `json:"mode"` // "synthetic", or "file:" and the file's format (its export name, e.g. "file:mdf", "file:frd", else its name, e.g. "file:sluice-mfp")
 	Sources            int    `json:"sources"`
 	PacketsGenerated   uint64 `json:"packets_generated"`
 	FragmentsGenerated uint64 `json:"fragments_generated"`
@@ -101,7 +101,7 @@ func (p *Prepared) prepare(cfg Config) error {
 	vtp, ferol := payload == transport.PayloadVDIF, payload == transport.PayloadFEROL
 	var src packetSource
 	if cfg.From != "" {
-		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, payload)
+		fs, format, err := loadFile(cfg.From, cfg.Packing, cfg.Loop, cfg.To, payload)
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func (p *Prepared) prepare(cfg Config) error {
 		// Replayed in place unless a fault keeps a packet back (reorder,
 		// stall) or changes its bytes (corrupt).
 		fs.inPlace = cfg.Faults.Reorder == 0 && cfg.Faults.Stall == 0 && cfg.Faults.Corrupt == 0
-		src, sum.Mode = fs, "file:"+format
+		src, sum.Mode = fs, "file:"+modeName(format)
 	} else {
 		if vtp {
 			return fmt.Errorf("%s carries VDIF frames: give a VDIF file with --from", cfg.To)

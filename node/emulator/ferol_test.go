@@ -78,7 +78,7 @@ func TestFEROLFramingRefusals(t *testing.T) {
 		want string
 	}{
 		{Config{Events: 10}, "give a FEROL capture with --from"},
-		{Config{From: sampleMDF}, "tcp ?framing=ferol sends FEROL streams, this file is mdf"},
+		{Config{From: sampleMDF}, "?framing=ferol sends ferol records as a file holds them, one per packet; this file is lhcb-mdf: give a cms-ferol file"},
 		{Config{From: sampleFEROL, Loop: 2}, "--loop must be 1"},
 	} {
 		tc.cfg.To = "tcp://127.0.0.1:9?framing=ferol"

@@ -11,7 +11,7 @@ import (
 // only their packets, the file's event ids and span, and the ODIN patches
 // of the packets kept (so loop passes still renumber ODIN).
 func TestFileSourceKeep(t *testing.T) {
-	f, _, err := loadFile(sampleMDF, 10, 2, transport.PayloadMFP)
+	f, _, err := loadFile(sampleMDF, 10, 2, "file://x", transport.PayloadMFP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,20 +4,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/sluice-daq/sluice/internal/gzfile"
 	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
-	"github.com/sluice-daq/sluice/schemas/cms"
 	"github.com/sluice-daq/sluice/schemas/format"
 	"github.com/sluice-daq/sluice/schemas/formats"
 	"github.com/sluice-daq/sluice/schemas/lhcb"
 	"github.com/sluice-daq/sluice/schemas/native"
-	"github.com/sluice-daq/sluice/schemas/vdif"
 )
 
 // emuPacket is one unit the emulator sends: an MFP, or a bare VDIF frame
@@ -260,95 +258,57 @@ func (f *fileSource) findODIN() error {
 	return nil
 }
 
-// loadFile splits the file at path (gzipped or not) into packets of
-// packing fragments per source: a native MFP stream as is, MDF/MEP through
-// lhcb.WriteMFPs, VDIF through vdif.Packer (or, for a payload of
-// transport.PayloadVDIF, one bare frame per packet), a CMS FEROL stream one
-// FED fragment per packet (for transport.PayloadFEROL, its FEROL blocks as
-// they are in the file, as a FEROL sends them), the format found by the
-// registry's detection (schemas/formats). The whole file is held in memory:
-// it is a sample replayed in a loop.
-func loadFile(path string, packing int, loops int, payload transport.Payload) (*fileSource, string, error) {
+// loadFile reads the file at path (gzipped or not), finds its format by
+// the registry's detection (schemas/formats) and makes its packets: a
+// format whose records the destination's packets carry as they are
+// (format.Framer of payload's framing: sluice's own packets for any MFP
+// input, VDIF frames for VTP, a FED fragment's FEROL blocks for a FEROL
+// TCP input) is replayed record for record; any other format that splits
+// into fragments (format.Splitter: LHCb MDF/MEP, CMS FRD and FEROL,
+// ATLAS eformat full events, BESIII raw, VDIF, sluice's fragments) is
+// split as `sluice inspect` splits it and packed into MFPs of up to
+// packing fragments per source (packer). It returns the packets and the
+// file's format; to (the destination) is for errors. The whole file is held in memory: it is a sample
+// replayed in a loop.
+func loadFile(path string, packing int, loops int, to string, payload transport.Payload) (*fileSource, format.Format, error) {
 	data, err := gzfile.ReadFile(path)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	head := data[:min(len(data), format.HeadBytes)]
 	kind := formats.Detect(head)
-	vtp := payload == transport.PayloadVDIF
-	f := &fileSource{loops: loops, raw: payload != transport.PayloadMFP}
-	var format string
-	add := func(b []byte) error {
-		p, n, err := schemas.DecodeMFP(b)
-		if err != nil {
-			return err
-		}
-		f.packets = append(f.packets, emuPacket{b: append([]byte(nil), b[:n]...), source: p.SourceID, n: p.N, event: p.FirstEventID})
-		return nil
-	}
-	switch kind {
-	case native.MFPFormat:
-		format = "mfp"
-		for off := 0; off < len(data); {
-			_, n, err := schemas.DecodeMFP(data[off:])
-			if err != nil {
-				return nil, "", fmt.Errorf("%s: %w", path, schemas.WithOffset(err, int64(off)))
-			}
-			add(data[off : off+n])
-			off += n
-		}
-	case lhcb.MDFFormat, lhcb.MEPFormat:
-		format = "mdf"
-		if _, err := lhcb.WriteMFPs(bytes.NewReader(data), nil, packing, 3, add); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", path, err)
-		}
-	case vdif.VDIFFormat:
-		format = "vdif"
-		pk, err := vdif.NewPacker(packing)
-		if err != nil {
-			return nil, "", err
-		}
-		r := vdif.NewReader(bytes.NewReader(data))
-		var out []byte
-		for {
-			fr, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, "", fmt.Errorf("%s: %w", path, err)
-			}
-			if vtp {
-				f.packets = append(f.packets, emuPacket{b: append([]byte(nil), fr.Bytes...), source: vdif.SourceID(&fr.Header), n: 1, event: vdif.EventID(&fr.Header)})
-				continue
-			}
-			out = pk.Add(out[:0], &fr)
-			if err := splitMFPs(out, add); err != nil {
-				return nil, "", err
-			}
-		}
-		if err := splitMFPs(pk.Flush(out[:0]), add); err != nil {
-			return nil, "", err
-		}
-	case cms.FEROLFormat:
-		format = "ferol"
-		if err := loadFEROL(f, data, payload == transport.PayloadFEROL, loops); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", path, err)
-		}
-	default:
+	if kind == nil {
 		if err := formats.Refusal(head); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return nil, "", fmt.Errorf("%s: not a native MFP, MDF/MEP, VDIF or CMS FEROL file (by its first bytes)", path)
+		return nil, nil, fmt.Errorf("%s: no format sluice reads: the first bytes are not %s", path, formats.Signs())
 	}
-	if vtp && format != "vdif" {
-		return nil, "", fmt.Errorf("%s: udp ?format=vtp sends VDIF frames, this file is %s", path, format)
+	sp, ok := kind.(format.Splitter)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: %s is a format sluice only inspects; the emulator replays %s", path, kind.Name(), strings.Join(Formats(), ", "))
 	}
-	if payload == transport.PayloadFEROL && format != "ferol" {
-		return nil, "", fmt.Errorf("%s: tcp ?framing=ferol sends FEROL streams, this file is %s: give a FEROL capture", path, format)
+	f := &fileSource{loops: loops, raw: payload != transport.PayloadMFP}
+	if fr, ok := kind.(format.Framer); ok && fr.Framing() == payload.String() {
+		if f.raw && loops > 1 {
+			return nil, nil, fmt.Errorf("%s: %s records sent as they are carry their event ids in their bytes: --loop must be 1", path, kind.Name())
+		}
+		err = fr.Frames(data, func(fm format.Frame) error {
+			f.packets = append(f.packets, emuPacket{b: slices.Clone(fm.Bytes), source: fm.Source, n: fm.Fragments, event: fm.Event})
+			return nil
+		})
+	} else if f.raw {
+		return nil, nil, fmt.Errorf("%s: %s sends %s records as a file holds them, one per packet; this file is %s: %s", path, to, payload, kind.Name(), framersOf(payload))
+	} else {
+		err = splitFile(f, sp, data, packing)
+	}
+	if err != nil {
+		if strings.HasPrefix(err.Error(), kind.Name()+":") { // a decode error names its format
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return nil, nil, fmt.Errorf("%s: %s: %w", path, kind.Name(), err)
 	}
 	if len(f.packets) == 0 {
-		return nil, "", fmt.Errorf("%s: no packets", path)
+		return nil, nil, fmt.Errorf("%s: %s: no events in the file", path, kind.Name())
 	}
 	lo, hi := f.packets[0].event, f.packets[0].event
 	srcs := map[uint32]bool{}
@@ -358,17 +318,71 @@ func loadFile(path string, packing int, loops int, payload transport.Payload) (*
 		srcs[p.source] = true
 	}
 	f.minID, f.span, f.nsrc = lo, hi-lo+1, len(srcs)
-	// LHCb data: split from MDF/MEP here, or a native MFP stream recorded
+	// LHCb data: split from MDF/MEP here, or a native stream recorded
 	// from such a split (it has the header fragment's source).
-	if format == "mdf" || (format == "mfp" && srcs[lhcb.HeaderSource]) {
+	ours := kind == native.MFPFormat || kind == native.FragmentFormat
+	if kind == lhcb.MDFFormat || kind == lhcb.MEPFormat || (ours && srcs[lhcb.HeaderSource]) {
 		if err := f.findODIN(); err != nil {
-			return nil, "", fmt.Errorf("%s: ODIN bank: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: ODIN bank: %w", path, err)
 		}
 	}
 	for i := range f.packets {
 		f.packets[i].event -= lo // pacing counts events from the file's first
 	}
-	return f, format, nil
+	return f, kind, nil
+}
+
+// splitFile splits data with sp over the file's own sources (sp.Sources)
+// and packs the fragments into f's packets.
+func splitFile(f *fileSource, sp format.Splitter, data []byte, packing int) error {
+	groups, err := sp.Sources(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	pk := newPacker(packing, func(p emuPacket) { f.packets = append(f.packets, p) })
+	err = sp.Split(bytes.NewReader(data), groups, func(p format.Piece) error {
+		for i := range p.Fragments {
+			pk.add(&p.Fragments[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pk.flush()
+	return nil
+}
+
+// modeName is the name Summary.Mode gives a file's format: its export
+// name (`sluice store export --format`) when it has one, else its name.
+func modeName(f format.Format) string {
+	if e, ok := format.ExportOf(f); ok {
+		return e.ExportName()
+	}
+	return f.Name()
+}
+
+// Formats names the formats the emulator replays from a file, in the
+// registry's order: every format that splits (format.Splitter).
+func Formats() []string {
+	var names []string
+	for _, f := range formats.All() {
+		if _, ok := f.(format.Splitter); ok {
+			names = append(names, f.Name())
+		}
+	}
+	return names
+}
+
+// framersOf lists the formats whose records a packet of payload carries.
+func framersOf(payload transport.Payload) string {
+	var names []string
+	for _, f := range formats.All() {
+		if fr, ok := f.(format.Framer); ok && fr.Framing() == payload.String() {
+			names = append(names, f.Name())
+		}
+	}
+	return "give a " + strings.Join(names, " or ") + " file"
 }
 
 // keep drops the packets of sources not in ids (a readout unit of a farm
@@ -397,49 +411,4 @@ func (f *fileSource) keep(ids []uint32) error {
 	}
 	f.packets, f.odin, f.nsrc = kept, odin, len(srcs)
 	return nil
-}
-
-// splitMFPs calls add for each MFP in b (packets back to back).
-func splitMFPs(b []byte, add func([]byte) error) error {
-	for len(b) > 0 {
-		_, n, err := schemas.DecodeMFP(b)
-		if err != nil {
-			return err
-		}
-		if err := add(b[:n]); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// loadFEROL adds the FED fragments of the FEROL stream data to f, one
-// packet each: for a FEROL framing (raw) the fragment's FEROL blocks as
-// the file has them, else a one-fragment MFP (source = FED id, event id =
-// the FEROL event number, payload = the FED fragment). The event numbers
-// are in every block and FED header (and the FED's CRC-16): a raw replay
-// cannot shift them, so it is replayed once.
-func loadFEROL(f *fileSource, data []byte, raw bool, loops int) error {
-	if raw && loops > 1 {
-		return fmt.Errorf("a FEROL stream replayed as FEROL blocks carries its event numbers in every block and FED header: --loop must be 1")
-	}
-	fr := cms.NewFEROLReader(bytes.NewReader(data))
-	for {
-		at := fr.Offset()
-		fe, err := fr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		p := emuPacket{source: uint32(fe.FEDID), n: 1, event: uint64(fe.Event)}
-		if raw {
-			p.b = data[at:fr.Offset():fr.Offset()]
-		} else {
-			p.b = schemas.AppendMFP(nil, p.source, p.event, 0, 3, [][]byte{fe.Data}, nil)
-		}
-		f.packets = append(f.packets, p)
-	}
 }

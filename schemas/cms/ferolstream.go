@@ -1,6 +1,7 @@
 package cms
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -198,6 +199,32 @@ func (ferolStream) Split(r io.Reader, _ []schemas.SourceGroup, emit func(format.
 		}
 		frag[0] = schemas.Fragment{SourceID: uint32(f.FEDID), EventID: uint64(f.Event), Flags: flags, CRC: schemas.Checksum(f.Data), Payload: f.Data}
 		if err := emit(format.Piece{Fragments: frag}); err != nil {
+			return err
+		}
+	}
+}
+
+var _ format.Framer = ferolStream{}
+
+// Framing is "ferol": a FEROL's TCP stream carries FED fragments as their
+// FEROL blocks.
+func (ferolStream) Framing() string { return "ferol" }
+
+// Frames hands on each FED fragment's FEROL blocks as they lie in data,
+// with the FED id (source) and FEROL event number (event id). Errors:
+// FEROLReader.Next's, at the stream offset.
+func (ferolStream) Frames(data []byte, emit func(format.Frame) error) error {
+	fr := NewFEROLReader(bytes.NewReader(data))
+	for {
+		at := fr.Offset()
+		f, err := fr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := emit(format.Frame{Bytes: data[at:fr.Offset():fr.Offset()], Source: uint32(f.FEDID), Event: uint64(f.Event), Fragments: 1}); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,10 @@
 //
 //   - Splitter: its streams split into sluice fragments, as a readout
 //     would send them (every format whose records are events or frames);
+//     the readout emulator replays every Splitter's streams into a node;
+//   - Framer: a Splitter whose records a transport also carries as they
+//     lie in the stream (sluice's packets, VDIF frames in VTP datagrams, a
+//     FED fragment's FEROL blocks): the emulator sends those bytes;
 //   - Joiner: built events are written back in it, one record per event
 //     (e.g. not Mark 5B, whose frames sluice only inspects);
 //   - Exporter: built events are written in it a batch at a time (the
@@ -101,6 +105,34 @@ type Splitter interface {
 	// Errors: the format's decode errors (*schemas.DecodeError, offsets
 	// in the stream), or emit's.
 	Split(r io.Reader, groups []schemas.SourceGroup, emit func(Piece) error) error
+}
+
+// Framer is a Splitter whose records travel on a transport as they lie
+// in the stream, one record per packet: the readout emulator sends them
+// byte for byte to a destination whose packets carry this framing, and
+// splits (and packs into sluice packets) the formats that are not.
+type Framer interface {
+	Splitter
+	// Framing names what one packet of a transport carries when it
+	// carries one of this format's records, as node/transport names its
+	// payloads: "mfp" (a sluice multi-fragment packet), "vdif" (a VDIF
+	// frame), "ferol" (a FED fragment's FEROL blocks).
+	Framing() string
+	// Frames calls emit with each record of the whole stream data, in
+	// stream order, as a transport packet carries it: its bytes as they
+	// lie in data, or encoded anew where the stream holds a record
+	// otherwise (a lone native fragment). Frame.Bytes is valid until emit
+	// returns. Errors: the format's decode errors (*schemas.DecodeError,
+	// offsets in data), or emit's.
+	Frames(data []byte, emit func(Frame) error) error
+}
+
+// Frame is one record of a Framer's stream as a packet carries it.
+type Frame struct {
+	Bytes     []byte
+	Source    uint32 // the sluice source id of its fragments
+	Event     uint64 // the event id of its first fragment
+	Fragments int    // how many fragments (consecutive event ids) it holds
 }
 
 // Piece is what Split hands on at a time: fragments of one record of the

@@ -64,12 +64,22 @@ func splitSeeds(t testing.TB) [][]byte {
 	}
 	native := schemas.AppendMFP(nil, 1, 40, 0, 3, [][]byte{[]byte("a"), nil}, nil)
 	native = schemas.AppendFragment(native, &schemas.Fragment{SourceID: 2, EventID: 41, Payload: []byte("b")}, true)
-	return [][]byte{mdf, frd, eformat, native, sample("baseband/sample_mwa.vdif")[:2*544]} // two VDIF frames: the second confirms the first
+	ferol, err := cms.AppendFEROL(nil, 700, 1, fed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ferol, err = cms.AppendFEROL(ferol, 700, 2, fed); err != nil {
+		t.Fatal(err)
+	}
+	return [][]byte{mdf, frd, eformat, native, ferol, sample("baseband/sample_mwa.vdif")[:2*544]} // two VDIF frames: the second confirms the first
 }
 
 // FuzzSplit splits whatever the registry detects as a format that splits:
 // Sources and Split never panic, fail only with the formats' errors, and
-// every fragment Split hands on comes from a source Sources listed.
+// every fragment Split hands on comes from a source Sources listed. A
+// Framer's Frames (the records the emulator sends as they are) never
+// panics either, fails only with the formats' errors, and, when Split
+// succeeds too, frames as many fragments, of the sources Sources listed.
 func FuzzSplit(f *testing.F) {
 	seeds := splitSeeds(f)
 	for _, s := range seeds {
@@ -100,16 +110,39 @@ func FuzzSplit(f *testing.F) {
 				listed[s] = true
 			}
 		}
+		split := 0
 		err = sp.Split(bytes.NewReader(b), groups, func(p format.Piece) error {
 			for _, fr := range p.Fragments {
 				if !listed[fr.SourceID] {
 					t.Fatalf("%s: a fragment of source %#x, which Sources did not list", sp.Name(), fr.SourceID)
 				}
 			}
+			split += len(p.Fragments)
 			return nil
 		})
 		if err != nil && !known(err) {
 			t.Fatalf("%s: Split: %v (%T)", sp.Name(), err, err)
+		}
+		fm, ok := sp.(format.Framer)
+		if !ok {
+			return
+		}
+		framed := 0
+		ferr := fm.Frames(b, func(r format.Frame) error {
+			if r.Fragments < 1 || len(r.Bytes) == 0 {
+				t.Fatalf("%s: a frame of %d fragments, %d bytes", sp.Name(), r.Fragments, len(r.Bytes))
+			}
+			if err == nil && !listed[r.Source] {
+				t.Fatalf("%s: a frame of source %#x, which Sources did not list", sp.Name(), r.Source)
+			}
+			framed += r.Fragments
+			return nil
+		})
+		if ferr != nil && !known(ferr) {
+			t.Fatalf("%s: Frames: %v (%T)", sp.Name(), ferr, ferr)
+		}
+		if err == nil && ferr == nil && framed != split {
+			t.Fatalf("%s: Frames framed %d fragments, Split split %d", sp.Name(), framed, split)
 		}
 	})
 }

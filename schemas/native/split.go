@@ -106,3 +106,43 @@ func recordSize(head []byte, off int64) (kind string, total uint64, err error) {
 	}
 	return kind, max(total, 32), nil
 }
+
+var _ format.Framer = stream{}
+
+// Framing is "mfp": a transport packet carries one multi-fragment packet.
+func (stream) Framing() string { return "mfp" }
+
+// Frames hands on each packet of the stream as it lies there, and each
+// lone fragment as a packet of one fragment with its flags and stored CRC
+// (schemas.AppendMFP, payloads 8-byte aligned). Errors: the decoders',
+// offsets in data.
+func (stream) Frames(data []byte, emit func(format.Frame) error) error {
+	for off := 0; off < len(data); {
+		b := data[off:]
+		kind, _, err := recordSize(b[:min(32, len(b))], int64(off))
+		if err != nil {
+			return err
+		}
+		var fr format.Frame
+		var n int
+		if kind == "mfp" {
+			var p schemas.MFP
+			if p, n, err = schemas.DecodeMFP(b); err != nil {
+				return schemas.WithOffset(err, int64(off))
+			}
+			fr = format.Frame{Bytes: b[:n:n], Source: p.SourceID, Event: p.FirstEventID, Fragments: p.N}
+		} else {
+			var f schemas.Fragment
+			if f, n, err = schemas.DecodeFragment(b); err != nil {
+				return schemas.WithOffset(err, int64(off))
+			}
+			fr = format.Frame{Bytes: schemas.AppendMFP(nil, f.SourceID, f.EventID, f.Flags, 3, [][]byte{f.Payload}, []uint32{f.CRC}),
+				Source: f.SourceID, Event: f.EventID, Fragments: 1}
+		}
+		if err := emit(fr); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package vdif
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -86,6 +87,29 @@ func (vdifStream) Split(r io.Reader, _ []schemas.SourceGroup, emit func(format.P
 		}
 		frag[0] = FrameFragment(&f)
 		if err := emit(format.Piece{Fragments: frag}); err != nil {
+			return err
+		}
+	}
+}
+
+var _ format.Framer = vdifStream{}
+
+// Framing is "vdif": a VTP datagram carries one VDIF frame.
+func (vdifStream) Framing() string { return "vdif" }
+
+// Frames hands on every frame as it lies in data, with its source and
+// event id (SourceID, EventID). Errors: the Reader's, offsets in data.
+func (vdifStream) Frames(data []byte, emit func(format.Frame) error) error {
+	rd := NewReader(bytes.NewReader(data))
+	for {
+		f, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := emit(format.Frame{Bytes: f.Bytes, Source: SourceID(&f.Header), Event: EventID(&f.Header), Fragments: 1}); err != nil {
 			return err
 		}
 	}
