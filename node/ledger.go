@@ -105,9 +105,11 @@ type Ledger struct {
 	// starting the plugins, before the inputs opened.
 	StartupSeconds float64 `json:"startup_seconds"`
 	Balanced       bool    `json:"balanced"`
-	// NotStarted, when set, says why the run failed before its inputs
-	// opened (nothing was received): such a ledger is not balanced, it
-	// is no run at all.
+	// NotStarted, when set, says why the run failed before its first
+	// event: before its inputs opened, or with nothing received, built,
+	// stored or sent by its emulators when it failed (an emulator or an
+	// input that could not start). Such a ledger is not balanced: it is
+	// no run at all, and the run is not recorded as ended on the store.
 	NotStarted string `json:"not_started,omitempty"`
 	// Imbalance says which identity failed, with the numbers.
 	Imbalance []string `json:"imbalance,omitempty"`
@@ -217,6 +219,21 @@ func (l *Ledger) Check(final bool) {
 		}
 	}
 	l.Balanced = len(l.Imbalance) == 0
+}
+
+// empty reports whether the ledger counts nothing received, lost at the
+// inputs, built, stored or sent by an emulator: a run that failed with
+// such a ledger failed before its first event.
+func (l *Ledger) empty() bool {
+	if l.FragmentsReceived+l.InputBytes+sum(l.InputLosses)+l.EventsBuilt+l.EventsStored+l.EventsReplaced != 0 {
+		return false
+	}
+	for _, e := range l.Emulators {
+		if e.PacketsSent+e.FragmentsSent+e.BytesSent != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteJSON writes the ledger as indented JSON to path.

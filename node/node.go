@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -239,7 +240,9 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	n.mu.Unlock()
 	l := n.pipeline(ctx, parts, b)
 	err = n.result(&l)
-	if err != nil {
+	if l.NotStarted != "" {
+		n.log.Error("run did not start", "err", err)
+	} else if err != nil {
 		n.log.Error("run ended", "ledger", l.String(), "err", err)
 	} else {
 		n.log.Info("run ended", "ledger", l.String())
@@ -397,10 +400,19 @@ wait:
 			n.fail(fmt.Errorf("flight close: %w", err))
 		}
 	}
+	// A run that failed before its first event did not start: nothing of
+	// it is anywhere, and its ledger says so instead of an all-zero
+	// account that balances.
+	notStarted := ""
+	if pre := n.snapshot(); pre.empty() {
+		if err := n.failure(); err != nil {
+			notStarted = strings.ReplaceAll(err.Error(), "\n", "; ")
+		}
+	}
 	// A run drained to its end is recorded as ended on the store, so that
 	// starting it again is refused as a rerun; an aborted run is not (a
-	// restart resumes it).
-	if e, ok := parts.Store.(interface{ EndRun(uint32, time.Time) error }); ok && ctx.Err() == nil {
+	// restart resumes it), nor one that did not start.
+	if e, ok := parts.Store.(interface{ EndRun(uint32, time.Time) error }); ok && ctx.Err() == nil && notStarted == "" {
 		if err := e.EndRun(n.cfg.Run, time.Now()); err != nil {
 			n.fail(fmt.Errorf("store: recording the end of run %d: %w", n.cfg.Run, err))
 		}
@@ -417,6 +429,9 @@ wait:
 	_ = n.rc.advance(StateStopped)
 	l := n.snapshot()
 	l.Check(true)
+	if notStarted != "" {
+		l.NotStarted, l.Balanced, l.Imbalance = notStarted, false, nil
+	}
 	n.mu.Lock()
 	n.final = &l
 	n.mu.Unlock()
@@ -439,12 +454,20 @@ func (n *Node) failedStart(parts *Parts, err error) (Ledger, error) {
 	return l, err
 }
 
-// result is the run's error: the errors recorded, and an unbalanced ledger.
+// failure is the errors recorded so far (nil: none).
+func (n *Node) failure() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return errors.Join(n.errs...)
+}
+
+// result is the run's error: the errors recorded, and an unbalanced ledger
+// (a run that did not start has no balance to keep).
 func (n *Node) result(l *Ledger) error {
 	n.mu.Lock()
 	errs := append([]error(nil), n.errs...)
 	n.mu.Unlock()
-	if !l.Balanced {
+	if !l.Balanced && l.NotStarted == "" {
 		errs = append(errs, fmt.Errorf("%w: %v", ErrUnbalanced, l.Imbalance))
 	}
 	return errors.Join(errs...)

@@ -150,9 +150,12 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 			}
 			finite = finite || e.From != "" || e.Events > 0 || e.Duration > 0
 			// Prepared now, while the node starts: reading and splitting
-			// the file is the emulator's set-up, not part of the run (a
-			// Prepare error is reported when the emulator runs, as before).
-			prep, _ := emulator.Prepare(ec)
+			// the file is the emulator's set-up, not part of the run, and a
+			// file it cannot replay is a run that does not start.
+			prep, err := emulator.Prepare(ec)
+			if err != nil {
+				return fail(fmt.Errorf("inputs[%d] %s: emulator: %w", i, ic.URI, err))
+			}
 			emu = func(ctx context.Context) error {
 				s, err := prep.Run(ctx)
 				summaries.add(s)

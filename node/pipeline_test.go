@@ -507,17 +507,83 @@ func TestInterFillReplay(t *testing.T) {
 	}
 }
 
+// An input that fails after its first events fails the run, whose ledger
+// balances what it received.
 func TestPipelineFailingInputFailsRun(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
-	bad := &failingInput{err: errors.New("ring writer died")}
+	bad := &failingAfter{fakeInput: fakeInput{sources: []uint32{0}, events: 50}, err: errors.New("ring writer died")}
 	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{bad}, Finite: []bool{false}}, nil)
-	if err == nil || !errors.Is(err, bad.err) || !l.Balanced {
+	if err == nil || !errors.Is(err, bad.err) || !l.Balanced || l.NotStarted != "" || l.EventsBuilt != 50 {
 		t.Fatalf("want the input's error with a balanced ledger, got %v %+v", err, l)
 	}
 }
 
+// A run whose input or emulator fails before anything was received did
+// not start: its ledger says so and why (not an all-zero account that
+// balances), the error is not an imbalance, and the run is not recorded as
+// ended on the store (taking the same run number again is no rerun).
+func TestPipelineFailureBeforeFirstEventDidNotStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		parts func(err error) *Parts
+	}{
+		{"input", func(err error) *Parts {
+			return &Parts{Inputs: []transport.Input{&failingInput{err: err}}, Finite: []bool{false}}
+		}},
+		{"emulator", func(err error) *Parts {
+			return &Parts{Inputs: []transport.Input{&fakeInput{sources: []uint32{0}, events: 0, gate: waitDone}},
+				Finite: []bool{true}, Emulators: []func(context.Context) error{func(context.Context) error { return err }}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
+			cause := errors.New("cannot open the ring")
+			l, n, err := runNode(t, cfg, tc.parts(cause), nil)
+			if !errors.Is(err, cause) || errors.Is(err, ErrUnbalanced) || l.Balanced || !strings.Contains(l.NotStarted, "cannot open the ring") ||
+				n.Status().Ledger.NotStarted == "" {
+				t.Fatalf("err %v, ledger %+v", err, l)
+			}
+			var b strings.Builder
+			if err := l.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			if out := b.String(); !strings.HasPrefix(out, "run 5 on test did not start: ") || !strings.Contains(out, "cannot open the ring") || strings.Contains(out, "balanced") {
+				t.Fatalf("table:\n%s", out)
+			}
+			st, err := storage.Open(storage.Options{Dir: cfg.Store.Dir, ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if _, ended, err := st.RunEnded(cfg.Run); err != nil || ended {
+				t.Fatalf("run recorded as ended: %v %v", ended, err)
+			}
+		})
+	}
+}
+
+// waitDone holds a fake input until its run ends.
+func waitDone(ctx context.Context, _ uint64) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 type failingInput struct{ err error }
+
+// failingAfter sends its fake input's events, then fails.
+type failingAfter struct {
+	fakeInput
+	err error
+}
+
+func (f *failingAfter) Run(ctx context.Context, sink transport.Sink) error {
+	if err := f.fakeInput.Run(ctx, sink); err != nil {
+		return err
+	}
+	return f.err
+}
 
 func (f *failingInput) Run(context.Context, transport.Sink) error { return f.err }
 func (f *failingInput) Stats() transport.Stats                    { return transport.Stats{} }

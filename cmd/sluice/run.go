@@ -25,6 +25,11 @@ func init() { register(newRunCmd) }
 const (
 	exitUnbalanced = 2 // the ledger does not add up
 	exitConfig     = 3 // the configuration has problems; nothing was started
+	// The run did not start: it failed before its first event (a file
+	// its emulator cannot replay, an input or a plugin that cannot start,
+	// a store that cannot open...); the ledger says why, and the run is
+	// not recorded as ended (the same run number can be taken again).
+	exitNotStarted = 4
 )
 
 // newRunCmd builds `sluice run --config FILE [--run N] [--summary-json FILE]`.
@@ -47,7 +52,8 @@ goes idle -> configured -> running -> draining -> stopped. SIGINT or SIGTERM
 completed or timed out, the chain finishes and the store flushes. A second
 signal aborts at once. At the end the ledger is printed (and written as JSON
 with --summary-json); a ledger that does not balance exits with status 2, a
-configuration with problems with status 3.`,
+configuration with problems with status 3, and a run that failed before
+its first event with status 4 (its ledger says it did not start, and why).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd, file, func(cfg *config.Config) error {
@@ -208,6 +214,9 @@ func finishLedger(cmd *cobra.Command, l *node.Ledger, summary string, runErr err
 		// A run recorded as done, or a farm run this node's configuration
 		// does not match (or that was never recorded): configuration.
 		return &exitError{code: exitConfig, err: runErr}
+	}
+	if l.NotStarted != "" && runErr != nil {
+		return &exitError{code: exitNotStarted, err: runErr}
 	}
 	if errors.Is(runErr, node.ErrUnbalanced) {
 		return &exitError{code: exitUnbalanced, err: runErr}

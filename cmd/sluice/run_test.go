@@ -195,8 +195,8 @@ func TestRunThatDidNotStart(t *testing.T) {
 	file, _ := writeConfig(t, "")
 	summary := filepath.Join(t.TempDir(), "summary.json")
 	out, err := run(t, "run", "--config", file, "--http", l.Addr().String(), "--summary-json", summary)
-	if err == nil {
-		t.Fatalf("run with its HTTP address taken succeeded:\n%s", out)
+	if exitCode(err) != exitNotStarted {
+		t.Fatalf("run with its HTTP address taken: exit %d (%v), want %d:\n%s", exitCode(err), err, exitNotStarted, out)
 	}
 	if !strings.Contains(out, "run 12 on ") || !strings.Contains(out, " did not start: http: ") || strings.Contains(out, "balanced") {
 		t.Fatalf("output:\n%s", out)
