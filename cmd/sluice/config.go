@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ func newConfigCmd() *cobra.Command {
 			bad := 0
 			for _, file := range args {
 				c, err := readConfig(cmd, file)
-				err = config.Check(c, err, preflight)
+				err = checkConfig(file, c, err, preflight)
 				if err != nil {
 					fmt.Fprintln(cmd.OutOrStdout(), err)
 					bad++
@@ -55,10 +56,33 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
+// checkConfig is config.Check naming file in the problems: those found
+// only by validating or preflight checks after a clean load come without
+// the file's name.
+func checkConfig(file string, c *config.Config, loadErr error, preflight bool) error {
+	err := config.Check(c, loadErr, preflight)
+	var ce *config.Error
+	if errors.As(err, &ce) && ce.File == "" {
+		ce.File = configName(file)
+	}
+	return err
+}
+
+// configName is how problems name file ("-": standard input).
+func configName(file string) string {
+	if file == "-" {
+		return stdinName
+	}
+	return file
+}
+
+// stdinName names standard input in configuration problems.
+const stdinName = "(stdin)"
+
 // readConfig loads file, or standard input when file is "-".
 func readConfig(cmd *cobra.Command, file string) (*config.Config, error) {
 	if file == "-" {
-		return config.Read("(stdin)", cmd.InOrStdin())
+		return config.Read(stdinName, cmd.InOrStdin())
 	}
 	return config.Load(file)
 }

@@ -179,3 +179,34 @@ fill: {schedule: ` + schedule + `}
 		}
 	}
 }
+
+// Problems only the preflight finds (the config itself is valid) name the
+// file they are in, or standard input, as every other problem does.
+func TestPreflightNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `
+inputs:
+  - uri: shm://sluice-cmdtest-preflight
+    emulator: {from: ` + filepath.Join(dir, "missing.mdf") + `}
+sources:
+  - {name: ecal, sources: "0-3"}
+store: {path: ` + filepath.Join(dir, "store") + `}
+`
+	file := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "config", "validate", "--preflight", file)
+	if exitCode(err) != exitConfig || !strings.HasPrefix(out, file+": 1 problem(s)\n  inputs[0].emulator.from: ") {
+		t.Fatalf("exit %d:\n%s", exitCode(err), out)
+	}
+	var b bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&b)
+	root.SetErr(&b)
+	root.SetIn(strings.NewReader(cfg))
+	root.SetArgs([]string{"config", "validate", "--preflight", "-"})
+	if err := root.Execute(); exitCode(err) != exitConfig || !strings.HasPrefix(b.String(), "(stdin): 1 problem(s)\n") {
+		t.Fatalf("exit %d:\n%s", exitCode(err), b.String())
+	}
+}

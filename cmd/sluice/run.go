@@ -152,12 +152,7 @@ func loadConfig(cmd *cobra.Command, file string, override func(*config.Config) e
 			return nil, &exitError{code: exitConfig, err: err}
 		}
 	}
-	err = config.Check(cfg, err, true)
-	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) && ce.File == "" {
-			ce.File = file
-		}
+	if err := checkConfig(file, cfg, err, true); err != nil {
 		return nil, &exitError{code: exitConfig, err: err}
 	}
 	return cfg, nil
