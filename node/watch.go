@@ -106,8 +106,11 @@ func (w *watcher) checkSilent() {
 	if w.events == 0 {
 		msg = "sources silent: no event built since the inputs opened"
 	}
-	w.log.Warn(msg, "sources", schemas.FormatSourceList(w.silent), "count", len(w.silent), "after", w.cfg.SilentAfter.String())
-	w.makeAbsentLocked(w.silent, "silent")
+	extra, absent := w.makeAbsentLocked(w.silent)
+	if absent {
+		msg += "; treated as absent: events no longer wait for them (warnings.silent_absent)"
+	}
+	w.log.Warn(msg, append([]any{"sources", schemas.FormatSourceList(w.silent), "count", len(w.silent), "after", w.cfg.SilentAfter.String()}, extra...)...)
 }
 
 // useBuilder gives the watcher the builder's absent sources, once it exists.
@@ -117,16 +120,21 @@ func (w *watcher) useBuilder(setAbsent func([]uint32) []uint32, absent func() []
 	w.setAbsent, w.absent = setAbsent, absent
 }
 
-// makeAbsentLocked declares ids absent when warnings.silent_absent says so,
-// and logs the ones declared. Called with mu held.
-func (w *watcher) makeAbsentLocked(ids []uint32, why string) {
+// makeAbsentLocked declares ids absent when warnings.silent_absent says so
+// and returns the attributes of the caller's one warning: ok says some
+// were declared (the warning then says so, instead of that events wait
+// for them), attrs which ("absent": not always all of ids, as a source
+// that already sent fragments is not, and a timeslice builder declares
+// none). Called with mu held.
+func (w *watcher) makeAbsentLocked(ids []uint32) (attrs []any, ok bool) {
 	if !w.cfg.SilentAbsent || w.setAbsent == nil {
-		return
+		return nil, false
 	}
-	if got := w.setAbsent(ids); len(got) > 0 {
-		w.log.Warn("sources treated as absent: events no longer wait for them (warnings.silent_absent)",
-			"sources", schemas.FormatSourceList(got), "count", len(got), "why", why)
+	got := w.setAbsent(ids)
+	if len(got) == 0 {
+		return nil, false
 	}
+	return []any{"absent", schemas.FormatSourceList(got)}, true
 }
 
 // emulatorFile is called when an embedded emulator has read its file: the
@@ -153,9 +161,12 @@ func (w *watcher) emulatorFile(input, file string, has []uint32, groups []schema
 	defer w.mu.Unlock()
 	w.notInFile = slices.Compact(append(w.notInFile, missing...))
 	slices.Sort(w.notInFile)
-	w.log.Warn("configured sources not in the emulator's file: events wait builder.timeout for them (warnings.silent_absent: true stops that)",
-		"input", input, "file", file, "sources", schemas.FormatSourceList(missing), "count", len(missing))
-	w.makeAbsentLocked(missing, "not in the emulator's file")
+	msg := "configured sources not in the emulator's file: events wait builder.timeout for them (warnings.silent_absent: true stops that)"
+	extra, absent := w.makeAbsentLocked(missing)
+	if absent {
+		msg = "configured sources not in the emulator's file: treated as absent, events do not wait for them (warnings.silent_absent)"
+	}
+	w.log.Warn(msg, append([]any{"input", input, "file", file, "sources", schemas.FormatSourceList(missing), "count", len(missing)}, extra...)...)
 }
 
 // interval ends one interval at now: l is the node's ledger now, wait each

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/schemas"
 )
 
 // A configured source that never sends is reported silent once, by name,
@@ -130,5 +131,31 @@ func TestBackpressureFractionOfElapsed(t *testing.T) {
 	w.interval(at.Add(3*time.Second), l, []uint64{uint64(1500 * time.Millisecond), uint64(2900 * time.Millisecond)}, uris)
 	if out := logs.String(); !strings.Contains(out, `inputs="tcp://b:2 (100%)"`) {
 		t.Fatalf("second interval:\n%s", out)
+	}
+}
+
+// Under warnings.silent_absent the sources an emulator's file lacks, and
+// those silent after the grace period, are named in one WARN saying they
+// are treated as absent, not in one saying events wait for them; without
+// it, the warning says events wait.
+func TestSilentAbsentWarnsOnce(t *testing.T) {
+	groups := []schemas.SourceGroup{{Name: "a", Sources: []uint32{0, 1, 2, 3}}}
+	for _, absent := range []bool{false, true} {
+		logs := &syncBuffer{}
+		w := newWatcher(config.Warnings{SilentAbsent: absent, SilentAfter: time.Second}, groups, slog.New(slog.NewTextHandler(logs, nil)))
+		var declared []uint32
+		w.useBuilder(func(ids []uint32) []uint32 { declared = append(declared, ids...); return ids }, nil)
+		w.emulatorFile("shm://x", "f.mdf", []uint32{0, 1, 2}, groups)
+		w.checkSilent()
+		out := logs.String()
+		if c := strings.Count(out, "level=WARN"); c != 2 {
+			t.Fatalf("silent_absent %v: %d warnings, want 2 (one per report):\n%s", absent, c, out)
+		}
+		wait := strings.Contains(out, "events wait builder.timeout for them")
+		says := strings.Contains(out, `msg="configured sources not in the emulator's file: treated as absent, events do not wait for them (warnings.silent_absent)" input=shm://x file=f.mdf sources=3 count=1 absent=3`) &&
+			strings.Contains(out, `msg="sources silent: no event built since the inputs opened; treated as absent: events no longer wait for them (warnings.silent_absent)" sources=0-3 count=4 after=1s absent=0-3`)
+		if wait == absent || says != absent || (len(declared) > 0) != absent {
+			t.Fatalf("silent_absent %v: declared %v\n%s", absent, declared, out)
+		}
 	}
 }
