@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,4 +160,42 @@ func warnings(log string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestFarmNodeHeaderRunsTwice: the node's command line in
+// configs/farm-node.yaml's header works twice in a row on the same store
+// (a run number that ended there is refused, so the line must give a new
+// one each time). Each run is stopped by SIGTERM before any board sends.
+func TestFarmNodeHeaderRunsTwice(t *testing.T) {
+	config, _ := farmNodeRecipe(t, 1)
+	b, err := os.ReadFile(filepath.Join(repo, "configs/farm-node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(strings.TrimPrefix(l, "#")); strings.HasPrefix(l, "bin/sluice run ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "--config configs/farm-node.yaml") {
+		t.Fatalf("configs/farm-node.yaml's header has no `bin/sluice run --config configs/farm-node.yaml` line: %q", line)
+	}
+	line = strings.Replace(line, "bin/sluice", filepath.Join(bin, "sluice"), 1)
+	line = strings.Replace(line, "configs/farm-node.yaml", config, 1)
+	for i := range 2 {
+		if i > 0 {
+			// A line that takes its run number from the clock needs the
+			// next second.
+			time.Sleep(1100 * time.Millisecond)
+		}
+		p := startProgram(t, "sh", "-c", "exec "+line)
+		p.httpAddr(t)
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, time.Minute); code != 0 {
+			t.Fatalf("run %d of `%s`: exit %d\nstdout:\n%s\nstderr:\n%s", i+1, line, code, p.stdout.String(), p.log())
+		}
+	}
 }
