@@ -76,6 +76,14 @@ func TestRealFile(t *testing.T) {
 	if rep.Detail == nil || len(rep.Detail.Rows.([]summary.Record)) != 3 {
 		t.Fatalf("detail %+v", rep.Detail)
 	}
+	// eformat v3.0 has no checksums: each event says so, not "ok".
+	var cells [][]any
+	rep.Detail.Table(func(c ...any) { cells = append(cells, c) })
+	for i, r := range rep.Detail.Rows.([]summary.Record) {
+		if !r.ChecksumAbsent || len(cells) != 4 || cells[0][6] != "checksum" || cells[i+1][6] != "no checksum" {
+			t.Fatalf("detail row %d %+v, table %v", i, r, cells)
+		}
+	}
 }
 
 // TestEventsReencode: every real event decodes and encodes back to its

@@ -151,7 +151,7 @@ func (rawFormat) Inspect(s *format.Stream, maxEvents int) (*format.Report, error
 			b.Bare++
 		}
 		d := summary.Record{Kind: "event", Index: rep.Events, Offset: it.Off - int64(sep), Bytes: len(it.Bytes) + sep,
-			EventID: uint64(e.GlobalID()), Run: e.Run(), ChecksumOK: true}
+			EventID: uint64(e.GlobalID()), Run: e.Run(), ChecksumOK: true, ChecksumAbsent: true}
 		nros, nrob := 0, 0
 		for i := range e.Children {
 			nros += len(e.Children[i].Children)

@@ -99,7 +99,7 @@ func inspect(br *format.Stream, name string, maxEvents int) (*format.Report, err
 func table(rows []summary.Record, row func(cells ...any)) {
 	row("#", "kind", "offset", "record bytes", "source", "(first) event id", "n", "CRC-32C", "note")
 	for _, e := range rows {
-		row(e.Index, e.Kind, e.Offset, e.Bytes, schemas.FormatSourceList(e.Sources), e.EventID, e.N, summary.OK(e.ChecksumOK), e.Note)
+		row(e.Index, e.Kind, e.Offset, e.Bytes, schemas.FormatSourceList(e.Sources), e.EventID, e.N, e.Checksum(), e.Note)
 	}
 }
 

@@ -17,8 +17,20 @@ type Record struct {
 	Run        uint32   `json:"run,omitempty"`
 	Sources    []uint32 `json:"sources"` // in the record's order
 	ChecksumOK bool     `json:"checksum_ok"`
+	// ChecksumAbsent: the record carries no checksum (eformat v3.0, or
+	// every checksum type "none"); ChecksumOK is then true, as nothing
+	// failed, and the table says "no checksum", not "ok".
+	ChecksumAbsent bool `json:"checksum_absent,omitempty"`
 	// Note says what else matters: bad sub-checksums, status bits, flags.
 	Note string `json:"note,omitempty"`
+}
+
+// Checksum is the record's checksum cell: "ok", "BAD" or "no checksum".
+func (r *Record) Checksum() string {
+	if r.ChecksumAbsent {
+		return "no checksum"
+	}
+	return OK(r.ChecksumOK)
 }
 
 // Records collects the detail rows of a report, at most Max of them.
@@ -60,7 +72,7 @@ func EventTable(sources func([]uint32) string) func(rows []Record, row func(cell
 	return func(rows []Record, row func(cells ...any)) {
 		row("#", "kind", "offset", "record bytes", "event id", "run", "checksum", "sources", "note")
 		for _, e := range rows {
-			row(e.Index, e.Kind, e.Offset, e.Bytes, e.EventID, e.Run, OK(e.ChecksumOK), sources(e.Sources), e.Note)
+			row(e.Index, e.Kind, e.Offset, e.Bytes, e.EventID, e.Run, e.Checksum(), sources(e.Sources), e.Note)
 		}
 	}
 }
