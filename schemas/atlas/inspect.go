@@ -50,7 +50,9 @@ type Report struct {
 	StatusSet     int            `json:"status_set"`     // fragments with generic status bits set
 	Runs          []uint32       `json:"runs,omitempty"`
 	GlobalIDRange [2]uint64      `json:"global_id_range"`
-	// V50Events counts the full events in eformat 5.0 (the others are 4.0).
+	// V40Events and V50Events count the full events in eformat 4.0 and
+	// 5.0 (the versions the decoder reads).
+	V40Events int `json:"eformat_4_0_events,omitempty"`
 	V50Events int `json:"eformat_5_0_events,omitempty"`
 
 	fullEvents bool // a stream of full events, not of bare ROBs
@@ -68,9 +70,24 @@ func (a *Report) Lines(line format.LineFunc) {
 		line("runs", "%s", schemas.FormatSourceList(a.Runs))
 		line("global ids", "%d .. %d", a.GlobalIDRange[0], a.GlobalIDRange[1])
 		if a.V50Events > 0 {
-			line("eformat versions", "%d in 5.0, the others 4.0", a.V50Events)
+			line("eformat versions", "%s", a.versions())
 		}
 	}
+}
+
+// versions says how many full events are in each eformat version, the
+// versions present only ("3 in 4.0, 7 in 5.0", "10 in 5.0").
+func (a *Report) versions() string {
+	var parts []string
+	for _, v := range []struct {
+		n    int
+		name string
+	}{{a.V40Events, "4.0"}, {a.V50Events, "5.0"}} {
+		if v.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d in %s", v.n, v.name))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // hexSources writes source ids in hex (sub-detector in the high byte,
@@ -136,6 +153,7 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 		}
 		d := summary.Record{Kind: "event", Index: rep.Records, Offset: off, Bytes: len(buf)}
 		var robs []ROB
+		none := true // no checksum in the record (yet)
 		if !a.fullEvents {
 			var r ROB
 			r, _, _, err = DecodeROB(buf)
@@ -150,6 +168,7 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 			robs = e.ROBs
 			if err == nil || errors.Is(err, schemas.ErrCRCMismatch) {
 				count(e.ChecksumType, e.ChecksumOK)
+				none = e.ChecksumType == ChecksumNone
 				d.EventID, d.Run, d.ChecksumOK = uint64(e.GlobalID), e.RunNumber, err == nil
 				d.Note = fmt.Sprintf("lvl1_id 0x%08x bcid %d lumi block %d, %s", e.L1ID, e.BCID, e.LumiBlock, format.Plural(len(e.ROBs), "ROB"))
 				runs[e.RunNumber] = true
@@ -169,6 +188,8 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 				}
 				if e.v50() {
 					a.V50Events++
+				} else {
+					a.V40Events++
 				}
 			}
 		}
@@ -181,6 +202,7 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 		for i := range robs {
 			r := &robs[i]
 			count(r.ChecksumType, r.ChecksumOK)
+			none = none && r.ChecksumType == ChecksumNone
 			sources[r.SourceID] = true
 			d.Sources = append(d.Sources, r.SourceID)
 			if !r.ChecksumOK {
@@ -193,6 +215,7 @@ func inspect(br *bufio.Reader, name string, marker uint32, maxEvents int) (*form
 		if len(bad) > 0 {
 			d.Note += fmt.Sprintf(", bad checksum in ROBs %#x", bad)
 		}
+		d.ChecksumAbsent = none && d.ChecksumOK
 		a.ROBs += len(robs)
 		rep.Records++
 		rep.Events++

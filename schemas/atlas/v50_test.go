@@ -3,12 +3,14 @@ package atlas
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/sluice-daq/sluice/internal/decodetest"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/format"
+	"github.com/sluice-daq/sluice/schemas/internal/summary"
 )
 
 // testEventV50 is testEvent in eformat 5.0, its ROBs too, with a global_id
@@ -153,5 +155,33 @@ func TestInspectV50(t *testing.T) {
 	if rep.Events != 3 || a.V50Events != 3 || a.GlobalIDRange != [2]uint64{0x1_0000_0000 + 123456, 0x1_0000_0000 + 123458} ||
 		rep.Checksums.Valid != 9 || rep.Checksums.Absent != 3 || rep.Checksums.Bad != 0 || a.ByteOrder != "big-endian" {
 		t.Fatalf("report %+v, atlas %+v", rep, a)
+	}
+	// The versions line names the versions there are (no "others").
+	var lines []string
+	a.Lines(func(key, f string, args ...any) { lines = append(lines, key+": "+fmt.Sprintf(f, args...)) })
+	if !slices.Contains(lines, "eformat versions: 3 in 5.0") {
+		t.Fatalf("lines %q", lines)
+	}
+	// With a v4.0 event too, both are counted; that one, without any
+	// checksum, says so.
+	v4 := testEvent(ChecksumNone)
+	for i := range v4.ROBs {
+		v4.ROBs[i].ChecksumType = ChecksumNone
+	}
+	if stream, err = AppendFullEvent(stream, &v4, binary.BigEndian); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, err = format.NewStream(bytes.NewReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = FullEventFormat.Inspect(s, 4); err != nil {
+		t.Fatal(err)
+	}
+	if a := rep.Section.(*Report); a.versions() != "1 in 4.0, 3 in 5.0" || a.V40Events != 1 {
+		t.Fatalf("versions %q, atlas %+v", a.versions(), a)
+	}
+	rows := rep.Detail.Rows.([]summary.Record)
+	if len(rows) != 4 || rows[0].ChecksumAbsent || rows[0].Checksum() != "ok" || !rows[3].ChecksumAbsent || rows[3].Checksum() != "no checksum" {
+		t.Fatalf("rows %+v", rows)
 	}
 }
