@@ -138,8 +138,9 @@ func openSegments(dir string, target int64, policy SyncPolicy) (*segments, error
 	return ss, nil
 }
 
-// listSegments returns the ids of the segment files in dir, ascending.
-func listSegments(dir string) ([]uint32, error) {
+// scanDir returns pick's value for each entry of dir it picks, in name
+// order: no entries and no error when dir does not exist yet (a new store).
+func scanDir[T any](dir string, pick func(fs.DirEntry) (T, bool)) ([]T, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -147,13 +148,19 @@ func listSegments(dir string) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ids []uint32
+	var out []T
 	for _, e := range ents {
-		if id, ok := segID(e.Name()); ok {
-			ids = append(ids, id) // ReadDir sorts by name: ids ascend
+		if v, ok := pick(e); ok {
+			out = append(out, v)
 		}
 	}
-	return ids, nil
+	return out, nil
+}
+
+// listSegments returns the ids of the segment files in dir, ascending
+// (ReadDir sorts by name, and names are zero-padded ids).
+func listSegments(dir string) ([]uint32, error) {
+	return scanDir(dir, func(e fs.DirEntry) (uint32, bool) { return segID(e.Name()) })
 }
 
 // appendValues writes p (event values back to back) to the active segment

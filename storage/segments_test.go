@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -315,5 +316,35 @@ func TestDirtyOpenVerifiesLastSegment(t *testing.T) {
 		if keys[i] != want[i] {
 			t.Fatalf("after recovery: %v, want %v", keys, want)
 		}
+	}
+}
+
+// TestScanDir: the two scans built on scanDir pick what they say, in name
+// order, and a directory that does not exist yet (a new store) is empty,
+// not an error.
+func TestScanDir(t *testing.T) {
+	dir := t.TempDir()
+	for name, size := range map[string]int{"000002.vlog": 0, "000001.vlog": 3, "00001.mem": 0, "000003.sst": 0, segName(7): 1, segName(3): 0} {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty, err := emptyLogs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "000002.vlog"), filepath.Join(dir, "00001.mem")} // name order
+	if !slices.Equal(empty, want) {
+		t.Errorf("emptyLogs = %v, want %v", empty, want)
+	}
+	if ids, err := listSegments(dir); err != nil || !slices.Equal(ids, []uint32{3, 7}) {
+		t.Errorf("listSegments = %v, %v; want [3 7]", ids, err)
+	}
+	missing := filepath.Join(dir, "none")
+	if l, err := emptyLogs(missing); l != nil || err != nil {
+		t.Errorf("emptyLogs of a missing dir = %v, %v", l, err)
+	}
+	if ids, err := listSegments(missing); ids != nil || err != nil {
+		t.Errorf("listSegments of a missing dir = %v, %v", ids, err)
 	}
 }

@@ -218,23 +218,13 @@ func Open(opts Options) (*Store, error) {
 // opening fid: N err: Create a new file"); seen in TestReplayKilled. An
 // empty file holds no entry, so a read-write Open removes them.
 func emptyLogs(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
+	return scanDir(dir, func(e fs.DirEntry) (string, bool) {
 		if ext := filepath.Ext(e.Name()); ext != ".mem" && ext != ".vlog" {
-			continue
+			return "", false
 		}
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out, nil
+		fi, err := e.Info()
+		return filepath.Join(dir, e.Name()), err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+	})
 }
 
 // loadSchema reads the schema record; a version-1 store opened for
