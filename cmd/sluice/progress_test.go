@@ -6,11 +6,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/sluice-daq/sluice/node"
 )
 
 // progressConfig is a node config whose emulator sends 600 events at 250
@@ -91,5 +95,25 @@ func TestRunProgressOnATerminal(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "events/s") || strings.Contains(logs.String(), "\r") || !strings.Contains(logs.String(), `msg="run state"`) {
 		t.Errorf("logs off a terminal:\n%s", logs.String())
+	}
+}
+
+// replay's bar shows one ETA, the replay's own in its description, not
+// also the bar's [elapsed:left].
+func TestReplayBarOneETA(t *testing.T) {
+	var b bytes.Buffer
+	bar := newReplayBar(&b, 1000)
+	rate, eta := replayRate(node.ReplaySummary{Selected: 1000, Replayed: 100, DurationSeconds: 1})
+	bar.Describe(fmt.Sprintf("replay %.0f events/s, ETA %s", rate, eta))
+	if err := bar.Set64(100); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // past the bar's throttle
+	if err := bar.Set64(200); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "ETA 9s") || regexp.MustCompile(`\[\d+\w*:\d*\w*\]`).MatchString(out) {
+		t.Fatalf("bar %q", out)
 	}
 }

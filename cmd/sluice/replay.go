@@ -159,13 +159,7 @@ func newReplayProgress(w io.Writer) *replayProgress { return &replayProgress{w: 
 func (p *replayProgress) update(s node.ReplaySummary) {
 	rate, eta := replayRate(s)
 	if p.bar == nil && isTerminalWriter(p.w) {
-		// The bar's own events/s and ETA are left out: it times the jumps
-		// between its updates (a whole batch in microseconds at first),
-		// not the replay. The replay's own clock gives them.
-		p.bar = progressbar.NewOptions64(int64(s.Selected),
-			progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
-			progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionShowElapsedTimeOnFinish())
+		p.bar = newReplayBar(p.w, s.Selected)
 	}
 	if p.bar != nil {
 		p.bar.Describe(fmt.Sprintf("replay %.0f events/s, ETA %s", rate, eta))
@@ -178,6 +172,17 @@ func (p *replayProgress) update(s node.ReplaySummary) {
 	p.last = time.Now()
 	fmt.Fprintf(p.w, "replay: %d/%d events (%.0f events/s, accepted %d, rejected %d, kept %d), ETA %s\n",
 		s.Replayed, s.Selected, rate, s.Accepted, s.Rejected, s.Kept, eta)
+}
+
+// newReplayBar is replay's progress bar of total events on w. The bar's
+// own events/s and its elapsed:left time are left out: it times the jumps
+// between its updates (a whole batch in microseconds at first), not the
+// replay. The replay's own clock gives them, in the description (one ETA).
+func newReplayBar(w io.Writer, total uint64) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(int64(total),
+		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("replay"),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetPredictTime(false), progressbar.OptionShowElapsedTimeOnFinish())
 }
 
 // replayRate is the replay's rate so far (events over the replay's own
