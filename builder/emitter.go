@@ -167,6 +167,9 @@ func (b *Builder) accountLocked(batch []*event) {
 		if ev.status&schemas.StatusCorrupt != 0 {
 			b.led.EventsCorrupt++
 		}
+		if ev.status&schemas.StatusSourceError != 0 {
+			b.led.EventsSourceError++
+		}
 		if ev.asg != nil {
 			b.deliveredAssignedLocked(ev)
 		}

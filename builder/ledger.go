@@ -48,6 +48,10 @@ type Ledger struct {
 	EventsComplete    uint64            // emitted with every expected source present
 	EventsIncomplete  uint64            // emitted at timeout / flush with missing sources
 	EventsCorrupt     uint64            // with >= 1 CRC mismatch
+	// EventsSourceError counts the events with a fragment its source or
+	// input flagged (schemas.FlagSourceError, FlagTruncated: e.g. a FEROL
+	// FED fragment whose CRC-16 does not match): StatusSourceError.
+	EventsSourceError uint64
 	OverlapCopies     uint64            // timeslice mode: fragments also given to the previous timeslice
 	OverlapLate       uint64            // timeslice mode: overlap copies not made, the previous timeslice was already emitted
 	BatchesBuilt      uint64            // record batches assembled

@@ -49,15 +49,23 @@ type Ledger struct {
 	// payload bytes of it handed to the builder (headers excluded).
 	InputBytes    uint64 `json:"input_bytes"`
 	BytesReceived uint64 `json:"bytes_received"`
+	// FragmentsFlagged are fragments an input handed on flagged as a
+	// source error (transport.Stats.Flagged: kept, in their events), by
+	// "input/reason" (e.g. a FEROL input's "fed_crc"); absent when none.
+	FragmentsFlagged map[string]uint64 `json:"fragments_flagged,omitempty"`
 
 	// Events (or timeslices) built and what became of them.
 	EventsBuilt      uint64 `json:"events_built"`
 	EventsComplete   uint64 `json:"events_complete"`
 	EventsIncomplete uint64 `json:"events_incomplete"`
 	EventsCorrupt    uint64 `json:"events_corrupt"`
-	EventsAccepted   uint64 `json:"events_accepted"`
-	EventsRejected   uint64 `json:"events_rejected"`
-	EventsDeferred   uint64 `json:"events_deferred"`
+	// EventsSourceError of the events built hold a fragment flagged by its
+	// source or input (FragmentsFlagged, a truncated fragment):
+	// schemas.StatusSourceError.
+	EventsSourceError uint64 `json:"events_source_error,omitempty"`
+	EventsAccepted    uint64 `json:"events_accepted"`
+	EventsRejected    uint64 `json:"events_rejected"`
+	EventsDeferred    uint64 `json:"events_deferred"`
 	// DeferredBy splits EventsDeferred by reason ("fraction", "backlog",
 	// "trigger-error", "no-online-stage", or a stage's own).
 	DeferredBy map[string]uint64 `json:"deferred_by"`
@@ -277,6 +285,10 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("lost at the inputs", sum(l.InputLosses))
 		byReason(l.InputLosses)
 	}
+	if sum(l.FragmentsFlagged) > 0 {
+		row("flagged by the inputs (kept in their events)", sum(l.FragmentsFlagged))
+		byReason(l.FragmentsFlagged)
+	}
 	row("input bytes (packets with headers)", l.InputBytes)
 	row("fragment payload bytes into the builder", l.BytesReceived)
 	for _, e := range l.Emulators {
@@ -326,6 +338,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	}
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)
+	if l.EventsSourceError != 0 {
+		row("  with a source error (a fragment flagged)", l.EventsSourceError)
+	}
 	row("  accepted", l.EventsAccepted)
 	row("  rejected", l.EventsRejected)
 	row("  deferred", l.EventsDeferred)

@@ -516,6 +516,14 @@ func (n *Node) snapshot() Ledger {
 			for reason, v := range t.losses() {
 				l.InputLosses[uri+"/"+reason] += v
 			}
+			for reason, v := range t.in.Stats().Flagged {
+				if v != 0 {
+					if l.FragmentsFlagged == nil {
+						l.FragmentsFlagged = map[string]uint64{}
+					}
+					l.FragmentsFlagged[uri+"/"+reason] += v
+				}
+			}
 		}
 	}
 	n.flow.fill(&l)
@@ -539,7 +547,7 @@ func (n *Node) snapshot() Ledger {
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
 		l.FragmentsSuspect, l.Resyncs, l.EventsWaitedBehind = bl.SuspectBySource, bl.Resyncs, bl.EventsWaitedBehind
 		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
-		l.EventsIncomplete, l.EventsCorrupt = bl.EventsIncomplete, bl.EventsCorrupt
+		l.EventsIncomplete, l.EventsCorrupt, l.EventsSourceError = bl.EventsIncomplete, bl.EventsCorrupt, bl.EventsSourceError
 	}
 	// The builder counts a batch when it delivers it, before the queue
 	// takes it: everything not decided yet is in flight.

@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -89,6 +91,41 @@ func TestFEROLReadout(t *testing.T) {
 				t.Fatalf("%d bytes after the 300 FRD events", len(got))
 			}
 		})
+	}
+}
+
+// TestFEROLFlaggedInSummary: FED fragments whose CRC-16 the node's FEROL
+// input finds bad (a readout corrupting some, --corrupt) are kept and
+// flagged; the end-of-run summary shows them under their reason, and the
+// events holding them, as the input's counters do (it said "corrupt 0"
+// and nothing else).
+func TestFEROLFlaggedInSummary(t *testing.T) {
+	cfgFile := writeConfig(t, ferolInputConfig, map[string]string{"STORE": filepath.Join(t.TempDir(), "store")})
+	summary, sent := filepath.Join(t.TempDir(), "run.json"), filepath.Join(t.TempDir(), "sent.json")
+	node := start(t, "run", "--config", cfgFile, "--summary-json", summary)
+	addr := node.listenAddr(t)
+	runOK(t, "readout", "--from", filepath.Join("testdata", "third_party", "cms", "mol_run55.dat.gz"), "--to", "tcp://"+addr+"?framing=ferol",
+		"--corrupt", "0.05", "--summary-json", sent)
+	if code := node.wait(t, time.Minute); code != 0 {
+		t.Fatalf("sluice run: exit %d\n%s", code, node.log())
+	}
+	var s struct {
+		Faults map[string]uint64 `json:"faults"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, sent)), &s); err != nil {
+		t.Fatal(err)
+	}
+	bad := s.Faults["corrupt"]
+	l := readLedger(t, summary)
+	key := "tcp://127.0.0.1:0?framing=ferol/fed_crc" // the input as configured
+	if bad == 0 || l.FragmentsFlagged[key] != bad || len(l.FragmentsFlagged) != 1 || l.EventsSourceError != bad || !l.Balanced || l.EventsBuilt != 300 {
+		t.Fatalf("%d corrupted; ledger flagged %v, events with a source error %d", bad, l.FragmentsFlagged, l.EventsSourceError)
+	}
+	out := node.stdout.String()
+	for _, label := range []string{"flagged by the inputs (kept in their events)", key, "with a source error (a fragment flagged)"} {
+		if !regexp.MustCompile(regexp.QuoteMeta(label) + `\s+` + fmt.Sprint(bad) + `\s`).MatchString(out) {
+			t.Errorf("the summary lacks %q %d:\n%s", label, bad, out)
+		}
 	}
 }
 
