@@ -39,7 +39,22 @@
 // MEP record's header, its run, orbit and bunch taken from the event's
 // ODIN bank; exported (`sluice store export --format mdf`), an event whose
 // header has no trigger mask (a MEP's events) gets one from its stored
-// verdict (TriggerMaskOf: words 0-1 the fired lines, word 2 the
-// decision), while an MDF event keeps its own and comes back byte for
+// verdict, while an MDF event keeps its own and comes back byte for
 // byte.
+//
+// # Trigger mask of an exported event (TriggerMaskOf)
+//
+// The four little-endian u32 words of the MDF header's trigger mask, for
+// an event whose header had none:
+//
+//	| word | value                                                         |
+//	|------|---------------------------------------------------------------|
+//	|    0 | lines 0-31 that fired: bit i = line i of the deciding stage    |
+//	|      | (schemas.Verdict.Lines: its plugin's declared line order)     |
+//	|    1 | lines 32-63 of that stage, bit i = line 32+i                  |
+//	|    2 | the decision: 1 accept, 2 reject, 3 defer (schemas.Decision)  |
+//	|    3 | 0                                                             |
+//
+// An event accepted on lines 0 and 33 gets {1, 2, 1, 0}; a deferred one
+// {0, 0, 3, 0}. TestTriggerMaskOf pins the mapping.
 package lhcb

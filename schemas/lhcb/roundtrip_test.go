@@ -281,3 +281,23 @@ func TestRoundTripMEP(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerMaskOf pins the MDF trigger mask written for a stored
+// verdict (the package doc's table, the README's): words 0-1 the deciding
+// stage's fired lines, word 2 the decision, word 3 zero.
+func TestTriggerMaskOf(t *testing.T) {
+	for _, c := range []struct {
+		v    schemas.Verdict
+		want [4]uint32
+	}{
+		{schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1}, [4]uint32{1, 0, 1, 0}},
+		{schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1 | 1<<33}, [4]uint32{1, 2, 1, 0}},
+		{schemas.Verdict{Decision: schemas.DecisionAccept, Lines: 1<<31 | 1<<63}, [4]uint32{0x80000000, 0x80000000, 1, 0}},
+		{schemas.Verdict{Decision: schemas.DecisionReject}, [4]uint32{0, 0, 2, 0}},
+		{schemas.Verdict{Decision: schemas.DecisionDefer}, [4]uint32{0, 0, 3, 0}},
+	} {
+		if got := TriggerMaskOf(c.v); got != c.want {
+			t.Errorf("%+v: mask %#x, want %#x", c.v, got, c.want)
+		}
+	}
+}
