@@ -307,39 +307,6 @@ func splitEvents(packets []schemas.MFP, ids int) int {
 	return split
 }
 
-// unitGaps are u's ids not in ids (ascending, within u), as ranges.
-func unitGaps(u farm.Unit, ids []uint64) []farm.Range {
-	var out []farm.Range
-	emit := func(lo, hi uint64) {
-		if n := len(out); n > 0 && out[n-1].Last()+1 == lo && hi-lo+uint64(out[n-1].N) < 1<<32-1 {
-			out[n-1].N += uint32(hi - lo + 1)
-			return
-		}
-		out = append(out, farm.Range{First: lo, N: uint32(hi - lo + 1)})
-	}
-	i := 0 // ids[:i] are below the range at hand
-	for _, r := range u.Ranges {
-		next, last, covered := r.First, r.Last(), false // [next, last] not seen yet
-		for ; i < len(ids) && ids[i] <= last; i++ {
-			if ids[i] < next {
-				continue
-			}
-			if ids[i] > next {
-				emit(next, ids[i]-1)
-			}
-			if ids[i] == last {
-				covered = true // (last+1 may not exist)
-			} else {
-				next = ids[i] + 1
-			}
-		}
-		if !covered {
-			emit(next, last)
-		}
-	}
-	return out
-}
-
 func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	if len(j.missing) > 0 {
 		f.log.Warn("farm: assignment built without some sources", "assignment", j.a.ID, "missing", j.missing)
@@ -374,7 +341,7 @@ func (f *farmNode) feedOne(ctx context.Context, j farmJob) {
 	if j.a.Unit.Kind == farm.UnitEvents && len(fa.ids) > 0 && len(fa.ids) < j.a.Unit.Len() {
 		// Ids no RU sent anything for: no event for them. The EM counts
 		// them lost, not built (the release names them).
-		unbuilt = unitGaps(j.a.Unit, fa.ids)
+		unbuilt = farm.UnitGaps(j.a.Unit, fa.ids)
 		_ = fa.ag.Unbuilt(ctx, fa.id, unbuilt)
 	}
 	f.mu.Lock()

@@ -1052,12 +1052,3 @@ func unbuiltOf(u Unit, rs []Range) (Unit, bool) {
 	}
 	return Unit{Run: u.Run, Resync: u.Resync, Kind: u.Kind, Ranges: rs}, true
 }
-
-// rangeSetOf is the set of rs's numbers.
-func rangeSetOf(rs []Range) *rangeSet {
-	var s rangeSet
-	for _, r := range rs {
-		s.add(r.First, r.Last())
-	}
-	return &s
-}

@@ -106,3 +106,29 @@ func subtractUnit(u Unit, s *rangeSet) (Unit, bool) {
 	}
 	return out, len(out.Ranges) > 0
 }
+
+// rangeSetOf is the set of rs's numbers.
+func rangeSetOf(rs []Range) *rangeSet {
+	var s rangeSet
+	for _, r := range rs {
+		s.add(r.First, r.Last())
+	}
+	return &s
+}
+
+// UnitGaps are u's elements not among ids (in any order; ids outside u are
+// left out), as ranges merged as a unit's are, nil when ids cover u: e.g.
+// the event ids of an assignment no readout unit sent anything for.
+func UnitGaps(u Unit, ids []uint64) []Range {
+	var seen rangeSet
+	for i := 0; i < len(ids); {
+		j := i // ids[i..j] consecutive
+		for j+1 < len(ids) && ids[j] != ^uint64(0) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		seen.add(ids[i], ids[j])
+		i = j + 1
+	}
+	rest, _ := subtractUnit(u, &seen)
+	return rest.Ranges
+}
