@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/buildtest"
+	"github.com/sluice-daq/sluice/internal/samples"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/atlas"
 	"github.com/sluice-daq/sluice/schemas/cms"
@@ -99,23 +99,9 @@ func exportSamples(t *testing.T) map[string][]byte {
 		"vdif":    sample("baseband/sample.vdif"),
 		"frd":     frdStream(t),
 		"eformat": eformatStream(t),
-		"ferol":   gunzip(t, sample("cms/mol_run55.dat.gz")),
+		"ferol":   samples.Read(t, "cms/mol_run55.dat.gz"),
 		"besiii":  sample("besiii/test_raw_data.raw"),
 	}
-}
-
-// gunzip returns the bytes inside the gzip stream b (the CMS captures are
-// kept compressed).
-func gunzip(t *testing.T, b []byte) []byte {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // frdStream is six FRD events of versions 3 to 6 (v3/v4 with padding, one

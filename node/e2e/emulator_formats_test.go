@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-daq/sluice/internal/gzfile"
+	"github.com/sluice-daq/sluice/internal/samples"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/atlas"
 	"github.com/sluice-daq/sluice/schemas/besiii"
@@ -125,7 +126,7 @@ func eformatSample(t *testing.T, version uint32) []byte {
 // checks that export).
 func frdFromFEROL(t *testing.T, capture string, run uint32) []byte {
 	t.Helper()
-	fr := cms.NewFEROLReader(bytes.NewReader(gunzip(t, capture)))
+	fr := cms.NewFEROLReader(bytes.NewReader(samples.Read(t, capture)))
 	var b []byte
 	for {
 		f, err := fr.Next()
@@ -197,7 +198,7 @@ func TestEmulatorReplaysFormats(t *testing.T) {
 	v4, v5 := filepath.Join(dir, "v4.data"), filepath.Join(dir, "v5.data")
 	frd := filepath.Join(dir, "run55.frd")
 	for p, b := range map[string][]byte{v4: eformatSample(t, atlas.VersionV40), v5: eformatSample(t, atlas.VersionV50),
-		frd: frdFromFEROL(t, filepath.Join(repo, "testdata", "third_party", "cms", "mol_run55.dat.gz"), 55)} {
+		frd: frdFromFEROL(t, "cms/mol_run55.dat.gz", 55)} {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/internal/samples"
 	"github.com/sluice-daq/sluice/schemas/cms"
 )
 
@@ -44,7 +44,7 @@ func TestFEROLReadout(t *testing.T) {
 		run := fmt.Sprint(101 + i)
 		t.Run(name, func(t *testing.T) {
 			capture := filepath.Join("testdata", "third_party", "cms", name)
-			want := gunzip(t, filepath.Join(repo, capture))
+			want := samples.Read(t, "cms/"+name)
 			summary := filepath.Join(t.TempDir(), "run.json")
 			node := start(t, "run", "--config", cfgFile, "--run", run, "--summary-json", summary)
 			addr := node.listenAddr(t)
@@ -127,22 +127,4 @@ func TestFEROLFlaggedInSummary(t *testing.T) {
 			t.Errorf("the summary lacks %q %d:\n%s", label, bad, out)
 		}
 	}
-}
-
-func gunzip(t *testing.T, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -2,15 +2,13 @@ package cms
 
 import (
 	"bytes"
-	"compress/gzip"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/buildtest"
 	"github.com/sluice-daq/sluice/internal/decodetest"
+	"github.com/sluice-daq/sluice/internal/samples"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/format"
 )
@@ -18,30 +16,12 @@ import (
 // ferolSamples are the real FEROL captures (testdata/third_party/cms).
 var ferolSamples = []string{"mol_run55.dat.gz", "mol_run2.dat.gz"}
 
-func ferolSample(t testing.TB, name string) []byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "testdata", "third_party", "cms", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestFEROLSamples: both captures hold 300 single-block fragments of FED
 // 931, LV1 1..300, 152 words each, every CRC-16 valid (as the samples'
 // provenance says).
 func TestFEROLSamples(t *testing.T) {
 	for _, name := range ferolSamples {
-		b := ferolSample(t, name)
+		b := samples.Read(t, "cms/"+name)
 		if len(b) != 369600 {
 			t.Fatalf("%s: %d bytes", name, len(b))
 		}
@@ -74,7 +54,7 @@ func TestFEROLRoundTrip(t *testing.T) {
 	split := FEROLFormat.(format.Splitter)
 	joiner := FEROLFormat.(format.Joiner).NewJoiner()
 	for _, name := range ferolSamples {
-		b := ferolSample(t, name)
+		b := samples.Read(t, "cms/"+name)
 		groups, err := split.Sources(bytes.NewReader(b))
 		if err != nil || len(groups) != 1 || len(groups[0].Sources) != 1 || groups[0].Sources[0] != 931 {
 			t.Fatalf("%s: sources %v: %v", name, groups, err)
@@ -159,7 +139,7 @@ func TestFEROLMultiBlock(t *testing.T) {
 }
 
 func TestFEROLErrors(t *testing.T) {
-	b := ferolSample(t, "mol_run55.dat.gz")[:3*1232]
+	b := samples.Read(t, "cms/mol_run55.dat.gz")[:3*1232]
 	read := func(b []byte) error {
 		fr := NewFEROLReader(bytes.NewReader(b))
 		for {

@@ -2,40 +2,18 @@ package tcp
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/internal/samples"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/cms"
 )
-
-// ferolCapture is a real FEROL capture (testdata/third_party/cms),
-// unzipped.
-func ferolCapture(t testing.TB, name string) []byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "testdata", "third_party", "cms", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // ferolPieces cuts a FEROL stream into its fragments' bytes (the blocks of
 // each), with their FED ids.
@@ -106,7 +84,7 @@ func TestFEROLInputRealCaptures(t *testing.T) {
 	}
 	want := map[[2]uint64][]byte{}
 	for k, name := range []string{"mol_run55.dat.gz", "mol_run2.dat.gz"} {
-		pieces, feds := ferolPieces(t, ferolCapture(t, name))
+		pieces, feds := ferolPieces(t, samples.Read(t, "cms/"+name))
 		if len(pieces) != 300 {
 			t.Fatalf("%s: %d fragments", name, len(pieces))
 		}
@@ -171,7 +149,7 @@ func refed(t testing.TB, b []byte, fed uint16) []byte {
 // framed otherwise (a bad signature) protocol; neither is a clean end, and
 // the fragments before them arrive.
 func TestFEROLInputBadFragments(t *testing.T) {
-	_, feds := ferolPieces(t, ferolCapture(t, "mol_run55.dat.gz"))
+	_, feds := ferolPieces(t, samples.Read(t, "cms/mol_run55.dat.gz"))
 	corrupt := append([]byte(nil), feds[1]...)
 	corrupt[40] ^= 0x5A
 	var stream []byte
