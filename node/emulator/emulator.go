@@ -246,23 +246,25 @@ func (em *emulator) run(ctx context.Context, src packetSource, t0 time.Time) err
 		// time is up, the packets of the event being sent still go (every
 		// source's fragment of it), the next event's none. (Packets come
 		// event by event; those of one packing block share its first event.)
-		if em.cfg.Duration > 0 && (!started || p.event != cur) && time.Since(t0) >= em.cfg.Duration {
+		if em.cfg.Duration > 0 && (!started || p.pace != cur) && time.Since(t0) >= em.cfg.Duration {
 			em.recycle(&p)
 			break
 		}
-		cur, started = p.event, true
+		cur, started = p.pace, true
 		if em.cfg.Rate > 0 {
-			// Pace by event: packets of event k go out at t0 + k/rate.
+			// Pace by event: packets of the run's k-th event go out at t0 + k/rate.
 			// Behind that schedule it never sleeps, and what the sender
 			// buffered goes out at least every flushEvery: a board sends
 			// what it has; left in the buffers of a sender of many
 			// connections it waited seconds, the events it belongs to with it.
 			now := time.Now()
-			if d := t0.Add(time.Duration(float64(p.event) / em.cfg.Rate * 1e9)).Sub(now); d > 0 {
+			if d := t0.Add(time.Duration(float64(p.pace) / em.cfg.Rate * 1e9)).Sub(now); d > 0 {
 				if err := em.out.Flush(); err != nil {
 					return err
 				}
-				time.Sleep(d)
+				if err := sleep(ctx, d); err != nil {
+					return err
+				}
 				lastFlush = now.Add(d)
 			} else if now.Sub(lastFlush) >= flushEvery {
 				if err := em.out.Flush(); err != nil {
@@ -392,7 +394,9 @@ func (em *emulator) releaseStalls(ctx context.Context, wait bool) error {
 			if !wait {
 				continue
 			}
-			time.Sleep(d)
+			if err := sleep(ctx, d); err != nil {
+				return err
+			}
 		}
 		q := sq.q
 		sq.q = nil
@@ -440,6 +444,19 @@ func (em *emulator) corrupt(p *emuPacket) bool {
 		})
 	}
 	return done
+}
+
+// sleep waits d, or until ctx ends (its error): a stopped run does not
+// wait out its pacing.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func b2i(b bool) int {

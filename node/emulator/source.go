@@ -24,7 +24,10 @@ type emuPacket struct {
 	b      []byte
 	source uint32
 	n      int    // fragments
-	event  uint64 // events since the start of the run, for pacing
+	event  uint64 // event id of its first fragment, relative to the run's (file mode: the file's) first
+	// pace is the place of its first event among the run's events (0, 1,
+	// 2, ... however the event ids run): it goes out at t0 + pace/rate.
+	pace uint64
 	// borrowed: b is the source's own copy of the packet (replayed in
 	// place), valid until the next call of next; never recycled.
 	borrowed bool
@@ -94,7 +97,7 @@ func (s *synthSource) next(dst []byte) (emuPacket, bool) {
 	for i := 0; i < n; i++ {
 		s.views = append(s.views, s.payload[offs[i]:offs[i+1]])
 	}
-	p := emuPacket{b: schemas.AppendMFP(dst[:0], id, s.first+start, 0, 3, s.views, nil), source: id, n: n, event: start}
+	p := emuPacket{b: schemas.AppendMFP(dst[:0], id, s.first+start, 0, 3, s.views, nil), source: id, n: n, event: start, pace: start}
 	if s.src++; s.src == len(s.ids) {
 		s.src = 0
 		s.block++
@@ -115,6 +118,7 @@ func (s *synthSource) next(dst []byte) (emuPacket, bool) {
 type fileSource struct {
 	packets []emuPacket // from the file, first pass
 	span    uint64      // event ids the file covers
+	events  uint64      // distinct event ids in the file: the pace of a pass
 	minID   uint64
 	loops   int
 	raw     bool // packets are bare VDIF frames or FEROL blocks (no MFP event id to shift)
@@ -161,6 +165,7 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 	patches := f.odin[f.i]
 	f.i++
 	shift := uint64(f.loop) * f.span
+	p.pace += uint64(f.loop) * f.events
 	if f.inPlace && (shift == 0 || len(patches) == 0) {
 		// The packet as stored, its first event id rewritten: one copy
 		// fewer per byte than copying it into dst (the sender copies it
@@ -326,9 +331,25 @@ func loadFile(path string, packing int, loops int, to string, payload transport.
 			return nil, nil, fmt.Errorf("%s: ODIN bank: %w", path, err)
 		}
 	}
+	// Pacing counts the file's events, not its event ids: ids with gaps
+	// (a VDIF second's frames end at the frame rate, then the next second's
+	// id is 2^24 on; BESIII global ids skip) would hold a paced replay up
+	// for as long as the gap at the rate (hours for VDIF).
+	var ids []uint64 // every fragment's event: a packet holds n of them
 	for i := range f.packets {
-		f.packets[i].event -= lo // pacing counts events from the file's first
+		p := &f.packets[i]
+		p.event -= lo
+		for k := range uint64(p.n) {
+			ids = append(ids, p.event+k)
+		}
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	for i := range f.packets {
+		k, _ := slices.BinarySearch(ids, f.packets[i].event)
+		f.packets[i].pace = uint64(k)
+	}
+	f.events = uint64(len(ids))
 	return f, kind, nil
 }
 
