@@ -52,6 +52,10 @@ type ReplaySummary struct {
 	StoreRejected uint64 `json:"store_ledger_rejected"`
 	StoreKept     uint64 `json:"store_ledger_kept"`
 	Balanced      bool   `json:"balanced"`
+	// NotStarted, when set, says why the replay failed before its first
+	// batch (a store another process holds, a plugin that does not
+	// start): nothing was replayed, and there is no balance to keep.
+	NotStarted string `json:"not_started,omitempty"`
 }
 
 // countDeferred counts the deferred events in sel (a key-only scan).
@@ -166,19 +170,20 @@ func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, l
 	if len(cfg.ReplayStages()) == 0 {
 		return ReplaySummary{}, ErrNoReplayStage
 	}
+	notStarted := func(err error) (ReplaySummary, error) { return ReplaySummary{NotStarted: err.Error()}, err }
 	st, err := OpenStore(cfg, nil)
 	if err != nil {
-		return ReplaySummary{}, err
+		return notStarted(err)
 	}
 	defer st.Close()
 	arena, err := plugins.NewArena(int(cfg.Memory().Batches))
 	if err != nil {
-		return ReplaySummary{}, fmt.Errorf("plugin arena: %w", err)
+		return notStarted(fmt.Errorf("plugin arena: %w", err))
 	}
 	defer arena.Close()
 	chain, err := newReplayChain(ctx, cfg, log, arena)
 	if err != nil {
-		return ReplaySummary{}, err
+		return notStarted(err)
 	}
 	defer chain.Close()
 	opts := replayOptions(cfg)

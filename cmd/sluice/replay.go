@@ -91,6 +91,9 @@ otherwise. A summary that does not balance exits with status 2.`,
 			if werr := writeReplaySummary(cmd.OutOrStdout(), &s, summary); werr != nil {
 				return errors.Join(err, werr)
 			}
+			if s.NotStarted != "" && err != nil {
+				return &exitError{code: exitNotStarted, err: err}
+			}
 			if err == nil && !s.Balanced {
 				return &exitError{code: exitUnbalanced, err: errors.New("replay summary does not balance with the store's ledger")}
 			}
@@ -210,6 +213,11 @@ func isTerminalWriter(w io.Writer) bool {
 
 // writeReplaySummary prints the summary table and writes the JSON file.
 func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
+	if s.NotStarted != "" {
+		// Not an all-zero table reading "balanced NO".
+		fmt.Fprintf(w, "replay did not start: %s\n", s.NotStarted)
+		return writeReplayJSON(s, file)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "replay\t%.1f s\t\n", s.DurationSeconds)
 	for _, r := range []struct {
@@ -230,6 +238,11 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	return writeReplayJSON(s, file)
+}
+
+// writeReplayJSON writes the summary as JSON to file ("": not).
+func writeReplayJSON(s *node.ReplaySummary, file string) error {
 	if file == "" {
 		return nil
 	}

@@ -29,6 +29,7 @@ const (
 	// its emulator cannot replay, an input or a plugin that cannot start,
 	// a store that cannot open...); the ledger says why, and the run is
 	// not recorded as ended (the same run number can be taken again).
+	// A replay that fails before its first batch exits with it too.
 	exitNotStarted = 4
 )
 

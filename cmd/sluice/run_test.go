@@ -222,3 +222,29 @@ func TestReplayRate(t *testing.T) {
 		t.Fatalf("before the first batch: rate %v, eta %s", rate, eta)
 	}
 }
+
+// A replay that fails before its first batch (here: another process
+// holds the store) says it did not start, and why, instead of an all-zero
+// summary reading "balanced ... NO", and exits 4; its JSON says so too.
+func TestReplayThatDidNotStart(t *testing.T) {
+	pass := buildPlugin(t, "passthrough")
+	file, store := writeConfig(t, fmt.Sprintf("trigger:\n  stages:\n    - {name: hlt2, plugin: %s, when: replay}\n", pass))
+	if out, err := run(t, "run", "--config", file); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	st, err := storage.Open(storage.Options{Dir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	summary := filepath.Join(t.TempDir(), "replay.json")
+	out, err := run(t, "replay", "--config", file, "--summary-json", summary)
+	if exitCode(err) != exitNotStarted || !strings.HasPrefix(out, "replay did not start: store ") || strings.Contains(out, "balanced") {
+		t.Fatalf("exit %d (%v):\n%s", exitCode(err), err, out)
+	}
+	var s map[string]any
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &s); err != nil || !strings.HasPrefix(fmt.Sprint(s["not_started"]), "store ") {
+		t.Fatalf("summary %s (%v)", b, err)
+	}
+}
