@@ -68,6 +68,12 @@ func Bytes(n uint64) string {
 	if u == 0 {
 		return fmt.Sprintf("%dB", n)
 	}
+	// A small remainder is written out ("64MiB+4KiB": a ring's data and
+	// its control page), not rounded away: 64MiB needed against 64MiB free
+	// would read as if it fitted.
+	if unit := uint64(1) << (10 * u); n%unit != 0 && n%unit < unit/100 {
+		return Bytes(n-n%unit) + "+" + Bytes(n%unit)
+	}
 	s := fmt.Sprintf("%.1f", v)
 	if len(s) > 2 && s[len(s)-2:] == ".0" {
 		s = s[:len(s)-2]

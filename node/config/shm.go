@@ -30,7 +30,9 @@ func (c *Config) sharedMemory() []sharedPart {
 		}
 		if mb, ok := in.Emulator.Sender.(transport.Memory); ok && mb.SharedMemory() {
 			key := conf.Index("inputs", i)
-			p := sharedPart{name: fmt.Sprintf("%s's ring (%s.emulator.ring_size)", in.URI, key), bytes: uint64(mb.MemoryBytes()), key: key + ".uri", uri: in.URI}
+			// The ring's file: its data region and its control page (a ring of
+			// 64MiB does not fit in 64MiB of /dev/shm).
+			p := sharedPart{name: fmt.Sprintf("%s's ring (%s.emulator.ring_size)", in.URI, key), bytes: shm.RingFileBytes(uint64(mb.MemoryBytes())), key: key + ".uri", uri: in.URI}
 			if u, err := transport.ParseURI(in.URI); err == nil && u.Scheme == "shm" {
 				p.ring = u.Target
 			}

@@ -55,13 +55,24 @@ func TestSmallDevShm(t *testing.T) {
 	prog, args := smallShm(t, "64m", "run", "--config", cfg)
 	p := startProgram(t, prog, args...)
 	if code := p.wait(t, time.Minute); code != 3 || !strings.Contains(p.log(),
-		"the plugin arena (node.memory_split.batches) 128MiB and shm://"+shmName(t)+"'s ring (inputs[0].emulator.ring_size) 16MiB need 144MiB; /dev/shm has 64MiB free of 64MiB") {
+		"the plugin arena (node.memory_split.batches) 128MiB and shm://"+shmName(t)+"'s ring (inputs[0].emulator.ring_size) 16MiB+4KiB need 144MiB+4KiB; /dev/shm has 64MiB free of 64MiB") {
 		t.Fatalf("sluice run in a 64MiB /dev/shm: exit %d, want 3 naming the sizes\n%s", code, p.log())
+	}
+	// A ring of exactly /dev/shm's size does not fit either (its file has a
+	// control page too): refused at start, not failing once running.
+	exact := strings.Replace(strings.Replace(smallShmConfig, "ring_size: 16MiB", "ring_size: 64MiB", 1),
+		"trigger:\n  stages:\n    - {name: hlt, plugin: {{BIN}}/plugins/passthrough}\n", "", 1)
+	cfg = writeConfig(t, exact, map[string]string{"SHM": shmName(t), "BIN": bin, "STORE": filepath.Join(t.TempDir(), "store")})
+	prog, args = smallShm(t, "64m", "run", "--config", cfg)
+	p = startProgram(t, prog, args...)
+	if code := p.wait(t, time.Minute); code != 3 || !strings.Contains(p.log(),
+		"shm://"+shmName(t)+"'s ring (inputs[0].emulator.ring_size) 64MiB+4KiB need 64MiB+4KiB; /dev/shm has 64MiB free of 64MiB") {
+		t.Fatalf("sluice run of a 64MiB ring in a 64MiB /dev/shm: exit %d, want 3 naming the sizes\n%s", code, p.log())
 	}
 	prog, args = smallShm(t, "64m", "readout", "--to", "shm://"+shmName(t), "--events", "10", "--ring-size", "134217728")
 	r := startProgram(t, prog, args...)
 	if code := r.wait(t, 20*time.Second); code == 0 || !strings.Contains(r.log(),
-		"readout ring "+shmName(t)+": not enough shared memory: 128MiB needed; /dev/shm has 64MiB free of 64MiB") {
+		"readout ring "+shmName(t)+": not enough shared memory: 128MiB+4KiB needed; /dev/shm has 64MiB free of 64MiB") {
 		t.Fatalf("sluice readout of a 128MiB ring in a 64MiB /dev/shm: exit %d, want an error naming the sizes\n%s", code, r.log())
 	}
 }

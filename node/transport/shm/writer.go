@@ -47,6 +47,10 @@ type Writer struct {
 	throttle uint64
 }
 
+// RingFileBytes is the size in bytes of the file of a ring whose data
+// region is data bytes: the control page and the data.
+func RingFileBytes(data uint64) uint64 { return controlSize + data }
+
 // CreateWriter creates (replacing any previous file) the ring /dev/shm/name
 // and starts its heartbeat. The file appears under its final name only once
 // its control page is complete, so a reader never sees half a header.
@@ -77,7 +81,7 @@ func CreateWriter(name string, cfg WriterConfig) (*Writer, error) {
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
 	defer tmp.Close()
-	size := int(controlSize + ds)
+	size := int(RingFileBytes(uint64(ds)))
 	// Every page reserved now: a sparse ring would SIGBUS the writer (or
 	// the reader) at the first page a full /dev/shm cannot give.
 	if err := shmspace.Reserve(tmp, int64(size)); err != nil {
