@@ -206,7 +206,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 		// file owes this node its own (farm.sources) only.
 		fileGroups = ownGroups(groups, n.cfg.Farm.Sources)
 	}
-	parts.emulatorFile = func(input, file string, has []uint32) { n.watch.emulatorFile(input, file, has, fileGroups) }
+	parts.emulatorFile = func(input, file string, has []uint32) { n.watch.emulatorFile(input, file, has, fileGroups, groups) }
 	n.farmCtx = ctx
 	if n.cfg.Farm.Enabled() {
 		f, err := n.startFarm(ctx, b)

@@ -139,11 +139,31 @@ func (w *watcher) makeAbsentLocked(ids []uint32) (attrs []any, ok bool) {
 
 // emulatorFile is called when an embedded emulator has read its file: the
 // configured sources of groups it does not contain are reported at once,
-// by name (and in /status), and made absent under silent_absent.
-func (w *watcher) emulatorFile(input, file string, has []uint32, groups []schemas.SourceGroup) {
+// by name (and in /status), and made absent under silent_absent; the
+// file's sources that no group of all configures are reported too (their
+// fragments will be discarded as unknown_source, counted in the ledger).
+func (w *watcher) emulatorFile(input, file string, has []uint32, groups, all []schemas.SourceGroup) {
 	in := make(map[uint32]bool, len(has))
 	for _, s := range has {
 		in[s] = true
+	}
+	configured := make(map[uint32]bool)
+	for _, g := range all {
+		for _, s := range g.Sources {
+			configured[s] = true
+		}
+	}
+	var unknown []uint32
+	for _, s := range has {
+		if !configured[s] {
+			unknown = append(unknown, s)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		unknown = slices.Compact(unknown)
+		w.log.Warn("sources in the emulator's file that no source group configures: their fragments are discarded (unknown_source)",
+			"input", input, "file", file, "sources", schemas.FormatSourceList(unknown), "count", len(unknown))
 	}
 	var missing []uint32
 	for _, g := range groups {
