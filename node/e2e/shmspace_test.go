@@ -78,7 +78,8 @@ func TestSmallDevShm(t *testing.T) {
 }
 
 // TestLiveRingNotTaken: a second node configured with the ring of a node
-// that is running refuses to start, naming the live pid, and the first
+// that is running refuses to start, naming the live pid (so does a
+// readout to that ring), and the first
 // node's run is untouched (it used to remove the ring and make its own).
 func TestLiveRingNotTaken(t *testing.T) {
 	vars := map[string]string{"SHM": shmName(t), "BIN": bin, "STORE": filepath.Join(t.TempDir(), "a"), "RUN": "41",
@@ -91,6 +92,13 @@ func TestLiveRingNotTaken(t *testing.T) {
 	b := start(t, "run", "--config", writeConfig(t, killConfig, vars))
 	if code := b.wait(t, time.Minute); code != 3 || !strings.Contains(b.log(), fmt.Sprintf("is in use (its writer pid %d is alive)", a.cmd.Process.Pid)) {
 		t.Fatalf("a second node on a live node's ring: exit %d, want 3 naming pid %d\n%s", code, a.cmd.Process.Pid, b.log())
+	}
+	// A readout to the same ring is refused at once too, naming the live
+	// writer (it used to replace the ring under the node and wait forever
+	// for a reader).
+	r := start(t, "readout", "--to", "shm://"+vars["SHM"], "--events", "10")
+	if code := r.wait(t, time.Minute); code == 0 || !strings.Contains(r.log(), fmt.Sprintf("the ring %s exists and its writer pid %d is alive", vars["SHM"], a.cmd.Process.Pid)) {
+		t.Fatalf("a readout to a live node's ring: exit %d, want an error naming pid %d\n%s", code, a.cmd.Process.Pid, r.log())
 	}
 	s := waitStored(t, a, addr, 20)
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -36,6 +37,14 @@ var Transport = transport.Transport{
 	},
 	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{RingSize: DefaultRingData} },
 	OpenSender: func(_ context.Context, u transport.URI, o transport.SenderOptions, _ int) (transport.Sender, error) {
+		// A ring whose writer is alive (another readout, or a node's
+		// embedded emulator) is not replaced under it: its reader would
+		// never see this writer, and this writer would wait for it forever.
+		if path, err := ringPath(u.Target); err == nil {
+			if ow, err := RingOwner(path); err == nil && ow.WriterAlive && ow.WriterPID != uint32(os.Getpid()) {
+				return nil, fmt.Errorf("%w: the ring %s exists and its writer pid %d is alive: another node or readout writes this ring", ErrRingInUse, u.Target, ow.WriterPID)
+			}
+		}
 		w, err := CreateWriter(u.Target, WriterConfig{DataSize: uint64(o.(*SenderOptions).RingSize)})
 		if err != nil {
 			return nil, err
