@@ -49,7 +49,7 @@ fuzz:
 # Before a release: the network-facing decoders (TCP stream, UDP/VTP, plugin
 # wire layout, peer frames, farm messages) 10 minutes each, the others 2.
 fuzz-long:
-	FUZZTIME=2m NETFUZZTIME=10m GO=$(GO) bash scripts/fuzz.sh
+	FUZZTIME=2m NETFUZZTIME=10m FUZZJOBS=$(or $(FUZZJOBS),1) GO=$(GO) bash scripts/fuzz.sh
 
 test: vet unit invariants memory fuzz
 

@@ -305,14 +305,11 @@ func TestRolesString(t *testing.T) {
 	}
 }
 
-// fuzzRoundTrip is every decoder's fuzz property: no panic; an error is a
+// roundTrip is every decoder's fuzz property: no panic; an error is a
 // DecodeError within the input; a decoded message encodes to the same
 // bytes (the encoding is canonical).
-func fuzzRoundTrip[T any](f *testing.F, seeds [][]byte, dec func([]byte) (T, error), enc func(T) ([]byte, error)) {
-	for _, s := range seeds {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
+func roundTrip[T any](dec func([]byte) (T, error), enc func(T) ([]byte, error)) func(*testing.T, []byte) {
+	return func(t *testing.T, b []byte) {
 		m, err := dec(b)
 		decodetest.Check(t, err, len(b))
 		if err != nil {
@@ -325,7 +322,49 @@ func fuzzRoundTrip[T any](f *testing.F, seeds [][]byte, dec func([]byte) (T, err
 		if !bytes.Equal(again, b) {
 			t.Fatalf("re-encoded bytes differ:\n in  %x\n out %x", b, again)
 		}
-	})
+	}
+}
+
+// codecs is the round trip of every message kind.
+var codecs = map[Kind]func(*testing.T, []byte){
+	KindHello:     roundTrip(DecodeHello, func(h Hello) ([]byte, error) { return AppendHello(nil, h) }),
+	KindBye:       roundTrip(DecodeBye, func(y Bye) ([]byte, error) { return AppendBye(nil, y) }),
+	KindHeartbeat: roundTrip(DecodeHeartbeat, func(h Heartbeat) ([]byte, error) { return AppendHeartbeat(nil, h), nil }),
+	KindCredit:    roundTrip(DecodeCredit, func(c Credit) ([]byte, error) { return AppendCredit(nil, c) }),
+	KindAssign:    roundTrip(DecodeAssign, func(a Assign) ([]byte, error) { return AppendAssign(nil, a) }),
+	KindRequest:   roundTrip(DecodeRequest, func(q Request) ([]byte, error) { return AppendRequest(nil, q) }),
+	KindData:      roundTrip(DecodeData, func(d DataHeader) ([]byte, error) { return AppendData(nil, d) }),
+	KindRelease:   roundTrip(DecodeRelease, func(r Release) ([]byte, error) { return AppendRelease(nil, r) }),
+	KindAnnounce:  roundTrip(DecodeAnnounce, func(a Announce) ([]byte, error) { return AppendAnnounce(nil, a) }),
+	KindInventory: roundTrip(DecodeInventory, func(inv Inventory) ([]byte, error) { return AppendInventory(nil, inv) }),
+	KindDuplicate: roundTrip(DecodeDuplicate, func(d Duplicate) ([]byte, error) { return AppendDuplicate(nil, d) }),
+	KindEnd:       roundTrip(DecodeEnd, func(e End) ([]byte, error) { return AppendEnd(nil, e) }),
+}
+
+// fuzzSeeds is the seed corpus of every message kind.
+func fuzzSeeds() map[Kind][][]byte {
+	return map[Kind][][]byte{
+		KindHello:     {seed(AppendHello(nil, sampleHello())), seed(AppendHello(nil, Hello{Node: "x"}))},
+		KindBye:       {seed(AppendBye(nil, Bye{Farm: "f", Token: "t", Node: "n", Incarnation: 1}))},
+		KindHeartbeat: {AppendHeartbeat(nil, Heartbeat{1, 2, 3})},
+		KindCredit:    {seed(AppendCredit(nil, Credit{Epoch: 1, Incarnation: 2, BU: "b", Events: 3, Bytes: 4}))},
+		KindAssign:    {seed(AppendAssign(nil, sampleAssign()))},
+		KindRequest:   {seed(AppendRequest(nil, Request(sampleAssign())))},
+		KindData:      {seed(AppendData(nil, DataHeader{Assignment: 1, Incarnation: 2, PayloadBytes: 3, Group: 4, Packets: 5, Flags: DataFinal}))},
+		KindRelease:   {seed(AppendRelease(nil, sampleRelease())), seed(AppendRelease(nil, sampleReleaseUnbuilt()))},
+		KindAnnounce:  {seed(AppendAnnounce(nil, Announce{Unit: sampleAssign().Unit}))},
+		KindInventory: {seed(AppendInventory(nil, sampleInventory()))},
+		KindDuplicate: {seed(AppendDuplicate(nil, sampleDuplicate()))},
+		KindEnd:       {seed(AppendEnd(nil, sampleEnd())), seed(AppendEnd(nil, End{Key: key1}))},
+	}
+}
+
+// fuzzKind fuzzes the decoder of one message kind alone.
+func fuzzKind(f *testing.F, k Kind) {
+	for _, s := range fuzzSeeds()[k] {
+		f.Add(s)
+	}
+	f.Fuzz(codecs[k])
 }
 
 func seed(b []byte, err error) []byte {
@@ -335,64 +374,42 @@ func seed(b []byte, err error) []byte {
 	return b
 }
 
-func FuzzDecodeHello(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendHello(nil, sampleHello())), seed(AppendHello(nil, Hello{Node: "x"}))},
-		DecodeHello, func(h Hello) ([]byte, error) { return AppendHello(nil, h) })
-}
+func FuzzDecodeHello(f *testing.F)     { fuzzKind(f, KindHello) }
+func FuzzDecodeBye(f *testing.F)       { fuzzKind(f, KindBye) }
+func FuzzDecodeHeartbeat(f *testing.F) { fuzzKind(f, KindHeartbeat) }
+func FuzzDecodeCredit(f *testing.F)    { fuzzKind(f, KindCredit) }
+func FuzzDecodeAssign(f *testing.F)    { fuzzKind(f, KindAssign) }
+func FuzzDecodeRequest(f *testing.F)   { fuzzKind(f, KindRequest) }
+func FuzzDecodeData(f *testing.F)      { fuzzKind(f, KindData) }
+func FuzzDecodeRelease(f *testing.F)   { fuzzKind(f, KindRelease) }
+func FuzzDecodeAnnounce(f *testing.F)  { fuzzKind(f, KindAnnounce) }
+func FuzzDecodeInventory(f *testing.F) { fuzzKind(f, KindInventory) }
+func FuzzDecodeDuplicate(f *testing.F) { fuzzKind(f, KindDuplicate) }
+func FuzzDecodeEnd(f *testing.F)       { fuzzKind(f, KindEnd) }
 
-func FuzzDecodeBye(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendBye(nil, Bye{Farm: "f", Token: "t", Node: "n", Incarnation: 1}))},
-		DecodeBye, func(y Bye) ([]byte, error) { return AppendBye(nil, y) })
-}
-
-func FuzzDecodeHeartbeat(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{AppendHeartbeat(nil, Heartbeat{1, 2, 3})},
-		DecodeHeartbeat, func(h Heartbeat) ([]byte, error) { return AppendHeartbeat(nil, h), nil })
-}
-
-func FuzzDecodeCredit(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendCredit(nil, Credit{Epoch: 1, Incarnation: 2, BU: "b", Events: 3, Bytes: 4}))},
-		DecodeCredit, func(c Credit) ([]byte, error) { return AppendCredit(nil, c) })
-}
-
-func FuzzDecodeAssign(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendAssign(nil, sampleAssign()))},
-		DecodeAssign, func(a Assign) ([]byte, error) { return AppendAssign(nil, a) })
-}
-
-func FuzzDecodeRequest(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendRequest(nil, Request(sampleAssign())))},
-		DecodeRequest, func(q Request) ([]byte, error) { return AppendRequest(nil, q) })
-}
-
-func FuzzDecodeData(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendData(nil, DataHeader{Assignment: 1, Incarnation: 2, PayloadBytes: 3, Group: 4, Packets: 5, Flags: DataFinal}))},
-		DecodeData, func(d DataHeader) ([]byte, error) { return AppendData(nil, d) })
-}
-
-func FuzzDecodeRelease(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendRelease(nil, sampleRelease())), seed(AppendRelease(nil, sampleReleaseUnbuilt()))},
-		DecodeRelease, func(r Release) ([]byte, error) { return AppendRelease(nil, r) })
-}
-
-func FuzzDecodeAnnounce(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendAnnounce(nil, Announce{Unit: sampleAssign().Unit}))},
-		DecodeAnnounce, func(a Announce) ([]byte, error) { return AppendAnnounce(nil, a) })
-}
-
-func FuzzDecodeInventory(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendInventory(nil, sampleInventory()))},
-		DecodeInventory, func(inv Inventory) ([]byte, error) { return AppendInventory(nil, inv) })
-}
-
-func FuzzDecodeDuplicate(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendDuplicate(nil, sampleDuplicate()))},
-		DecodeDuplicate, func(d Duplicate) ([]byte, error) { return AppendDuplicate(nil, d) })
-}
-
-func FuzzDecodeEnd(f *testing.F) {
-	fuzzRoundTrip(f, [][]byte{seed(AppendEnd(nil, sampleEnd())), seed(AppendEnd(nil, End{Key: key1}))},
-		DecodeEnd, func(e End) ([]byte, error) { return AppendEnd(nil, e) })
+// FuzzMessage is what the network faces: a farm message of any kind as a
+// peer sends it. The kind is read from the header (Peek), that kind's
+// decoder decodes the message, and a decoded message re-encodes to the same
+// bytes. It is the network-facing farm target of `make fuzz-long`; the
+// per-kind targets above run in the shorter class.
+func FuzzMessage(f *testing.F) {
+	seeds := fuzzSeeds()
+	for k := KindHello; k <= kindLast; k++ {
+		if codecs[k] == nil {
+			f.Fatalf("kind %v has no round trip", k)
+		}
+		for _, s := range seeds[k] {
+			f.Add(s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, _, err := Peek(b)
+		decodetest.Check(t, err, len(b))
+		if err != nil {
+			return
+		}
+		codecs[k](t, b)
+	})
 }
 
 func sampleEnd() End {
