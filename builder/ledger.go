@@ -52,9 +52,9 @@ type Ledger struct {
 	// input flagged (schemas.FlagSourceError, FlagTruncated: e.g. a FEROL
 	// FED fragment whose CRC-16 does not match): StatusSourceError.
 	EventsSourceError uint64
-	OverlapCopies     uint64            // timeslice mode: fragments also given to the previous timeslice
-	OverlapLate       uint64            // timeslice mode: overlap copies not made, the previous timeslice was already emitted
-	BatchesBuilt      uint64            // record batches assembled
+	OverlapCopies     uint64 // timeslice mode: fragments also given to the previous timeslice
+	OverlapLate       uint64 // timeslice mode: overlap copies not made, the previous timeslice was already emitted
+	BatchesBuilt      uint64 // record batches assembled
 	// SuspectBySource splits Discarded["suspect_id"] by source id; only
 	// sources with suspect fragments are present.
 	SuspectBySource map[uint32]uint64
