@@ -155,7 +155,7 @@ func (s *Store) Commit(b *Batch, verdicts []schemas.Verdict) (CommitAck, error) 
 	var off int64
 	if len(vals) > 0 {
 		var err error
-		if seg, off, err = s.segs.appendValues(vals, false); err != nil { // synced with the index (written)
+		if seg, off, err = s.segs.appendParts([][]byte{vals}, false); err != nil { // synced with the index (written)
 			return CommitAck{}, fmt.Errorf("store commit: %w", err)
 		}
 		defer s.segs.indexed(seg)

@@ -188,7 +188,7 @@ func (s *Store) moveChunk(chunk []indexEntry, buf *[]byte) (bool, error) {
 	defer s.guard.wrote(need)
 	// Fsync'ed unless SyncNever: the old copy is deleted once the index
 	// points here, so the new one must be durable first.
-	seg, off, err := s.segs.appendValues(vals, !s.segs.never)
+	seg, off, err := s.segs.appendParts([][]byte{vals}, !s.segs.never)
 	if err != nil {
 		return false, err
 	}

@@ -163,39 +163,12 @@ func listSegments(dir string) ([]uint32, error) {
 	return scanDir(dir, func(e fs.DirEntry) (uint32, bool) { return segID(e.Name()) })
 }
 
-// appendValues writes p (event values back to back) to the active segment
-// with one write(2), after rotating to a new file when the active one is
-// past the target size, and fsyncs it when sync is set. It returns the
-// segment and the offset p starts at; the caller indexes the values and
-// then calls indexed(seg).
-func (ss *segments) appendValues(p []byte, sync bool) (uint32, int64, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.active == nil || ss.size >= ss.target {
-		if err := ss.rotate(); err != nil {
-			return 0, 0, err
-		}
-	}
-	id, off := ss.activeID, ss.size
-	n, err := ss.active.Write(p)
-	ss.size += int64(n)
-	ss.dirty = ss.dirty || n > 0
-	if err == nil && sync {
-		err = ss.syncLocked()
-	}
-	if err != nil {
-		// What was written of p is unindexed garbage; start a new file
-		// rather than write after a hole the kernel may have left.
-		_ = ss.active.Close()
-		ss.active = nil
-		return 0, 0, fmt.Errorf("segment %s: %w", segName(id), err)
-	}
-	ss.writing[id]++
-	return id, off, nil
-}
-
-// appendParts is appendValues for values given in pieces, written with
-// writev(2) straight from them (at most IOV_MAX pieces a call).
+// appendParts writes values given in pieces (event values back to back)
+// to the active segment with writev(2) straight from them (at most IOV_MAX
+// pieces a call), after rotating to a new file when the active one is past
+// the target size, and fsyncs it when sync is set. It returns the segment
+// and the offset the first piece starts at; the caller indexes the values
+// and then calls indexed(seg).
 func (ss *segments) appendParts(parts [][]byte, sync bool) (uint32, int64, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -210,6 +183,8 @@ func (ss *segments) appendParts(parts [][]byte, sync bool) (uint32, int64, error
 		err = ss.syncLocked()
 	}
 	if err != nil {
+		// What was written of parts is unindexed garbage; start a new file
+		// rather than write after a hole the kernel may have left.
 		_ = ss.active.Close()
 		ss.active = nil
 		return 0, 0, fmt.Errorf("segment %s: %w", segName(id), err)
@@ -262,7 +237,7 @@ func (ss *segments) writev(in [][]byte) error {
 	return nil
 }
 
-// indexed ends a write appendValues began (its index entries are written
+// indexed ends a write appendParts began (its index entries are written
 // or it failed).
 func (ss *segments) indexed(id uint32) {
 	ss.mu.Lock()
