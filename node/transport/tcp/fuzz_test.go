@@ -45,7 +45,7 @@ func FuzzTCPStream(f *testing.F) {
 		}
 		c.(*net.TCPConn).SetNoDelay(true)
 		pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion)
+		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion1)
 		rest := append(pre, stream...)
 		for _, n := range cuts[:min(len(cuts), 16)] {
 			k := min(int(n), len(rest))

@@ -20,25 +20,53 @@ import (
 	"github.com/sluice-daq/sluice/node/transport/internal/sock"
 )
 
-// TCP readout stream protocol, version 1 (all integers little-endian):
-//
-//	sender -> receiver: preamble {u32 magic 0x53544C53 ("SLTS"), u32 version 1},
-//	                    then frames {u32 length L, L bytes: one MFP};
-//	                    L = 0 ends the stream cleanly.
-//	receiver -> sender: credit grants {u64 bytes}, the first (the window)
-//	                    right after the preamble, then one whenever the sink
-//	                    released packets.
-//
-// A sender may have at most the bytes granted so far minus the frame bytes
-// (L, prefixes not counted) it has sent in flight; the receiver checks this
-// and closes a connection that exceeds it (transport.Protocol).
+// The TCP readout stream (see the package documentation for its byte
+// tables): a preamble declares the version, then records.
 const (
-	tcpMagic   uint32 = 0x53544C53
-	tcpVersion uint32 = 1
+	tcpMagic uint32 = 0x53544C53
+	// tcpVersion1: frames are a u32 length and the MFP, one credit grant
+	// whenever the sink holds nothing more of the connection.
+	tcpVersion1 uint32 = 1
+	// tcpVersion2: records of an 8-byte header, the payload starting at a
+	// multiple of wireAlign in the stream, grants batched and a "credit
+	// wanted" record from a sender that waits. What Dial sends.
+	tcpVersion2 uint32 = 2
 	// largeWrite: frames at least this big are written with writev
 	// straight from the caller's bytes instead of through the bufio buffer.
 	largeWrite = 16 << 10
 )
+
+// Version 2's layout: the preamble (magic, version, reserved zeros) is
+// preambleV2 bytes, so the first record's header ends at wireAlign; each
+// record (header, payload, zero padding) is a multiple of wireAlign bytes,
+// so every header ends, and every payload starts, at a multiple of it.
+const (
+	wireAlign  = 64
+	preambleV2 = wireAlign - 8
+)
+
+// Record kinds of version 2 (the header's second u32).
+const (
+	// recordFrame: L bytes of one MFP follow; L = 0 ends the stream.
+	recordFrame uint32 = 0
+	// recordCreditWanted: the sender waits for credit for a frame of L
+	// bytes; no payload (the record is wireAlign bytes).
+	recordCreditWanted uint32 = 1
+)
+
+// wire is the record layout of one version.
+type wire struct {
+	header int // bytes of a record's header before its payload
+	align  int // a record's bytes are a multiple of this (a power of two)
+}
+
+var (
+	wireV1 = wire{header: 4, align: 1}
+	wireV2 = wire{header: 8, align: wireAlign}
+)
+
+// record is the bytes of a record with an l-byte payload, padding included.
+func (w wire) record(l int) int { return (w.header + l + w.align - 1) &^ (w.align - 1) }
 
 // Input listens for readout streams (tcp://HOST:PORT), one connection
 // per source or board, any number at once, reconnections included.
@@ -168,7 +196,9 @@ type tcpConn struct {
 	avail    atomic.Int64 // credit granted and not yet used
 	returned atomic.Int64 // credit to grant back; negative while pinned chunks are owed (see leave)
 	held     atomic.Int64 // bytes handed to the sink, not yet released
-	batch    int64        // grant once this much was returned (or nothing is held)
+	wanted   atomic.Int64 // version 2: the credit the sender said it waits for, 0 when none
+	batch    int64        // grant once this much was returned (or see due)
+	wire     wire         // the stream's version
 	wake     chan struct{}
 	onFree   func(int) // returnCredit, built once per connection
 }
@@ -191,17 +221,24 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	if in.cfg.Framing == FramingFEROL {
 		return in.serveFEROL(ctx, conn, sink)
 	}
-	var pre [8]byte
+	var pre [preambleV2]byte
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(conn, pre[:]); err != nil {
+	if _, err := io.ReadFull(conn, pre[:8]); err != nil {
 		return false, nil // gone before saying anything: nothing lost
 	}
-	conn.SetReadDeadline(time.Time{})
-	if binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || binary.LittleEndian.Uint32(pre[4:]) != tcpVersion {
+	wv := wireV1
+	switch v := binary.LittleEndian.Uint32(pre[4:]); {
+	case binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || (v != tcpVersion1 && v != tcpVersion2):
 		in.c.Discard(transport.Protocol)
 		return false, nil
+	case v == tcpVersion2:
+		wv = wireV2
+		if _, err := io.ReadFull(conn, pre[8:]); err != nil {
+			return false, nil // gone before its first frame: nothing lost
+		}
 	}
-	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1), batch: int64(in.cfg.CreditWindow / 8)}
+	conn.SetReadDeadline(time.Time{})
+	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1), batch: int64(in.cfg.CreditWindow / 8), wire: wv}
 	tc.onFree = tc.returnCredit
 	done := make(chan struct{})
 	grantsDone := make(chan struct{})
@@ -218,36 +255,64 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	return in.readFrames(ctx, tc, sink)
 }
 
-// readFrames reads the connection's frames into chunks and hands each
-// complete one on as a view of its chunk: one read(2) takes whatever has
+// readFrames reads the connection's records into chunks and hands each
+// complete frame on as a view of its chunk: one read(2) takes whatever has
 // arrived, many frames at once, and a frame is copied only when it
 // straddles the end of a chunk (the bytes already received move to the
-// start of the next one). A chunk goes back to the pool when the reader
-// has left it and the sink released every frame in it; while the sink
-// still holds a frame of a chunk the reader left, the whole chunk counts
-// against the connection's credit window (leave), so that frames held by
-// the builder pin at most the window's bytes of chunks, not a chunk each.
-// It returns whether the stream ended cleanly, and an error only when the
-// sink failed.
+// next one, or to the start of this one, at the same offset modulo the
+// version's alignment, so that a version 2 payload starts at a multiple of
+// wireAlign in memory as in the stream). A chunk goes back to the pool when
+// the reader has left it and the sink released every frame in it; while
+// the sink still holds a frame of a chunk the reader left, the whole chunk
+// counts against the connection's credit window (leave), so that frames
+// held by the builder pin at most the window's bytes of chunks, not a
+// chunk each. It returns whether the stream ended cleanly, and an error
+// only when the sink failed.
 func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sink) (bool, error) {
-	sz := in.sizes
+	sz, wv := in.sizes, tc.wire
 	ch := in.newChunk(sz.chunk)
 	defer func() { tc.leave(ch) }()
-	r, w := 0, 0 // ch.b[r:w] is received and not yet handed on
+	// ch.b[r:w] is received and not yet handed on; the stream so far (the
+	// preamble) is as long as base modulo the alignment.
+	base := 0
+	if wv == wireV2 {
+		base = preambleV2
+	}
+	r, w := base, base
 	for {
-		// Invariant: r is at a frame boundary.
-		need := 4 // bytes the frame at r needs in this chunk
-		for w-r >= 4 {
+		// Invariant: r is at a record boundary.
+		need := wv.header // bytes the record at r needs in this chunk
+	records:
+		for w-r >= wv.header {
 			l := int64(binary.LittleEndian.Uint32(ch.b[r:]))
-			if l == 0 {
+			kind := recordFrame
+			if wv.header == 8 {
+				kind = binary.LittleEndian.Uint32(ch.b[r+4:])
+			}
+			switch {
+			case kind == recordCreditWanted:
+				if l == 0 || l > int64(in.cfg.CreditWindow) {
+					in.c.Discard(transport.Protocol) // wants what no grant can give
+					return false, nil
+				}
+				if need = wv.record(0); w-r < need {
+					break records
+				}
+				r += need
+				need = wv.header
+				tc.want(l)
+				continue
+			case kind != recordFrame:
+				in.c.Discard(transport.Protocol)
+				return false, nil
+			case l == 0:
 				in.c.StreamEnded()
 				return true, nil
-			}
-			if l > tc.avail.Load() {
+			case l > tc.avail.Load():
 				in.c.Discard(transport.Protocol) // sender ignored its credit
 				return false, nil
 			}
-			need = 4 + int(l)
+			need = wv.record(int(l))
 			if w-r < need {
 				break
 			}
@@ -264,9 +329,9 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 				tc.returnCredit(int(l))
 				c.unref()
 			}
-			frame := ch.b[r+4 : r+need : r+need]
+			frame := ch.b[r+wv.header : r+wv.header+int(l) : r+wv.header+int(l)]
 			r += need
-			need = 4
+			need = wv.header
 			if err := in.c.Deliver(ctx, sink, frame, release); err != nil {
 				if ctx.Err() != nil {
 					return false, nil
@@ -274,32 +339,33 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 				return false, err
 			}
 		}
+		off := r & (wv.align - 1) // where r's record starts in a chunk
 		switch {
-		case r > 0 && w-r <= sz.maxTailMove && ch.refs.Load() == 1:
+		case r > off && w-r <= sz.maxTailMove && ch.refs.Load() == 1:
 			// Nothing aliases the chunk: reuse it from its start, so a
 			// sink that releases promptly keeps the reader in the same
 			// few cache-warm pages instead of streaming through the chunk.
-			copy(ch.b, ch.b[r:w])
-			r, w = 0, w-r
+			copy(ch.b[off:], ch.b[r:w])
+			r, w = off, off+w-r
 		case r+need > len(ch.b) || len(ch.b)-w < sz.minRead:
-			// Move the start of the frame at r to a fresh chunk.
-			next := in.newChunk(max(sz.chunk, need))
-			copy(next.b, ch.b[r:w])
+			// Move the start of the record at r to a fresh chunk.
+			next := in.newChunk(max(sz.chunk, off+need))
+			copy(next.b[off:], ch.b[r:w])
 			tc.leave(ch)
-			ch, r, w = next, 0, w-r
+			ch, r, w = next, off, off+w-r
 		}
-		// Read up to maxRead bytes, or, for a frame of at least minRead, up
-		// to its end and the next length prefix: the read that completes a
-		// large frame then leaves only a prefix behind to move above.
+		// Read up to maxRead bytes, or, for a record of at least minRead,
+		// up to its end and the next header: the read that completes a
+		// large frame then leaves only a header behind to move above.
 		end := w + sz.maxRead
 		if need >= sz.minRead {
-			end = r + need + 4
+			end = r + need + wv.header
 		}
 		end = min(end, len(ch.b))
 		n, err := tc.conn.Read(ch.b[w:end])
 		w += n
 		if err != nil && n == 0 {
-			if w > r {
+			if w > r && !(wv == wireV2 && w-r >= wv.header && binary.LittleEndian.Uint32(ch.b[r+4:]) == recordCreditWanted) {
 				in.c.Discard(transport.TruncatedAtDisconnect)
 			}
 			return false, nil
@@ -383,13 +449,46 @@ func (c *chunk) unref() {
 }
 
 // returnCredit is called when the sink released n bytes of this
-// connection; the grants goroutine sends them back to the sender. Grants
-// go out in batches of 1/8 of the window, which saves a write and a wake-up
-// per packet, or as soon as the sink holds nothing more of this connection:
-// then a sender waiting for credit cannot be left waiting.
+// connection; the grants goroutine sends them back to the sender (due).
 func (tc *tcpConn) returnCredit(n int) {
 	held := tc.held.Add(-int64(n))
-	if tc.returned.Add(int64(n)) >= tc.batch || held == 0 {
+	if tc.due(tc.returned.Add(int64(n)), held) {
+		tc.signal()
+	}
+}
+
+// due is whether returned bytes of credit are to be granted now, with held
+// bytes still in the sink. Grants go out in batches of 1/8 of the window,
+// which saves a write and a wake-up per packet, or sooner when a sender
+// waits: version 1 cannot tell, so it grants as soon as the sink holds
+// nothing more of the connection (one grant per frame for a sink that
+// releases at once); version 2 grants once the sender has the credit it
+// said it waits for (want). Either way a sender blocked on a frame larger
+// than the batch's 7/8 of the window gets its credit once the sink
+// released enough.
+func (tc *tcpConn) due(returned, held int64) bool {
+	if returned <= 0 {
+		return false // nothing, or still owed for pinned chunks (leave)
+	}
+	if returned >= tc.batch {
+		return true
+	}
+	if tc.wire == wireV1 {
+		return held == 0
+	}
+	w := tc.wanted.Load()
+	return w > 0 && tc.avail.Load()+returned >= w
+}
+
+// want records a version 2 sender's "credit wanted" record: it waits for
+// credit for a frame of n bytes. Every frame before the record has been
+// taken, so avail is what the sender has (grants on their way included).
+func (tc *tcpConn) want(n int64) {
+	if tc.avail.Load() >= n {
+		return // a grant on its way covers it
+	}
+	tc.wanted.Store(n)
+	if tc.due(tc.returned.Load(), tc.held.Load()) {
 		tc.signal()
 	}
 }
@@ -412,14 +511,20 @@ func (tc *tcpConn) grants(done <-chan struct{}, finished chan<- struct{}) {
 			return
 		case <-tc.wake:
 		}
+		if !tc.due(tc.returned.Load(), tc.held.Load()) {
+			continue // a chunk's owed credit came back, less than a batch
+		}
 		n := tc.returned.Swap(0)
 		if n <= 0 {
-			tc.returned.Add(n) // still owed for pinned chunks (leave)
+			tc.returned.Add(n) // owed again meanwhile (leave)
 			continue
 		}
 		// Count the credit before the sender can use it.
-		tc.avail.Add(n)
+		avail := tc.avail.Add(n)
 		tc.in.outstanding.Add(n)
+		if w := tc.wanted.Load(); w > 0 && avail >= w {
+			tc.wanted.CompareAndSwap(w, 0)
+		}
 		binary.LittleEndian.PutUint64(msg[:], uint64(n))
 		if _, err := tc.conn.Write(msg[:]); err != nil {
 			return

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/internal/transporttest"
@@ -22,8 +23,9 @@ import (
 // bytes again: a frame handed on must stay intact while the receiver moves
 // and reuses its chunks.
 type holdSink struct {
-	want [][]byte
-	hold int
+	want  [][]byte
+	hold  int
+	align int // every packet must start at a multiple of this in memory
 
 	mu   sync.Mutex
 	next int
@@ -44,6 +46,9 @@ func (s *holdSink) AddPacket(_ context.Context, p schemas.MFP, release func()) e
 	s.next++
 	if i >= len(s.want) || !bytes.Equal(p.Bytes(), s.want[i]) {
 		s.errs = append(s.errs, fmt.Sprintf("packet %d: %d bytes differ from those sent", i, len(p.Bytes())))
+	}
+	if a := uintptr(unsafe.Pointer(unsafe.SliceData(p.Bytes()))); s.align > 1 && a%uintptr(s.align) != 0 {
+		s.errs = append(s.errs, fmt.Sprintf("packet %d of %d bytes at address %#x, not a multiple of %d", i, len(p.Bytes()), a, s.align))
 	}
 	if i%3 != 0 {
 		release()
@@ -72,14 +77,18 @@ func (s *holdSink) releaseOldest() {
 // released, through the reader's tail moves, chunk changes and bounded
 // reads; all credit must come back. With the default window (1 MiB
 // chunks) and a small one (32 KiB chunks, where held frames pin chunks
-// that count against the window).
+// that count against the window), from a version 1 and a version 2
+// sender; version 2's frames must be handed on at addresses that are
+// multiples of 64, as they are in the stream.
 func TestTCPMixedSizesHeldFramesIntact(t *testing.T) {
-	for _, window := range []int64{8 << 20, 256 << 10} {
-		t.Run(conf.ByteSize(window).String(), func(t *testing.T) { testMixedSizes(t, window) })
+	for _, version := range []uint32{tcpVersion1, tcpVersion2} {
+		for _, window := range []int64{8 << 20, 256 << 10} {
+			t.Run(fmt.Sprintf("v%d/%s", version, conf.ByteSize(window)), func(t *testing.T) { testMixedSizes(t, version, window) })
+		}
 	}
 }
 
-func testMixedSizes(t *testing.T, window int64) {
+func testMixedSizes(t *testing.T, version uint32, window int64) {
 	sz := chunkSizesFor(window)
 	sizes := []int{40, 3000, sz.chunk * 7 / 10, sz.chunk * 65 / 100, 200, sz.chunk + 12345, 5000, sz.minRead, 17}
 	var want [][]byte
@@ -97,9 +106,12 @@ func testMixedSizes(t *testing.T, window int64) {
 		t.Fatal(err)
 	}
 	sink := &holdSink{want: want, hold: 3}
+	if version == tcpVersion2 {
+		sink.align = wireAlign
+	}
 	_, errc := transporttest.Run(t, in, sink)
 	ctx := context.Background()
-	s, err := Dial(ctx, in.Addr().String(), 0)
+	s, err := dial(ctx, in.Addr().String(), 0, version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,16 @@ import (
 // protocol (see the package documentation): what a readout board runs; a
 // Sender spreads sources over several. Not safe for concurrent use.
 type Stream struct {
-	addr   string
-	sobuf  int
-	conn   *net.TCPConn
-	bw     *bufio.Writer
-	window int64
-	avail  atomic.Int64 // credit granted and not yet used
-	wake   chan struct{}
-	closed chan struct{} // closed when the receiver side of conn ends
+	addr    string
+	sobuf   int
+	version uint32 // tcpVersion2, or tcpVersion1 for a test of an old sender
+	wire    wire
+	conn    *net.TCPConn
+	bw      *bufio.Writer
+	window  int64
+	avail   atomic.Int64 // credit granted and not yet used
+	wake    chan struct{}
+	closed  chan struct{} // closed when the receiver side of conn ends
 	// ThrottleNs is the time Send waited for credit; Reconnects counts new
 	// connections after the first; Resent counts packets sent again after
 	// a connection failed under them.
@@ -37,10 +39,18 @@ type Stream struct {
 const ReconnectTimeout = 10 * time.Second
 
 // Dial connects to a TCP input at addr (HOST:PORT), sends the preamble
-// and waits for the first credit grant. socketBuffer is the SO_SNDBUF
-// requested (0: the system default).
+// of version 2 of the stream and waits for the first credit grant.
+// socketBuffer is the SO_SNDBUF requested (0: the system default).
 func Dial(ctx context.Context, addr string, socketBuffer int) (*Stream, error) {
-	s := &Stream{addr: addr, sobuf: socketBuffer}
+	return dial(ctx, addr, socketBuffer, tcpVersion2)
+}
+
+// dial is Dial sending version (tcpVersion1 or tcpVersion2).
+func dial(ctx context.Context, addr string, socketBuffer int, version uint32) (*Stream, error) {
+	s := &Stream{addr: addr, sobuf: socketBuffer, version: version, wire: wireV1}
+	if version == tcpVersion2 {
+		s.wire = wireV2
+	}
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -73,10 +83,13 @@ func (s *Stream) start(ctx context.Context, c *net.TCPConn) error {
 	if s.sobuf > 0 {
 		c.SetWriteBuffer(s.sobuf)
 	}
-	var pre [8]byte
+	pre := make([]byte, 8, preambleV2)
 	binary.LittleEndian.PutUint32(pre[0:], tcpMagic)
-	binary.LittleEndian.PutUint32(pre[4:], tcpVersion)
-	if _, err := c.Write(pre[:]); err != nil {
+	binary.LittleEndian.PutUint32(pre[4:], s.version)
+	if s.wire == wireV2 {
+		pre = pre[:preambleV2] // the reserved bytes, zero
+	}
+	if _, err := c.Write(pre); err != nil {
 		return err
 	}
 	s.conn, s.bw = c, bufio.NewWriterSize(c, 256<<10)
@@ -84,7 +97,7 @@ func (s *Stream) start(ctx context.Context, c *net.TCPConn) error {
 	s.wake = make(chan struct{}, 1)
 	s.closed = make(chan struct{})
 	go s.readGrants(c, s.wake, s.closed)
-	if err := s.waitCredit(ctx, 1); err != nil {
+	if err := s.waitCredit(ctx, 1, false); err != nil {
 		return err
 	}
 	s.window = s.avail.Load()
@@ -109,10 +122,18 @@ func (s *Stream) readGrants(c *net.TCPConn, wake chan<- struct{}, closed chan<- 
 }
 
 // waitCredit waits until n bytes of credit are available, flushing what is
-// buffered first so the receiver can release it.
-func (s *Stream) waitCredit(ctx context.Context, n int64) error {
+// buffered first so the receiver can release it. ask: a version 2 stream
+// says so first (a "credit wanted" record), so that the receiver, which
+// batches its grants, grants as soon as it has the credit for n.
+func (s *Stream) waitCredit(ctx context.Context, n int64, ask bool) error {
 	if s.avail.Load() >= n {
 		return nil
+	}
+	if ask && s.wire == wireV2 {
+		var rec [wireAlign]byte
+		binary.LittleEndian.PutUint32(rec[0:], uint32(n))
+		binary.LittleEndian.PutUint32(rec[4:], recordCreditWanted)
+		s.bw.Write(rec[:])
 	}
 	if err := s.bw.Flush(); err != nil {
 		return err
@@ -143,7 +164,7 @@ func (s *Stream) Send(ctx context.Context, p []byte) error {
 		return fmt.Errorf("readout tcp://%s: %w: %d bytes, credit window %d", s.addr, transport.ErrPacketTooLarge, len(p), s.window)
 	}
 	for {
-		err := s.waitCredit(ctx, int64(len(p)))
+		err := s.waitCredit(ctx, int64(len(p)), true)
 		if err == nil {
 			err = s.writeFrame(p, len(p))
 		}
@@ -160,20 +181,30 @@ func (s *Stream) Send(ctx context.Context, p []byte) error {
 	}
 }
 
-// writeFrame writes the length prefix of p and its first cut bytes.
+// zeros is the padding of version 2 records.
+var zeros [wireAlign]byte
+
+// writeFrame writes the header of p and its first cut bytes, and the
+// padding after them when that is all of p.
 func (s *Stream) writeFrame(p []byte, cut int) error {
-	var h [4]byte
+	var h [8]byte // length, then (version 2) the record kind, recordFrame
 	binary.LittleEndian.PutUint32(h[:], uint32(len(p)))
+	hdr := h[:s.wire.header]
+	var pad []byte
+	if cut == len(p) {
+		pad = zeros[:s.wire.record(len(p))-s.wire.header-len(p)]
+	}
 	s.avail.Add(-int64(len(p)))
 	if cut < largeWrite {
-		s.bw.Write(h[:])
-		_, err := s.bw.Write(p[:cut])
+		s.bw.Write(hdr)
+		s.bw.Write(p[:cut])
+		_, err := s.bw.Write(pad)
 		return err
 	}
 	if err := s.bw.Flush(); err != nil {
 		return err
 	}
-	bufs := net.Buffers{h[:], p[:cut]}
+	bufs := net.Buffers{hdr, p[:cut], pad}
 	_, err := bufs.WriteTo(s.conn)
 	return err
 }
@@ -183,7 +214,7 @@ func (s *Stream) writeFrame(p []byte, cut int) error {
 // board that reset mid-packet. The receiver counts the packet as
 // truncated_at_disconnect.
 func (s *Stream) SendTruncated(ctx context.Context, p []byte, cut int) error {
-	if err := s.waitCredit(ctx, int64(len(p))); err != nil {
+	if err := s.waitCredit(ctx, int64(len(p)), true); err != nil {
 		return err
 	}
 	err := s.writeFrame(p, cut)
@@ -219,7 +250,7 @@ func (s *Stream) reconnect(ctx context.Context) error {
 // closes the connection.
 func (s *Stream) Close(ctx context.Context) error {
 	defer s.conn.Close()
-	s.bw.Write([]byte{0, 0, 0, 0})
+	s.bw.Write(zeros[:s.wire.header]) // a frame of length 0
 	if err := s.bw.Flush(); err != nil {
 		return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
 	}
