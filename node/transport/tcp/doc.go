@@ -3,10 +3,43 @@
 // Sender a readout board (or the emulator) runs, with credit-based flow
 // control so that a slow node throttles its senders instead of losing data.
 //
-// # TCP readout stream (version 1)
+// # TCP readout stream
 //
 // One connection per source or board; any number at once; a sender that
-// loses its connection reconnects and starts a new stream. Little-endian:
+// loses its connection reconnects and starts a new stream. The sender
+// declares the version in its preamble; the receiver reads both, Dial
+// sends version 2. Little-endian throughout.
+//
+// Version 2: every payload starts at a multiple of 64 bytes in the stream
+// (and so in the receiver's memory: the kernel's and the builder's copies
+// of it are aligned), and grants are batched:
+//
+//	| direction         | bytes           | content                                                  |
+//	|-------------------|-----------------|----------------------------------------------------------|
+//	| sender → receiver |               4 | preamble magic 0x53544C53, the bytes "SLTS"              |
+//	| sender → receiver |               4 | preamble version 2                                       |
+//	| sender → receiver |              48 | reserved, zero (the first record header ends at byte 64) |
+//	| receiver → sender |               8 | credit grant: bytes the sender may send more (u64);      |
+//	|                   |                 | the first is the window, then as the sink releases       |
+//	| sender → receiver |               4 | record: length L (u32)                                   |
+//	| sender → receiver |               4 | record: kind K (u32)                                     |
+//	| K = 0, L > 0      |               L | one MFP                                                  |
+//	|                   | (-(8+L)) mod 64 | zero padding: the record is a multiple of 64 bytes       |
+//	| K = 0, L = 0      |                 | end of the stream, nothing follows                       |
+//	| K = 1             |              56 | credit wanted: the sender waits to send a frame of L     |
+//	|                   |                 | bytes (1 ≤ L ≤ the window); zero padding                 |
+//
+// The receiver grants the credit the sink released in batches of 1/8 of
+// the window, and sooner to a sender that sent a credit wanted record:
+// once the credit the sender has and the credit released reach L. A sender
+// sends one before each wait for credit, after the frames before it (so a
+// frame larger than 7/8 of the window, waiting for less than a batch of
+// released credit, is granted). Any other kind closes the connection
+// (transport.Protocol).
+//
+// Version 1 (still read): a frame per MFP, no padding, and a grant as soon
+// as the sink holds nothing more of the connection (which, for a sink that
+// releases at once, is a grant per frame):
 //
 //	| direction         | bytes | content                                                |
 //	|-------------------|-------|--------------------------------------------------------|
@@ -17,11 +50,12 @@
 //	| sender → receiver |     4 | frame length L (u32); 0 ends the stream cleanly        |
 //	| sender → receiver |     L | one MFP                                                |
 //
-// A sender never has more frame bytes (L, prefixes not counted) in flight
-// than it was granted; the receiver closes a connection that does
-// (transport.Protocol). Credits return in batches of 1/8 of the window, or at
-// once when the sink holds nothing more of the connection. A frame cut by a
-// disconnect is counted as transport.TruncatedAtDisconnect and never handed on.
+// In both, a sender never has more frame bytes (L; headers, padding and
+// credit wanted records not counted) in flight than it was granted; the
+// receiver closes a connection that does (transport.Protocol). Credits
+// return in batches of 1/8 of the window, or sooner as each version says.
+// A frame cut by a disconnect is counted as
+// transport.TruncatedAtDisconnect and never handed on.
 // The receiver reads into pooled chunks (an eighth of the window, 4 KiB to
 // 1 MiB) and hands frames on as views of them. A chunk the receiver has
 // read past but whose frames the sink still holds counts whole against
