@@ -15,6 +15,18 @@
 # Each target's result is one "fuzz: result" line (elapsed, execs, new
 # interesting inputs); a failing input is printed in full. All targets run;
 # the script fails at the end if any failed.
+# FUZZMINIMIZETIME (default 5s) bounds the minimization of each new
+# interesting input (go test's -fuzzminimizetime, 60s by default). A worker
+# minimizing runs no new inputs and Go counts its execs only when it is
+# done, so with the default a target whose inputs each make a connection
+# (FuzzTCPStream, FuzzFEROLStream: about 1 ms per input) showed 0 execs/s
+# for a minute after every new input and spent most of its time there.
+# FUZZLOGS, if set, is a directory that keeps each target's whole output
+# (<package with _ for />_<FuzzName>.log); by default they are removed.
+# FUZZMATCH (default: all) is a bash regular expression that a target's
+# ./<package>/<FuzzName> must match for it to run.
+# At the end a table gives per target: seconds, execs, execs/s, new
+# interesting inputs and the failing input's file, if any.
 # New interesting inputs stay in the Go build cache's fuzz corpus
 # ($(go env GOCACHE)/fuzz/<package>/<target>); commit the ones worth keeping
 # under the package's testdata/fuzz/.
@@ -23,6 +35,8 @@ GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-3s}
 NETFUZZTIME=${NETFUZZTIME:-$FUZZTIME}
 FUZZJOBS=${FUZZJOBS:-1}
+FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-5s}
+FUZZMATCH=${FUZZMATCH:-}
 cores=$(nproc 2>/dev/null || echo 1)
 workers=$(( cores / FUZZJOBS ))
 (( workers >= 1 )) || workers=1
@@ -42,18 +56,16 @@ times4() {
 }
 # one runs target $2 of package ./$1 for $3; its whole output goes to $4.
 one() {
-  local dir=$1 fn=$2 t=$3 log=$4 out
-  local args=(test -tags "invariants ${TAGS:-}" -run '^$' -fuzz "^${fn}\$" -parallel "$workers")
+  local dir=$1 fn=$2 t=$3 log=$4
+  local args=(test -tags "invariants ${TAGS:-}" -run '^$' -fuzz "^${fn}\$" -parallel "$workers" -fuzzminimizetime "$FUZZMINIMIZETIME")
   # Go counts the baseline coverage pass over the corpus against
   # -fuzztime: on a loaded machine it can run out before fuzzing starts
   # ("context deadline exceeded", no input at fault). That is retried
   # once with four times the time; a crash never is.
-  if out=$("$GO" "${args[@]}" -fuzztime "$t" "./$dir" 2>&1); then
-    echo "$out" >"$log"
+  if "$GO" "${args[@]}" -fuzztime "$t" "./$dir" >"$log" 2>&1; then
     return 0
   fi
-  echo "$out" >"$log"
-  if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+  if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
     echo "fuzz: ./$dir $fn: the baseline coverage pass did not finish in $t; again with 4 × $t" >>"$log"
     "$GO" "${args[@]}" -fuzztime "$(times4 "$t")" "./$dir" >>"$log" 2>&1
     return
@@ -65,22 +77,47 @@ targets=()
 while IFS= read -r file; do
   dir=$(dirname "$file")
   for fn in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
+    [[ "./$dir/$fn" =~ $FUZZMATCH ]] || continue
     if network "$dir" "$fn"; then targets+=("0 $dir $fn $NETFUZZTIME"); else targets+=("1 $dir $fn $FUZZTIME"); fi
   done
 done < <(grep -rl --include='*_test.go' -E '^func Fuzz' . | sed 's|^\./||' | sort)
+if (( ${#targets[@]} == 0 )); then
+  echo "fuzz: no target matches FUZZMATCH=$FUZZMATCH" >&2
+  exit 1
+fi
 mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -s -k1,1n)
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-# report prints the result of target $1 (its log $2, status $3).
+if [[ -n "${FUZZLOGS:-}" ]]; then
+  logs=$FUZZLOGS
+  mkdir -p "$logs"
+else
+  logs=$(mktemp -d)
+  trap 'rm -rf "$logs"' EXIT
+fi
+# seconds converts a Go duration such as 1m0s, 45.2s or 1h2m3s to whole seconds.
+seconds() {
+  awk -v d="$1" 'BEGIN { t = 0; while (match(d, /^[0-9.]+[hms]/)) { v = substr(d, 1, RLENGTH - 1); u = substr(d, RLENGTH, 1)
+    t += v * (u == "h" ? 3600 : u == "m" ? 60 : 1); d = substr(d, RLENGTH + 1) } printf "%d", t }'
+}
+# report prints the result of target $1 (its log $2, status $3) and adds
+# its row to the summary.
+summary=()
 report() {
-  local name=$1 log=$2 rc=$3 last
+  local name=$1 log=$2 rc=$3 last el ex nw secs rate crasher=-
+  last=$(grep -E '^fuzz: elapsed' "$log" | tail -1 || true)
+  el=$(sed -nE 's/^fuzz: elapsed: ([^,]+),.*/\1/p' <<<"$last")
+  ex=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
+  nw=$(sed -nE 's/.*new interesting: ([0-9]+).*/\1/p' <<<"$last")
+  secs=$(seconds "${el:-0s}")
+  rate=$(( secs > 0 ? ${ex:-0} / secs : 0 ))
   if (( rc == 0 )); then
-    last=$(grep -E '^fuzz: elapsed' "$log" | tail -1 || true)
-    echo "fuzz: result $name: ${last#fuzz: }"
+    echo "fuzz: result $name: ${last#fuzz: } (${rate}/sec on average)"
   else
+    crasher=$(sed -nE 's/.*Failing input written to (.*)$/\1/p' "$log" | tail -1)
     echo "fuzz: FAILED $name:"
     cat "$log"
+    crasher=${crasher:-"(none written: see the log above)"}
   fi
+  summary+=("$(printf '%-56s %6s %12s %8s %5s  %s' "$name" "$secs" "${ex:-0}" "$rate" "${nw:-0}" "$crasher")")
 }
 echo "fuzz: ${#targets[@]} targets, $FUZZJOBS at once, -parallel $workers each ($FUZZTIME; network-facing $NETFUZZTIME)"
 declare -A running=()
@@ -96,17 +133,18 @@ reap() {
   if (( rc != 0 )); then failed+=("$name"); fi
   count=$((count+1))
 }
-i=0
 for tg in "${targets[@]}"; do
   read -r _ dir fn t <<<"$tg"
   while (( ${#running[@]} >= FUZZJOBS )); do reap; done
   echo "fuzz: ./$dir $fn ($t) started $(date +%H:%M:%S)"
-  i=$((i+1))
-  log="$logs/$i.log"
+  log="$logs/${dir//\//_}_$fn.log"
   one "$dir" "$fn" "$t" "$log" &
   running[$!]="./$dir/$fn $log"
 done
 while (( ${#running[@]} > 0 )); do reap; done
+echo "fuzz: summary (seconds fuzzed, execs, execs/s, new interesting inputs, failing input)"
+printf 'fuzz: %-56s %6s %12s %8s %5s  %s\n' target s execs execs/s new failing
+for row in "${summary[@]}"; do echo "fuzz: $row"; done
 if (( ${#failed[@]} > 0 )); then
   echo "fuzz: ${#failed[@]} of $count targets failed: ${failed[*]}"
   exit 1

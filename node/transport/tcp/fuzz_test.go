@@ -3,7 +3,9 @@ package tcp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -44,6 +46,10 @@ func FuzzTCPStream(f *testing.F) {
 			t.Fatal(err)
 		}
 		c.(*net.TCPConn).SetNoDelay(true)
+		// An input that leaves a finished stream's connection open fails
+		// here, naming its state, instead of blocking this worker for good
+		// (a fuzz worker has no per-input timeout).
+		c.SetDeadline(time.Now().Add(streamDeadline))
 		pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
 		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion1)
 		rest := append(pre, stream...)
@@ -59,10 +65,10 @@ func FuzzTCPStream(f *testing.F) {
 		c.Write(rest)
 		c.(*net.TCPConn).CloseWrite()
 		var grant [8]byte
-		c.Read(grant[:])
 		// The receiver closes its side once it has dealt with everything.
 		for {
 			if _, err := c.Read(grant[:]); err != nil {
+				checkClosed(t, err, in)
 				break
 			}
 		}
@@ -114,6 +120,7 @@ func FuzzFEROLStream(f *testing.F) {
 			t.Fatal(err)
 		}
 		c.(*net.TCPConn).SetNoDelay(true)
+		c.SetDeadline(time.Now().Add(streamDeadline)) // as FuzzTCPStream
 		rest := stream
 		for _, n := range cuts[:min(len(cuts), 16)] {
 			k := min(int(n), len(rest))
@@ -129,6 +136,7 @@ func FuzzFEROLStream(f *testing.F) {
 		var b [64]byte
 		for { // the input closes its side once it has dealt with everything
 			if _, err := c.Read(b[:]); err != nil {
+				checkClosed(t, err, in)
 				break
 			}
 		}
@@ -146,4 +154,17 @@ func FuzzFEROLStream(f *testing.F) {
 			t.Fatalf("a fragment handed on with a CRC-32C that does not match: %+v", cc)
 		}
 	})
+}
+
+// streamDeadline bounds one fuzz input's connection, writes and the wait
+// for the input to close it.
+const streamDeadline = 10 * time.Second
+
+// checkClosed fails t if err, the error that ended the sender's reads, is
+// the deadline: the input kept the connection open after the stream.
+func checkClosed(t *testing.T, err error, in *Input) {
+	t.Helper()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the input did not close the connection within %v of the stream's end: %+v", streamDeadline, in.Stats())
+	}
 }
