@@ -18,9 +18,37 @@ type SourceGroup struct {
 
 // ParseSourceList parses a comma-separated list of source ids and inclusive
 // ranges, e.g. "0-511,600,700-703", into ascending ids without duplicates.
-// Errors name the offending item.
+// Errors name the offending item. Its result is 4 bytes per id: a caller
+// that only counts or compares ids (validation) takes ParseSourceRanges.
 func ParseSourceList(s string) ([]uint32, error) {
-	var out []uint32
+	rs, err := ParseSourceRanges(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	out := make([]uint32, 0, CountSources(rs))
+	for _, r := range rs {
+		for v := uint64(r.Lo); v <= uint64(r.Hi); v++ {
+			out = append(out, uint32(v))
+		}
+	}
+	return out, nil
+}
+
+// SourceRange is the source ids Lo..Hi, both included.
+type SourceRange struct{ Lo, Hi uint32 }
+
+// Len is the number of ids in r (1..2^32).
+func (r SourceRange) Len() uint64 { return uint64(r.Hi) - uint64(r.Lo) + 1 }
+
+// ParseSourceRanges parses a source list as ParseSourceList does (the same
+// syntax, limits and errors) into its ranges, ascending, with overlapping
+// and adjacent ones joined, without listing the ids: its time and memory
+// go with the list's items, not with the sources they name.
+func ParseSourceRanges(s string) ([]SourceRange, error) {
+	var rs []SourceRange
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -43,18 +71,28 @@ func ParseSourceList(s string) ([]uint32, error) {
 				return nil, fmt.Errorf("source list: %q: range of more than 2^20 sources", item)
 			}
 		}
-		for v := a; v <= b; v++ {
-			out = append(out, uint32(v))
-		}
+		rs = append(rs, SourceRange{Lo: uint32(a), Hi: uint32(b)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	uniq := out[:0]
-	for i, v := range out {
-		if i == 0 || v != out[i-1] {
-			uniq = append(uniq, v)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Lo < rs[j].Lo })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && uint64(r.Lo) <= uint64(out[n-1].Hi)+1 {
+			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
+			continue
 		}
+		out = append(out, r)
 	}
-	return uniq, nil
+	return out, nil
+}
+
+// CountSources is the number of ids in ranges that do not overlap (those
+// of ParseSourceRanges).
+func CountSources(rs []SourceRange) uint64 {
+	var n uint64
+	for _, r := range rs {
+		n += r.Len()
+	}
+	return n
 }
 
 // FormatSourceList is the inverse of ParseSourceList: ascending ids are

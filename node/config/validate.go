@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/sluice-daq/sluice/builder"
@@ -78,7 +79,12 @@ func (c *Config) validateSources(ps *conf.Problems) {
 		ps.Add("sources", nil, "want at least one source group (name + source list such as \"0-511,600\")")
 	}
 	names := map[string]int{}
-	owner := map[uint32]int{}
+	// The ids of the groups so far, as disjoint ranges by first id, each
+	// with the group it came from: a group's lists are checked against
+	// them range by range, never id by id (16 groups of 2^20 sources took
+	// seconds and a GiB listed in a map).
+	var owned []ownedRange
+	var distinct uint64
 	for i, g := range c.Sources {
 		p := fmt.Sprintf("sources[%d]", i)
 		if !conf.ValidName(g.Name) {
@@ -87,24 +93,60 @@ func (c *Config) validateSources(ps *conf.Problems) {
 			ps.Add(p+".name", g.Name, "want a unique group name (also sources[%d])", j)
 		}
 		names[g.Name] = i
-		ids, err := schemas.ParseSourceList(g.Sources)
+		rs, err := schemas.ParseSourceRanges(g.Sources)
 		switch {
 		case err != nil:
 			ps.Add(p+".sources", g.Sources, "%v", err)
-		case len(ids) == 0:
+		case len(rs) == 0:
 			ps.Add(p+".sources", g.Sources, "want at least one source id, e.g. \"0-511,600\"")
 		}
-		for _, id := range ids {
-			if j, dup := owner[id]; dup {
+		reported := false
+		var add []ownedRange
+		for _, r := range rs {
+			parts, id, j, shared := unowned(owned, r)
+			if shared && !reported {
 				ps.Add(p+".sources", g.Sources, "want each source in one group only: source %d is also in sources[%d]", id, j)
-				break
+				reported = true
 			}
-			owner[id] = i
+			for _, u := range parts {
+				add = append(add, ownedRange{u, i})
+				distinct += u.Len()
+			}
 		}
+		owned = append(owned, add...)
+		sort.Slice(owned, func(a, b int) bool { return owned[a].Lo < owned[b].Lo })
 	}
-	if q := c.Builder.Quorum; len(owner) > 0 && q > len(owner) {
-		ps.Add("builder.quorum", q, "want at most the %d expected sources (0 = more than half of them)", len(owner))
+	if q := c.Builder.Quorum; distinct > 0 && q > 0 && uint64(q) > distinct {
+		ps.Add("builder.quorum", q, "want at most the %d expected sources (0 = more than half of them)", distinct)
 	}
+}
+
+// ownedRange is a range of source ids in the group sources[group].
+type ownedRange struct {
+	schemas.SourceRange
+	group int
+}
+
+// unowned splits r into the parts no range of owned (disjoint, ascending)
+// holds; shared says some id of r is held, id the first of them and group
+// its group.
+func unowned(owned []ownedRange, r schemas.SourceRange) (parts []schemas.SourceRange, id uint32, group int, shared bool) {
+	k := sort.Search(len(owned), func(k int) bool { return owned[k].Hi >= r.Lo })
+	next := uint64(r.Lo) // the first id of r not yet accounted for
+	for ; k < len(owned) && owned[k].Lo <= r.Hi; k++ {
+		o := owned[k]
+		if !shared {
+			id, group, shared = max(o.Lo, r.Lo), o.group, true
+		}
+		if next < uint64(o.Lo) {
+			parts = append(parts, schemas.SourceRange{Lo: uint32(next), Hi: o.Lo - 1})
+		}
+		next = uint64(o.Hi) + 1
+	}
+	if next <= uint64(r.Hi) {
+		parts = append(parts, schemas.SourceRange{Lo: uint32(next), Hi: r.Hi})
+	}
+	return parts, id, group, shared
 }
 
 func (c *Config) validateBuilder(ps *conf.Problems) {

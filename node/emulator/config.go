@@ -135,9 +135,9 @@ func (c Config) Validate() conf.Problems {
 		ps.Add("packing", c.Packing, "want 1..%d fragments per packet", schemas.MaxPacking)
 	}
 	if c.SourceList != "" {
-		if ids, err := schemas.ParseSourceList(c.SourceList); err != nil {
+		if rs, err := schemas.ParseSourceRanges(c.SourceList); err != nil {
 			ps.Add("sources", c.SourceList, "%v", err)
-		} else if len(ids) == 0 {
+		} else if len(rs) == 0 {
 			ps.Add("sources", c.SourceList, "want at least one source id")
 		}
 	}
