@@ -81,7 +81,7 @@ prints the error instead (and how far it got) and exits 1; bad flags or a bad
 	f := cmd.Flags()
 	f.StringVar(&cfg.To, "to", "", "output URI: "+transport.Forms())
 	f.StringVar(&cfg.From, "from", "", "replay this file (any format sluice splits, see above; gzipped too) instead of generating")
-	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration)")
+	f.Uint64Var(&cfg.Events, "events", 0, "events to generate (default 1000 unless --duration or --from; 0: until --duration or stopped)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (after the last event's packets of every source)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "events per second (0: as fast as the receiver takes them)")
 	f.IntVar(&cfg.Loop, "loop", 1, "file mode: replay the file N times, event ids (and LHCb ODIN event numbers) shifted to stay unique")
@@ -113,6 +113,10 @@ prints the error instead (and how far it got) and exits 1; bad flags or a bad
 // opened: the sender's settings, the size distribution, the groups, the
 // emulator's settings, and the sender's own checks of the URI (e.g. port 0
 // to send to).
+// defaultReadoutEvents is what a synthetic `sluice readout` sends given
+// neither --events nor --duration (--events 0: until stopped).
+const defaultReadoutEvents = 1000
+
 func readoutConfig(cmd *cobra.Command, cfg *emulator.Config, nodeConfig, groups, sizeDist string, settings []string) error {
 	if cfg.To == "" {
 		return fmt.Errorf("--to is required (%s)", transport.Forms())
@@ -125,6 +129,9 @@ func readoutConfig(cmd *cobra.Command, cfg *emulator.Config, nodeConfig, groups,
 		if err := sourcesFromConfig(cfg, nodeConfig); err != nil {
 			return err
 		}
+	}
+	if !cmd.Flags().Changed("events") && cfg.Duration == 0 && cfg.From == "" {
+		cfg.Events = defaultReadoutEvents
 	}
 	if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
 		return err

@@ -24,7 +24,7 @@ type Config struct {
 	From string `yaml:"from"` // file mode: a file of any format Formats names (gzipped or not); "" = synthetic
 
 	Loop     int           `yaml:"loop"`     // file mode: replay the file this many times (default 1), event ids (and LHCb ODIN event numbers) shifted
-	Events   uint64        `yaml:"events"`   // synthetic: events to generate (default 1000 unless Duration is set)
+	Events   uint64        `yaml:"events"`   // synthetic: events to generate (0: no limit, until Duration or until Run's context is done)
 	Duration time.Duration `yaml:"duration"` // synthetic: stop generating after this long, at an event boundary: the last event is sent by every source (0: no limit)
 	Rate     float64       `yaml:"rate"`     // events per second; 0 = as fast as the output takes them
 
@@ -89,9 +89,9 @@ const (
 )
 
 // WithDefaults returns c with its zero settings at their defaults: the
-// ones Run applies and a node's configuration shows. (The default of 1000
-// events applies in Run only, to a synthetic run with neither Events nor
-// Duration: in file mode both stay 0.)
+// ones Run applies and a node's configuration shows. Events and Duration
+// have none: 0 is no limit (`sluice readout` sends 1000 events when given
+// neither).
 func (c Config) WithDefaults() Config {
 	if c.Loop == 0 {
 		c.Loop = 1

@@ -88,9 +88,6 @@ func (p *Prepared) prepare(cfg Config) error {
 	if ps := cfg.Validate(); len(ps) > 0 {
 		return fmt.Errorf("emulator: %s", ps)
 	}
-	if cfg.Events == 0 && cfg.Duration == 0 {
-		cfg.Events = 1000
-	}
 	p.sum = Summary{To: cfg.To, Faults: map[string]uint64{}, FaultFragments: map[string]uint64{}}
 	sum := &p.sum
 	u, err := transport.ParseURI(cfg.To)
