@@ -10,24 +10,28 @@
 // declares the version in its preamble; the receiver reads both, Dial
 // sends version 2. Little-endian throughout.
 //
-// Version 2: every payload starts at a multiple of 64 bytes in the stream
-// (and so in the receiver's memory: the kernel's and the builder's copies
-// of it are aligned), and grants are batched:
+// Version 2: the preamble, every record's header and every payload with
+// its padding are multiples of 64 bytes, so every payload starts at a
+// multiple of 64 in the stream, in each write of whole records the sender
+// makes and in the receiver's memory: the kernel's copies of it (into the
+// socket's pages, which a sender's connections share, and out of them)
+// and the builder's are aligned. Grants are batched:
 //
-//	| direction         | bytes           | content                                                  |
-//	|-------------------|-----------------|----------------------------------------------------------|
-//	| sender → receiver |               4 | preamble magic 0x53544C53, the bytes "SLTS"              |
-//	| sender → receiver |               4 | preamble version 2                                       |
-//	| sender → receiver |              48 | reserved, zero (the first record header ends at byte 64) |
-//	| receiver → sender |               8 | credit grant: bytes the sender may send more (u64);      |
-//	|                   |                 | the first is the window, then as the sink releases       |
-//	| sender → receiver |               4 | record: length L (u32)                                   |
-//	| sender → receiver |               4 | record: kind K (u32)                                     |
-//	| K = 0, L > 0      |               L | one MFP                                                  |
-//	|                   | (-(8+L)) mod 64 | zero padding: the record is a multiple of 64 bytes       |
-//	| K = 0, L = 0      |                 | end of the stream, nothing follows                       |
-//	| K = 1             |              56 | credit wanted: the sender waits to send a frame of L     |
-//	|                   |                 | bytes (1 ≤ L ≤ the window); zero padding                 |
+//	| direction         | bytes       | content                                                  |
+//	|-------------------|-------------|----------------------------------------------------------|
+//	| sender → receiver |           4 | preamble magic 0x53544C53, the bytes "SLTS"              |
+//	| sender → receiver |           4 | preamble version 2                                       |
+//	| sender → receiver |          56 | reserved, zero                                           |
+//	| receiver → sender |           8 | credit grant: bytes the sender may send more (u64);      |
+//	|                   |             | the first is the window, then as the sink releases       |
+//	| sender → receiver |           4 | record header: length L (u32)                            |
+//	| sender → receiver |           4 | record header: kind K (u32)                              |
+//	| sender → receiver |          56 | record header: reserved, zero                            |
+//	| K = 0, L > 0      |           L | one MFP                                                  |
+//	|                   | (-L) mod 64 | zero padding                                             |
+//	| K = 0, L = 0      |             | end of the stream, nothing follows the header            |
+//	| K = 1             |             | credit wanted: the sender waits to send a frame of L     |
+//	|                   |             | bytes (1 ≤ L ≤ the window); nothing follows the header   |
 //
 // The receiver grants the credit the sink released in batches of 1/8 of
 // the window, and sooner to a sender that sent a credit wanted record:

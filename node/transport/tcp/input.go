@@ -27,8 +27,8 @@ const (
 	// tcpVersion1: frames are a u32 length and the MFP, one credit grant
 	// whenever the sink holds nothing more of the connection.
 	tcpVersion1 uint32 = 1
-	// tcpVersion2: records of an 8-byte header, the payload starting at a
-	// multiple of wireAlign in the stream, grants batched and a "credit
+	// tcpVersion2: records of a wireAlign-byte header and the payload
+	// padded to a multiple of wireAlign, grants batched and a "credit
 	// wanted" record from a sender that waits. What Dial sends.
 	tcpVersion2 uint32 = 2
 	// largeWrite: frames at least this big are written with writev
@@ -36,13 +36,16 @@ const (
 	largeWrite = 16 << 10
 )
 
-// Version 2's layout: the preamble (magic, version, reserved zeros) is
-// preambleV2 bytes, so the first record's header ends at wireAlign; each
-// record (header, payload, zero padding) is a multiple of wireAlign bytes,
-// so every header ends, and every payload starts, at a multiple of it.
+// Version 2's layout: the preamble (magic, version, reserved zeros), a
+// record's header (length, kind, reserved zeros) and its payload with its
+// zero padding are each a multiple of wireAlign bytes, so every payload
+// starts at a multiple of it in the stream and in every write the sender
+// makes of whole records: the kernel copies it into the socket's pages,
+// which the sender's threads share between connections, and out of them
+// into the receiver's chunk at aligned offsets.
 const (
 	wireAlign  = 64
-	preambleV2 = wireAlign - 8
+	preambleV2 = wireAlign
 )
 
 // Record kinds of version 2 (the header's second u32).
@@ -50,7 +53,7 @@ const (
 	// recordFrame: L bytes of one MFP follow; L = 0 ends the stream.
 	recordFrame uint32 = 0
 	// recordCreditWanted: the sender waits for credit for a frame of L
-	// bytes; no payload (the record is wireAlign bytes).
+	// bytes; no payload (the record is its header).
 	recordCreditWanted uint32 = 1
 )
 
@@ -62,7 +65,7 @@ type wire struct {
 
 var (
 	wireV1 = wire{header: 4, align: 1}
-	wireV2 = wire{header: 8, align: wireAlign}
+	wireV2 = wire{header: wireAlign, align: wireAlign}
 )
 
 // record is the bytes of a record with an l-byte payload, padding included.
@@ -259,9 +262,9 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 // complete frame on as a view of its chunk: one read(2) takes whatever has
 // arrived, many frames at once, and a frame is copied only when it
 // straddles the end of a chunk (the bytes already received move to the
-// next one, or to the start of this one, at the same offset modulo the
-// version's alignment, so that a version 2 payload starts at a multiple of
-// wireAlign in memory as in the stream). A chunk goes back to the pool when
+// start of the next one, or of this one). Chunks start at page boundaries
+// and records start at multiples of wireAlign in a version 2 stream, so
+// its payloads start at multiples of wireAlign in memory. A chunk goes back to the pool when
 // the reader has left it and the sink released every frame in it; while
 // the sink still holds a frame of a chunk the reader left, the whole chunk
 // counts against the connection's credit window (leave), so that frames
@@ -272,13 +275,7 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 	sz, wv := in.sizes, tc.wire
 	ch := in.newChunk(sz.chunk)
 	defer func() { tc.leave(ch) }()
-	// ch.b[r:w] is received and not yet handed on; the stream so far (the
-	// preamble) is as long as base modulo the alignment.
-	base := 0
-	if wv == wireV2 {
-		base = preambleV2
-	}
-	r, w := base, base
+	r, w := 0, 0 // ch.b[r:w] is received and not yet handed on
 	for {
 		// Invariant: r is at a record boundary.
 		need := wv.header // bytes the record at r needs in this chunk
@@ -286,7 +283,7 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 		for w-r >= wv.header {
 			l := int64(binary.LittleEndian.Uint32(ch.b[r:]))
 			kind := recordFrame
-			if wv.header == 8 {
+			if wv == wireV2 {
 				kind = binary.LittleEndian.Uint32(ch.b[r+4:])
 			}
 			switch {
@@ -339,20 +336,19 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 				return false, err
 			}
 		}
-		off := r & (wv.align - 1) // where r's record starts in a chunk
 		switch {
-		case r > off && w-r <= sz.maxTailMove && ch.refs.Load() == 1:
+		case r > 0 && w-r <= sz.maxTailMove && ch.refs.Load() == 1:
 			// Nothing aliases the chunk: reuse it from its start, so a
 			// sink that releases promptly keeps the reader in the same
 			// few cache-warm pages instead of streaming through the chunk.
-			copy(ch.b[off:], ch.b[r:w])
-			r, w = off, off+w-r
+			copy(ch.b, ch.b[r:w])
+			r, w = 0, w-r
 		case r+need > len(ch.b) || len(ch.b)-w < sz.minRead:
 			// Move the start of the record at r to a fresh chunk.
-			next := in.newChunk(max(sz.chunk, off+need))
-			copy(next.b[off:], ch.b[r:w])
+			next := in.newChunk(max(sz.chunk, need))
+			copy(next.b, ch.b[r:w])
 			tc.leave(ch)
-			ch, r, w = next, off, off+w-r
+			ch, r, w = next, 0, w-r
 		}
 		// Read up to maxRead bytes, or, for a record of at least minRead,
 		// up to its end and the next header: the read that completes a
@@ -365,7 +361,7 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 		n, err := tc.conn.Read(ch.b[w:end])
 		w += n
 		if err != nil && n == 0 {
-			if w > r && !(wv == wireV2 && w-r >= wv.header && binary.LittleEndian.Uint32(ch.b[r+4:]) == recordCreditWanted) {
+			if w > r && !(wv == wireV2 && w-r >= 8 && binary.LittleEndian.Uint32(ch.b[r+4:]) == recordCreditWanted) {
 				in.c.Discard(transport.TruncatedAtDisconnect)
 			}
 			return false, nil

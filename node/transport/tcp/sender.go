@@ -130,7 +130,7 @@ func (s *Stream) waitCredit(ctx context.Context, n int64, ask bool) error {
 		return nil
 	}
 	if ask && s.wire == wireV2 {
-		var rec [wireAlign]byte
+		var rec [wireAlign]byte // a header alone
 		binary.LittleEndian.PutUint32(rec[0:], uint32(n))
 		binary.LittleEndian.PutUint32(rec[4:], recordCreditWanted)
 		s.bw.Write(rec[:])
@@ -187,7 +187,7 @@ var zeros [wireAlign]byte
 // writeFrame writes the header of p and its first cut bytes, and the
 // padding after them when that is all of p.
 func (s *Stream) writeFrame(p []byte, cut int) error {
-	var h [8]byte // length, then (version 2) the record kind, recordFrame
+	var h [wireAlign]byte // length, then (version 2) the record kind, recordFrame, and reserved zeros
 	binary.LittleEndian.PutUint32(h[:], uint32(len(p)))
 	hdr := h[:s.wire.header]
 	var pad []byte
