@@ -30,6 +30,41 @@ func FuzzTCPStream(f *testing.F) {
 	f.Add(frame[:len(frame)-3], []byte{2})
 	f.Add(append(binary.LittleEndian.AppendUint32(nil, 1<<30), 1, 2, 3), []byte{1, 1, 1})
 	f.Add(twice, []byte{1, 3, 9, 1, 20, 2})
+	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
+	fuzzTCPInput(f, binary.LittleEndian.AppendUint32(pre, tcpVersion1))
+}
+
+// FuzzTCPStreamV2 is FuzzTCPStream for version 2 streams: 64-byte record
+// headers of any kind, padding, credit wanted records, cut anywhere.
+func FuzzTCPStreamV2(f *testing.F) {
+	mfp := schemas.AppendMFP(nil, 1, 5, 0, 0, [][]byte{[]byte("payload")}, nil)
+	frame := v2Frame(mfp)
+	end := make([]byte, wireAlign)
+	cat := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	unknown := v2CreditWanted(10)
+	binary.LittleEndian.PutUint32(unknown[4:], 2)
+	f.Add(cat(frame, end), []byte(nil))
+	f.Add(cat(frame, v2CreditWanted(len(mfp)), frame, end), []byte{1, 70, 9, 64, 20, 2})
+	f.Add(frame[:len(frame)-3], []byte{2})
+	f.Add(cat(frame, v2CreditWanted(1<<17)), []byte(nil))
+	f.Add(cat(v2CreditWanted(0), frame), []byte(nil))
+	f.Add(cat(unknown, frame), []byte{64})
+	f.Add(cat(v2Frame(make([]byte, 1<<16+1)), end), []byte{200, 100})
+	f.Add(cat(frame, v2CreditWanted(len(mfp))[:30]), []byte{80})
+	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
+	pre = binary.LittleEndian.AppendUint32(pre, tcpVersion2)
+	fuzzTCPInput(f, append(pre, make([]byte, preambleV2-8)...))
+}
+
+// fuzzTCPInput runs FuzzTCPStream's checks on the fuzzer's stream sent
+// after preamble into one input of 64 KiB windows.
+func fuzzTCPInput(f *testing.F, preamble []byte) {
 	in, err := Listen("127.0.0.1:0", Options{CreditWindow: 1 << 16})
 	if err != nil {
 		f.Fatal(err)
@@ -50,9 +85,7 @@ func FuzzTCPStream(f *testing.F) {
 		// here, naming its state, instead of blocking this worker for good
 		// (a fuzz worker has no per-input timeout).
 		c.SetDeadline(time.Now().Add(streamDeadline))
-		pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion1)
-		rest := append(pre, stream...)
+		rest := append(append([]byte(nil), preamble...), stream...)
 		for _, n := range cuts[:min(len(cuts), 16)] {
 			k := min(int(n), len(rest))
 			if k == 0 {
