@@ -141,6 +141,10 @@ func startProgram(t *testing.T, program string, args ...string) *proc {
 	p := &proc{addr: make(chan string, 1), done: make(chan struct{})}
 	p.cmd = exec.Command(program, args...)
 	p.cmd.Dir = repo
+	// Killed with the test binary, also when it dies of a timeout's panic
+	// (TestMain's cleanup does not run then): a leaked node would hold its
+	// ports, rings and CPU on a machine other tests share.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout = &p.stdout
 	errPipe, err := p.cmd.StderrPipe()
 	if err != nil {
