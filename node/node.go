@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/plugins"
 )
 
 // Options are the node's collaborators.
@@ -262,7 +263,7 @@ func (n *Node) drainTimeout() time.Duration {
 func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) Ledger {
 	workers := 1
 	for _, s := range n.cfg.OnlineStages() {
-		workers += s.Instances
+		workers += s.Instances * plugins.CallsInFlight // each instance's calls in flight
 	}
 	decided := make(chan batch, 1)
 	acks := make(chan pendingAck, 64)

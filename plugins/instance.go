@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,21 +47,34 @@ type instanceConfig struct {
 	arena        *Arena
 }
 
-// instance is one running plugin process. It is used by one goroutine at a
-// time: one batch in flight per process.
+// CallsInFlight is how many Decide calls a stage has outstanding on one
+// plugin process that speaks the pipelined protocol (handshake version 2,
+// as every plugin built with the SDK does; 1 for version 1): one being decided and
+// one waiting in the plugin, so that the plugin starts the next batch as
+// soon as it answers one instead of after a round trip to the host
+// (`sluice bench`: batches waited 2-5 ms in the queue for the one instance,
+// with the plugin idle between calls).
+const CallsInFlight = 2
+
+// instance is one running plugin process. Up to depth goroutines use it at
+// once (depth calls in flight); mu orders the placing of their batches.
 type instance struct {
-	cfg         *instanceConfig
-	client      *plugin.Client
-	rpc         pluginpb.TriggerClient
-	pid         int
-	desc        sdk.Description
+	cfg    *instanceConfig
+	client *plugin.Client
+	rpc    pluginpb.TriggerClient
+	pid    int
+	desc   sdk.Description
+	depth  int        // Decide calls it takes at once: CallsInFlight, or 1 for a plugin of wire.ProtocolVersion
+	output []*lineLog // what the plugin writes to os.Stdout and os.Stderr once serving
+
+	// mu guards what follows; a batch placed in the region or inline keeps
+	// it until its answer, since the next batch would overwrite the buffer.
+	mu          sync.Mutex
 	region      *wire.Region // nil until the first shared-memory batch
 	inbuf       []byte       // reused buffer for inline batches
-	seq         uint64
+	seq         uint64       // the last batch's BatchSeq: 1, 2, 3, … without gaps
 	schema      *arrow.Schema // the last schema sent by layout, and its IPC bytes
 	schemaBytes []byte
-	sentBy      string     // transport of the last batch: "layout", "region" or "inline"
-	output      []*lineLog // what the plugin writes to os.Stdout and os.Stderr once serving
 }
 
 // startInstance starts the plugin binary, checks the handshake and asks for
@@ -72,9 +86,10 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	plog := cfg.log.With("stage", cfg.stage, "plugin", filepath.Base(cfg.path))
 	output := []*lineLog{{log: plog, msg: msgStdout}, {log: plog, msg: msgStderr}}
 	var run *stdoutRunner
+	set := plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{}}
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
-		Plugins:          plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{}},
+		VersionedPlugins: map[int]plugin.PluginSet{wire.ProtocolVersion: set, wire.ProtocolPipelined: set},
 		RunnerFunc:       runnerFunc(cmd, &lineLog{log: plog, msg: msgStdout}, &run),
 		SyncStdout:       output[0],
 		SyncStderr:       output[1],
@@ -104,7 +119,7 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 			}
 		}
 		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
-			return fail(fmt.Sprintf("speaks another trigger protocol version than this host (%d)", wire.ProtocolVersion), err)
+			return fail(fmt.Sprintf("speaks another trigger protocol version than this host (%d or %d)", wire.ProtocolVersion, wire.ProtocolPipelined), err)
 		}
 		return fail(fmt.Sprintf("not a sluice trigger plugin (go-plugin handshake failed; protocol version %d)", wire.ProtocolVersion), err)
 	}
@@ -112,7 +127,10 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	if err != nil {
 		return fail("does not serve the trigger service", err)
 	}
-	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output}
+	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output, depth: 1}
+	if c.NegotiatedVersion() == wire.ProtocolPipelined {
+		in.depth = CallsInFlight
+	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
 	d, err := in.rpc.Describe(dctx, &pluginpb.DescribeRequest{})
@@ -147,27 +165,39 @@ func (in *instance) configure(ctx context.Context, params map[string]string) err
 
 // decide sends rec (only the columns the plugin asked for), or l's batch
 // when l is not nil, and returns the plugin's verdict on each of its n
-// rows. With a lease the batch is read only while placing it; errReleased
-// when its owner released it before.
-func (in *instance) decide(ctx context.Context, n int, rec arrow.RecordBatch, l *lease) ([]schemas.Verdict, error) {
-	req, err := in.request(rec, l)
+// rows and how the batch travelled (transportLayout, transportRegion or
+// transportInline). With a lease the batch is read only while placing it;
+// errReleased when its owner released it before. Safe for in.depth
+// goroutines at once.
+func (in *instance) decide(ctx context.Context, n int, rec arrow.RecordBatch, l *lease) ([]schemas.Verdict, string, error) {
+	in.mu.Lock()
+	req, sentBy, err := in.request(rec, l)
+	if err != nil || sentBy == transportLayout {
+		// A layout names the batch's own buffers in the arena: the next
+		// batch may be placed while this one is decided.
+		in.mu.Unlock()
+	} else {
+		defer in.mu.Unlock()
+	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	resp, err := in.rpc.Decide(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return decodeResults(resp, n, in.desc.Name)
+	res, err := decodeResults(resp, n, in.desc.Name)
+	return res, sentBy, err
 }
 
 // request places the batch for the plugin: rec, or l's batch while l
-// holds it.
-func (in *instance) request(rec arrow.RecordBatch, l *lease) (*pluginpb.DecideRequest, error) {
+// holds it. The caller holds in.mu. A batch that could not be placed takes
+// no BatchSeq, so the plugin never waits for one that was not sent.
+func (in *instance) request(rec arrow.RecordBatch, l *lease) (*pluginpb.DecideRequest, string, error) {
 	if l != nil {
 		var ok bool
 		if rec, ok = l.acquire(); !ok {
-			return nil, errReleased
+			return nil, "", errReleased
 		}
 		defer l.placed()
 	}
@@ -175,34 +205,37 @@ func (in *instance) request(rec arrow.RecordBatch, l *lease) (*pluginpb.DecideRe
 		rec = project(rec, in.desc.Columns)
 		defer rec.Release()
 	}
-	in.seq++
-	req := &pluginpb.DecideRequest{BatchSeq: in.seq}
-	if err := in.place(rec, req); err != nil {
-		return nil, err
+	req := &pluginpb.DecideRequest{}
+	sentBy, err := in.place(rec, req)
+	if err != nil {
+		return nil, "", err
 	}
-	return req, nil
+	in.seq++
+	req.BatchSeq = in.seq
+	return req, sentBy, nil
 }
 
 // place writes rec's IPC stream into the instance's shared-memory region
 // (made or grown as needed) or, for inline instances, into a reused buffer
-// carried in the request.
-func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) error {
+// carried in the request, or names its buffers in the arena; it returns
+// which of the three it did.
+func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) (string, error) {
 	if in.cfg.arena != nil && !in.cfg.inline {
 		if in.schema == nil || !in.schema.Equal(rec.Schema()) {
 			b, err := wire.SchemaBytes(rec.Schema())
 			if err != nil {
-				return err
+				return "", err
 			}
 			in.schema, in.schemaBytes = rec.Schema(), b
 		}
 		// A batch built in the arena travels as the places of its buffers.
 		if l, ok := in.cfg.arena.Layout(rec, in.schemaBytes); ok {
-			req.Batch, in.sentBy = &pluginpb.DecideRequest_Layout{Layout: l}, transportLayout
-			return nil
+			req.Batch = &pluginpb.DecideRequest_Layout{Layout: l}
+			return transportLayout, nil
 		}
 	}
 	if in.cfg.inline {
-		return in.placeInline(rec, req)
+		return transportInline, in.placeInline(rec, req)
 	}
 	need := wire.StreamSize(rec)
 	for {
@@ -211,7 +244,7 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 				// No shared memory to be had (e.g. /dev/shm full): the batch
 				// still goes, inside the request.
 				in.cfg.log.Warn("no shared-memory region for a batch; sending it in the request", "stage", in.cfg.stage, "plugin_path", in.cfg.path, "bytes", need, "error", err)
-				return in.placeInline(rec, req)
+				return transportInline, in.placeInline(rec, req)
 			}
 		}
 		n, err := wire.EncodeBatch(in.region.Data, rec, in.cfg.mem)
@@ -220,13 +253,12 @@ func (in *instance) place(rec arrow.RecordBatch, req *pluginpb.DecideRequest) er
 			continue
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		req.Batch = &pluginpb.DecideRequest_Shared{Shared: &pluginpb.SharedBatch{
 			Region: in.region.Path, RegionSize: uint64(len(in.region.Data)), Offset: 0, Length: uint64(n),
 		}}
-		in.sentBy = transportRegion
-		return nil
+		return transportRegion, nil
 	}
 }
 
@@ -240,7 +272,7 @@ func (in *instance) placeInline(rec arrow.RecordBatch, req *pluginpb.DecideReque
 	if err != nil {
 		return err
 	}
-	req.Batch, in.sentBy = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}, transportInline
+	req.Batch = &pluginpb.DecideRequest_Inline{Inline: in.inbuf[:n]}
 	return nil
 }
 
@@ -272,12 +304,15 @@ func (in *instance) kill() {
 }
 
 // close asks the plugin to exit (killing it after go-plugin's grace period)
-// and removes the instance's region.
+// and removes the instance's region (once a call placing a batch there has
+// ended: the process is gone, so it ends at once).
 func (in *instance) close() {
 	in.client.Kill()
 	for _, o := range in.output {
 		o.flush()
 	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.region != nil {
 		in.region.Close()
 		in.region = nil

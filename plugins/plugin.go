@@ -107,7 +107,8 @@ func (p *Plugin) Configure(ctx context.Context, params map[string]string) error 
 // plugin's verdict on each row, as it gave it (no stage, prescales or
 // deferral policy).
 func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.Verdict, error) {
-	return p.in.decide(ctx, int(rec.NumRows()), rec, nil)
+	res, _, err := p.in.decide(ctx, int(rec.NumRows()), rec, nil)
+	return res, err
 }
 
 // Close stops the plugin process and removes its shared-memory region.

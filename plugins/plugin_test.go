@@ -120,11 +120,11 @@ func TestArenaRoundTrip(t *testing.T) {
 	}
 	defer p.Close()
 	req := &pluginpb.DecideRequest{}
-	if err := p.in.place(rec, req); err != nil || req.GetLayout() == nil {
-		t.Fatalf("arena batch not sent by layout (%v)", err)
+	if by, err := p.in.place(rec, req); err != nil || req.GetLayout() == nil || by != transportLayout {
+		t.Fatalf("arena batch not sent by layout (%s, %v)", by, err)
 	}
-	if err := p.in.place(heap, req); err != nil || req.GetShared() == nil {
-		t.Fatalf("heap batch not sent through the region (%v)", err)
+	if by, err := p.in.place(heap, req); err != nil || req.GetShared() == nil || by != transportRegion {
+		t.Fatalf("heap batch not sent through the region (%s, %v)", by, err)
 	}
 	a, err := p.Decide(ctx, rec)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-daq/sluice/schemas"
@@ -201,6 +202,72 @@ func TestHang(t *testing.T) {
 			t.Fatalf("hung process %d still alive", first)
 		}
 		c.Close()
+	}
+}
+
+// TestHangPipelined: one instance of a plugin built with the SDK takes
+// two batches at once (it speaks the pipelined protocol). The first hangs
+// (once), so the second, sent behind it, fails with the process when the
+// deadline kills it: two failed calls, one restart, and both batches are
+// then decided by the new process, every event once. One call at a time,
+// the second batch would have waited for the restarted process (one
+// failure).
+func TestHangPipelined(t *testing.T) {
+	arena, err := NewArena(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { arena.Close() })
+	mem := memory.NewCheckedAllocator(arena)
+	t.Cleanup(func() { mem.AssertSize(t, 0) }) // after synthetic's release
+	batches := synthetic(t, mem, 0, 40, 20, 16)
+	hung := t.TempDir() + "/hung"
+	reg := prometheus.NewRegistry()
+	c, err := NewChain(context.Background(), Config{Stages: []StageConfig{{
+		Name: "hlt", Plugin: pluginPath("hang"), Params: map[string]string{"event": "5", "once": hung},
+		Deadline: time.Second, RestartBackoff: 10 * time.Millisecond,
+	}}, Options: Options{Allocator: mem, Arena: arena}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if d := c.stages[0].depth; d != CallsInFlight {
+		t.Fatalf("%d calls in flight per instance, want %d", d, CallsInFlight)
+	}
+	results := make([][]schemas.Verdict, len(batches))
+	var wg sync.WaitGroup
+	for b := range batches {
+		wg.Go(func() {
+			res, err := decideRec(context.Background(), c, batches[b])
+			if err != nil {
+				t.Error(err)
+			}
+			results[b] = res
+		})
+		if b == 0 {
+			for { // until the plugin hangs on the first batch (bounded by the test timeout)
+				if _, err := os.Stat(hung); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	wg.Wait()
+	got := map[uint64]schemas.Verdict{}
+	for b, rec := range batches {
+		collect(t, got, rec, results[b])
+	}
+	for id := range uint64(40) {
+		if r, ok := got[id]; !ok || r.Decision != schemas.DecisionAccept {
+			t.Fatalf("event %d: %+v (decided %v)", id, r, ok)
+		}
+	}
+	if n := metricValue(t, reg, "sluice_trigger_call_failures_total"); n != 2 {
+		t.Errorf("%v failed calls, want 2 (the hung batch and the one behind it)", n)
+	}
+	if n := metricValue(t, reg, "sluice_trigger_restarts_total"); n != 1 {
+		t.Errorf("%v restarts, want 1", n)
 	}
 }
 

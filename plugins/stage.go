@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,13 @@ import (
 )
 
 // slot is one instance position of a stage; inst is nil while the process
-// is down (it failed to restart).
+// is down (it failed to restart). The stage's free channel holds a slot
+// once per call its instance takes at once (instance.depth); mu guards
+// inst, failures and down among those calls: the first to find the
+// process down restarts it, and only the first to see a process fail
+// drops it.
 type slot struct {
+	mu       sync.Mutex
 	inst     *instance
 	failures int          // consecutive failures, for the back-off
 	down     string       // why inst was dropped: the restart's reason
@@ -44,7 +50,8 @@ type stage struct {
 	log      *slog.Logger
 	m        *metrics
 	slots    []*slot
-	free     chan *slot
+	free     chan *slot // each slot once per call in flight it takes
+	depth    int        // calls in flight per slot (instance.depth)
 	waiting  atomic.Int64    // events in batches waiting for a free slot
 	counters []atomic.Uint64 // per line: firings seen by the prescale
 	prescale []uint64        // per line; 0 or 1: none
@@ -59,7 +66,7 @@ type stage struct {
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
 func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*stage, error) {
-	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances)}
+	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances*CallsInFlight)}
 	s.log = s.icfg.log.With("stage", cfg.Name, "plugin_path", cfg.Plugin)
 	s.fraction.Store(math.Float64bits(cfg.Deferral.Fraction))
 	for _, c := range cfg.Name {
@@ -88,7 +95,12 @@ func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*
 		sl := &slot{}
 		sl.set(in)
 		s.slots = append(s.slots, sl)
-		s.free <- sl
+		// A restart runs the same binary (restart checks its digest), so
+		// the depth its first process negotiated holds for the slot.
+		s.depth = in.depth
+		for range s.depth {
+			s.free <- sl
+		}
 		s.gauge(s.m.up).Inc()
 	}
 	if cfg.Shadow != nil {
@@ -258,8 +270,10 @@ func (s *stage) callOn(ctx context.Context, n int, rec arrow.RecordBatch, l *lea
 	defer func() { s.free <- sl }()
 	var lastErr error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		sl.mu.Lock()
 		if sl.inst == nil {
 			if err := s.restart(ctx, sl); err != nil {
+				sl.mu.Unlock()
 				if ctx.Err() != nil {
 					return nil, "", ctx.Err()
 				}
@@ -267,27 +281,33 @@ func (s *stage) callOn(ctx context.Context, n int, rec arrow.RecordBatch, l *lea
 				continue
 			}
 		}
+		in := sl.inst
+		sl.mu.Unlock()
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.Deadline)
-		res, err := sl.inst.decide(cctx, n, rec, l)
+		res, sentBy, err := in.decide(cctx, n, rec, l)
 		cancel()
 		if err == nil {
 			s.cnt.calls.Add(1)
 			s.hist().Observe(time.Since(t0).Seconds())
-			s.m.transport.WithLabelValues(s.cfg.Name, s.desc.Name, sl.inst.sentBy).Inc()
-			sl.failures = 0
+			s.m.transport.WithLabelValues(s.cfg.Name, s.desc.Name, sentBy).Inc()
+			sl.mu.Lock()
+			if sl.inst == in {
+				sl.failures = 0
+			}
+			sl.mu.Unlock()
 			return res, outcomeDecided, nil
 		}
 		if ctx.Err() != nil {
 			// The caller gave up (the node is stopping): the batch is neither
 			// failed nor done, and the process may be mid-call.
-			s.drop(sl, reasonCancelled)
+			s.dropIf(sl, in, reasonCancelled)
 			return nil, "", ctx.Err()
 		}
 		if errors.Is(err, errReleased) {
 			return nil, "", err
 		}
-		reason := s.classify(sl.inst, err)
+		reason := s.classify(in, err)
 		if reason == reasonError && l != nil && l.wasRevoked() {
 			// Not the plugin's failure: it read a batch whose memory its
 			// owner had taken back.
@@ -296,10 +316,12 @@ func (s *stage) callOn(ctx context.Context, n int, rec arrow.RecordBatch, l *lea
 		lastErr = err
 		s.cnt.failures.Add(1)
 		s.m.failures.WithLabelValues(s.cfg.Name, s.desc.Name, reason).Inc()
-		s.log.Warn("trigger plugin failed on a batch", "plugin", s.desc.Name, "pid", sl.inst.pid,
+		s.log.Warn("trigger plugin failed on a batch", "plugin", s.desc.Name, "pid", in.pid,
 			"attempt", attempt, "of", s.cfg.MaxAttempts, "reason", reason, "events", n, "error", err)
 		if reason != reasonError {
-			s.drop(sl, reason)
+			// The other calls in flight on the process fail with it (and
+			// are tried again, each on its own attempts): one restart.
+			s.dropIf(sl, in, reason)
 		}
 	}
 	reason := schemas.Reason{Kind: schemas.ReasonTriggerError,
@@ -329,7 +351,19 @@ func (s *stage) classify(in *instance, err error) string {
 	return reasonError
 }
 
-// drop kills the slot's process; the next attempt restarts it.
+// dropIf drops the slot's process if it is still in, the process the
+// failed call ran on (another call in flight on it may have dropped it,
+// and a third restarted the slot, already).
+func (s *stage) dropIf(sl *slot, in *instance, reason string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.inst == in {
+		s.drop(sl, reason)
+	}
+}
+
+// drop kills the slot's process; the next attempt restarts it. The caller
+// holds sl.mu.
 func (s *stage) drop(sl *slot, reason string) {
 	sl.inst.kill()
 	sl.set(nil)
@@ -340,7 +374,8 @@ func (s *stage) drop(sl *slot, reason string) {
 	s.gauge(s.m.up).Dec()
 }
 
-// restart starts a new process in the slot after the back-off.
+// restart starts a new process in the slot after the back-off; the caller
+// holds sl.mu.
 func (s *stage) restart(ctx context.Context, sl *slot) error {
 	wait := s.cfg.RestartBackoff << min(max(sl.failures-1, 0), 20)
 	wait = min(wait, s.cfg.MaxRestartBackoff)
@@ -453,8 +488,11 @@ func (s *stage) close() {
 	if s.shadow != nil {
 		s.shadow.close()
 	}
-	for range s.slots {
-		sl := <-s.free
+	// Every slot's every call back: no batch in flight.
+	for range len(s.slots) * s.depth {
+		<-s.free
+	}
+	for _, sl := range s.slots {
 		if sl.inst != nil {
 			sl.inst.close()
 			sl.set(nil)

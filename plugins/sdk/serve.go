@@ -25,9 +25,13 @@ import (
 func Serve(t Trigger) {
 	log := Logger(t.Describe().Name)
 	go exitWithParent(log)
+	// One server for both protocol versions: it decides the calls one at a
+	// time in BatchSeq order, which also serves a host that sends one at a
+	// time (wire.ProtocolVersion).
+	set := plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{Impl: newServer(t, log)}}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: wire.Handshake,
-		Plugins:         plugin.PluginSet{wire.PluginName: &wire.GRPCPlugin{Impl: &server{t: t, log: log}}},
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{wire.ProtocolVersion: set, wire.ProtocolPipelined: set},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts, wire.ServerOptions()...)...)
 		},

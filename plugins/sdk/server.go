@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/hashicorp/go-hclog"
@@ -15,15 +16,89 @@ import (
 	"github.com/sluice-daq/sluice/schemas"
 )
 
-// server serves one Trigger over the sluice.trigger.v1 gRPC service.
+// server serves one Trigger over the sluice.trigger.v1 gRPC service. gRPC
+// runs each call in its own goroutine; the Decide calls take turns (turns),
+// so the Trigger sees one batch at a time, in the host's order.
 type server struct {
 	pluginpb.UnimplementedTriggerServer
 	t      Trigger
 	log    hclog.Logger
+	turns  turns
 	shm    wire.Mapping // the instance's region (SharedBatch)
 	arena  wire.Mapping // the host's arena (SharedLayout)
 	layout wire.LayoutReader
 	out    []schemas.Verdict // reused across batches
+}
+
+func newServer(t Trigger, log hclog.Logger) *server {
+	s := &server{t: t, log: log}
+	s.turns.cond = sync.NewCond(&s.turns.mu)
+	s.turns.next = 1
+	return s
+}
+
+// turns orders the Decide calls by BatchSeq: a host of
+// wire.ProtocolPipelined numbers its batches 1, 2, 3, … without gaps and may
+// send the next before the last is answered, and its calls can reach the
+// server's goroutines in another order. A call runs when no other runs and
+// its number is the next one (or one already passed: a host that numbers
+// otherwise is served one call at a time, in arrival order). A call whose
+// context ends while it waits gives its turn up.
+type turns struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	busy    bool
+	next    uint64              // the BatchSeq whose turn is next
+	skipped map[uint64]struct{} // numbers given up while waiting, passed over when their turn comes
+}
+
+// take waits for seq's turn; it returns ctx.Err() when ctx ends first.
+func (t *turns) take(ctx context.Context, seq uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		t.mu.Lock()
+		t.cond.Broadcast()
+		t.mu.Unlock()
+	})
+	defer stop()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.busy || seq > t.next {
+		if err := ctx.Err(); err != nil {
+			if seq >= t.next {
+				if t.skipped == nil {
+					t.skipped = map[uint64]struct{}{}
+				}
+				t.skipped[seq] = struct{}{}
+				t.advanceLocked()
+			}
+			return err
+		}
+		t.cond.Wait()
+	}
+	t.busy = true
+	return nil
+}
+
+// done ends seq's turn.
+func (t *turns) done(seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy = false
+	if seq >= t.next {
+		t.next = seq + 1
+	}
+	t.advanceLocked()
+	t.cond.Broadcast()
+}
+
+func (t *turns) advanceLocked() {
+	for {
+		if _, ok := t.skipped[t.next]; !ok {
+			return
+		}
+		delete(t.skipped, t.next)
+		t.next++
+	}
 }
 
 func (s *server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.Description, error) {
@@ -38,7 +113,11 @@ func (s *server) Configure(_ context.Context, req *pluginpb.ConfigureRequest) (*
 	return &pluginpb.ConfigureResponse{}, nil
 }
 
-func (s *server) Decide(_ context.Context, req *pluginpb.DecideRequest) (*pluginpb.DecideResponse, error) {
+func (s *server) Decide(ctx context.Context, req *pluginpb.DecideRequest) (*pluginpb.DecideResponse, error) {
+	if err := s.turns.take(ctx, req.GetBatchSeq()); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	defer s.turns.done(req.GetBatchSeq())
 	if l := req.GetLayout(); l != nil {
 		region, err := s.arena.View(l.GetRegion(), l.GetRegionSize(), 0, l.GetRegionSize())
 		if err != nil {

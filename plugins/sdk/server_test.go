@@ -3,8 +3,12 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/hashicorp/go-hclog"
@@ -66,7 +70,7 @@ func TestServerDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &pluginpb.DecideRequest{Batch: &pluginpb.DecideRequest_Inline{Inline: buf[:n]}}
-	s := &server{t: &fake{panicAt: 99}, log: hclog.NewNullLogger()}
+	s := newServer(&fake{panicAt: 99}, hclog.NewNullLogger())
 	d, _ := s.Describe(context.Background(), nil)
 	if d.GetName() != "fake" || len(d.GetLines()) != 2 || d.GetColumns()[0] != "ecal" {
 		t.Fatalf("description %v", d)
@@ -89,7 +93,7 @@ func TestServerDecide(t *testing.T) {
 		f    *fake
 		says string
 	}{{&fake{panicAt: 6}, "panicked: boom"}, {&fake{panicAt: 99, lazy: true}, "left event 4"}, {&fake{fail: true}, "cannot decide"}} {
-		s := &server{t: c.f, log: hclog.NewNullLogger()}
+		s := newServer(c.f, hclog.NewNullLogger())
 		if _, err := s.Decide(context.Background(), req); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: %v", c.f, err)
 		}
@@ -97,6 +101,90 @@ func TestServerDecide(t *testing.T) {
 	bad := &pluginpb.DecideRequest{Batch: &pluginpb.DecideRequest_Inline{Inline: buf[:n/3]}}
 	if _, err := s.Decide(context.Background(), bad); err == nil {
 		t.Error("truncated batch decided")
+	}
+}
+
+// recorder notes the first event id of each batch it decides and how many
+// of its Decide calls ever ran at once.
+type recorder struct {
+	mu      sync.Mutex
+	firsts  []uint64
+	running atomic.Int32
+	most    atomic.Int32
+}
+
+func (r *recorder) Describe() Description           { return Description{Name: "recorder", Lines: []string{"all"}} }
+func (r *recorder) Configure(map[string]string) error { return nil }
+func (r *recorder) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
+	n := r.running.Add(1)
+	defer r.running.Add(-1)
+	if n > r.most.Load() {
+		r.most.Store(n)
+	}
+	time.Sleep(time.Millisecond) // room for an overlap, were there one
+	r.mu.Lock()
+	r.firsts = append(r.firsts, ev.EventID(0))
+	r.mu.Unlock()
+	for i := range out {
+		out[i] = Accept(1)
+	}
+	return nil
+}
+
+// TestServerTakesTurns sends batches 1..8 of a pipelining host at once, in
+// reverse order, and one that gives up while waiting: the trigger decides
+// them one at a time in BatchSeq order, passing over the one given up.
+func TestServerTakesTurns(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	const batches = 8
+	reqs := make([]*pluginpb.DecideRequest, batches+1)
+	for seq := 1; seq <= batches; seq++ {
+		rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{FirstEventID: uint64(100 * seq), Events: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, wire.StreamSize(rec))
+		n, err := wire.EncodeBatch(buf, rec, mem)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs[seq] = &pluginpb.DecideRequest{BatchSeq: uint64(seq), Batch: &pluginpb.DecideRequest_Inline{Inline: buf[:n]}}
+	}
+	r := &recorder{}
+	s := newServer(r, hclog.NewNullLogger())
+	// Batch 5 waits (behind 1-4, not sent yet) until its caller gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error)
+	go func() {
+		_, err := s.Decide(ctx, reqs[5])
+		gaveUp <- err
+	}()
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("batch 5 decided before batches 1-4 were sent")
+	}
+	var wg sync.WaitGroup
+	for seq := batches; seq >= 1; seq-- {
+		if seq == 5 {
+			continue
+		}
+		wg.Go(func() {
+			resp, err := s.Decide(context.Background(), reqs[seq])
+			if err != nil || len(resp.GetVerdicts()) != 3 {
+				t.Errorf("batch %d: %v %v", seq, resp, err)
+			}
+		})
+		time.Sleep(time.Millisecond) // the later numbers arrive first
+	}
+	wg.Wait()
+	want := []uint64{100, 200, 300, 400, 600, 700, 800}
+	if fmt.Sprint(r.firsts) != fmt.Sprint(want) {
+		t.Errorf("batches decided in the order of their first events %v, want %v", r.firsts, want)
+	}
+	if m := r.most.Load(); m != 1 {
+		t.Errorf("%d Decide calls of the trigger ran at once, want 1", m)
 	}
 }
 

@@ -9,10 +9,19 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ProtocolVersion is the trigger protocol version spoken in the go-plugin
-// handshake; it equals the version in the proto package name
-// (sluice.trigger.v1). A host refuses plugins that speak another version.
+// ProtocolVersion is the base trigger protocol version spoken in the
+// go-plugin handshake: the service of the proto package sluice.trigger.v1,
+// one Decide call at a time per plugin process. A host refuses plugins that
+// speak neither it nor ProtocolPipelined.
 const ProtocolVersion = 1
+
+// ProtocolPipelined (handshake version 2) is the same service with Decide
+// calls that may overlap: the host sends up to a few batches to one process
+// before the first is answered, numbered BatchSeq 1, 2, 3, … over the
+// process's life without gaps, and the plugin decides them one at a time
+// in BatchSeq order (the SDK does). It hides the round trip between batches;
+// hosts and plugins that speak both settle on it in the handshake.
+const ProtocolPipelined = 2
 
 // PluginName is the name of the one plugin a trigger binary serves.
 const PluginName = "trigger"
