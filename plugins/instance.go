@@ -70,9 +70,9 @@ type instance struct {
 	// mu guards what follows; a batch placed in the region or inline keeps
 	// it until its answer, since the next batch would overwrite the buffer.
 	mu          sync.Mutex
-	region      *wire.Region // nil until the first shared-memory batch
-	inbuf       []byte       // reused buffer for inline batches
-	seq         uint64       // the last batch's BatchSeq: 1, 2, 3, … without gaps
+	region      *wire.Region  // nil until the first shared-memory batch
+	inbuf       []byte        // reused buffer for inline batches
+	seq         uint64        // the last batch's BatchSeq: 1, 2, 3, … without gaps
 	schema      *arrow.Schema // the last schema sent by layout, and its IPC bytes
 	schemaBytes []byte
 }

@@ -50,8 +50,8 @@ type stage struct {
 	log      *slog.Logger
 	m        *metrics
 	slots    []*slot
-	free     chan *slot // each slot once per call in flight it takes
-	depth    int        // calls in flight per slot (instance.depth)
+	free     chan *slot      // each slot once per call in flight it takes
+	depth    int             // calls in flight per slot (instance.depth)
 	waiting  atomic.Int64    // events in batches waiting for a free slot
 	counters []atomic.Uint64 // per line: firings seen by the prescale
 	prescale []uint64        // per line; 0 or 1: none

@@ -113,7 +113,9 @@ type recorder struct {
 	most    atomic.Int32
 }
 
-func (r *recorder) Describe() Description           { return Description{Name: "recorder", Lines: []string{"all"}} }
+func (r *recorder) Describe() Description {
+	return Description{Name: "recorder", Lines: []string{"all"}}
+}
 func (r *recorder) Configure(map[string]string) error { return nil }
 func (r *recorder) Decide(ev *schemas.EventBatch, out []schemas.Verdict) error {
 	n := r.running.Add(1)
