@@ -47,9 +47,10 @@ type instanceConfig struct {
 	arena        *Arena
 }
 
-// CallsInFlight is how many Decide calls a stage has outstanding on one
-// plugin process that speaks the pipelined protocol (handshake version 2,
-// as every plugin built with the SDK does; 1 for version 1): one being decided and
+// CallsInFlight is how many Decide calls a stage with an arena has
+// outstanding on one plugin process that speaks the pipelined protocol
+// (handshake version 2, as every plugin built with the SDK does; 1 for
+// version 1, or without an arena): one being decided and
 // one waiting in the plugin, so that the plugin starts the next batch as
 // soon as it answers one instead of after a round trip to the host
 // (`sluice bench`: batches waited 2-5 ms in the queue for the one instance,
@@ -64,7 +65,7 @@ type instance struct {
 	rpc    pluginpb.TriggerClient
 	pid    int
 	desc   sdk.Description
-	depth  int        // Decide calls it takes at once: CallsInFlight, or 1 for a plugin of wire.ProtocolVersion
+	depth  int        // Decide calls it takes at once: CallsInFlight, or 1 (wire.ProtocolVersion, or no arena)
 	output []*lineLog // what the plugin writes to os.Stdout and os.Stderr once serving
 
 	// mu guards what follows; a batch placed in the region or inline keeps
@@ -128,7 +129,11 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 		return fail("does not serve the trigger service", err)
 	}
 	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output, depth: 1}
-	if c.NegotiatedVersion() == wire.ProtocolPipelined {
+	if c.NegotiatedVersion() == wire.ProtocolPipelined && cfg.arena != nil && !cfg.inline {
+		// Batches in the arena travel as the places of their own buffers;
+		// one copied into the region (or inline) holds the instance's one
+		// buffer until answered, so without an arena a second call would
+		// only wait behind the first, uncounted in the stage's backlog.
 		in.depth = CallsInFlight
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
