@@ -20,8 +20,9 @@ import (
 )
 
 // slot is one instance position of a stage; inst is nil while the process
-// is down (it failed to restart). The stage's free channel holds a slot
-// once per call its instance takes at once (instance.depth); mu guards
+// is down (it failed to restart). The stage's free channel holds each slot
+// once, its extra channel once more per further call its instance takes at
+// once (instance.depth); mu guards
 // inst, failures and down among those calls: the first to find the
 // process down restarts it, and only the first to see a process fail
 // drops it.
@@ -50,7 +51,8 @@ type stage struct {
 	log      *slog.Logger
 	m        *metrics
 	slots    []*slot
-	free     chan *slot      // each slot once per call in flight it takes
+	free     chan *slot      // each slot once: a call goes to an idle instance first
+	extra    chan *slot      // each slot depth-1 times: further calls when every instance has one
 	depth    int             // calls in flight per slot (instance.depth)
 	waiting  atomic.Int64    // events in batches waiting for a free slot
 	counters []atomic.Uint64 // per line: firings seen by the prescale
@@ -66,7 +68,8 @@ type stage struct {
 
 // newStage starts a stage of cfg, whose defaults NewChain filled in.
 func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*stage, error) {
-	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m, free: make(chan *slot, cfg.Instances*CallsInFlight)}
+	s := &stage{cfg: cfg, icfg: opts.instanceConfig(cfg.Plugin, cfg.Name), m: m,
+		free: make(chan *slot, cfg.Instances), extra: make(chan *slot, cfg.Instances*(CallsInFlight-1))}
 	s.log = s.icfg.log.With("stage", cfg.Name, "plugin_path", cfg.Plugin)
 	s.fraction.Store(math.Float64bits(cfg.Deferral.Fraction))
 	for _, c := range cfg.Name {
@@ -98,8 +101,9 @@ func newStage(ctx context.Context, cfg StageConfig, opts Options, m *metrics) (*
 		// A restart runs the same binary (restart checks its digest), so
 		// the depth its first process negotiated holds for the slot.
 		s.depth = in.depth
-		for range s.depth {
-			s.free <- sl
+		s.free <- sl
+		for range s.depth - 1 {
+			s.extra <- sl
 		}
 		s.gauge(s.m.up).Inc()
 	}
@@ -258,16 +262,23 @@ func (s *stage) callOn(ctx context.Context, n int, rec arrow.RecordBatch, l *lea
 	s.waiting.Add(int64(n))
 	g.Add(float64(n))
 	var sl *slot
+	from := s.free
 	select {
-	case sl = <-s.free:
-	case <-ctx.Done():
+	case sl = <-s.free: // an instance with no call: the batch is decided at once
+	default:
+		select {
+		case sl = <-s.free:
+		case sl = <-s.extra:
+			from = s.extra
+		case <-ctx.Done():
+		}
 	}
 	s.waiting.Add(-int64(n))
 	g.Sub(float64(n))
 	if sl == nil {
 		return nil, "", ctx.Err()
 	}
-	defer func() { s.free <- sl }()
+	defer func() { from <- sl }()
 	var lastErr error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		sl.mu.Lock()
@@ -489,8 +500,11 @@ func (s *stage) close() {
 		s.shadow.close()
 	}
 	// Every slot's every call back: no batch in flight.
-	for range len(s.slots) * s.depth {
+	for range s.slots {
 		<-s.free
+		for range s.depth - 1 {
+			<-s.extra
+		}
 	}
 	for _, sl := range s.slots {
 		if sl.inst != nil {
