@@ -24,7 +24,9 @@
 // schemas.EventBatch view gives typed access (event id, status bits, a
 // source's payload, a source group's payloads) without indexing columns.
 // A decision is a schemas.Verdict, the type it keeps through the host and
-// the node to the store.
+// the node to the store. The host may send the next batch before the last
+// is answered; Serve still calls Decide one batch at a time, in the
+// host's order, so a Trigger needs no locking.
 package sdk
 
 import (
