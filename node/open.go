@@ -60,8 +60,8 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 	if stages := cfg.OnlineStages(); len(stages) > 0 || replay {
 		// What a node killed with SIGKILL left in /dev/shm first: the
 		// arena needs its space.
-		if n, bytes := plugins.RemoveStaleRegions(); n > 0 {
-			log.Warn("reclaimed the shared-memory regions of dead trigger hosts", "regions", n, "bytes", bytes)
+		for _, r := range plugins.RemoveStaleRegions() {
+			log.Warn(plugins.ReclaimedRegion, "pid", r.PID, "path", r.Path, "bytes", r.Bytes)
 		}
 		// The builder builds its batches in this shared memory, which every
 		// plugin maps once: batches reach the plugins without a copy. It
@@ -100,12 +100,16 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 		}
 		t := transport.Lookup(u.Scheme)
 		if ic.Emulator != nil && t.ClearStale != nil {
-			what, err := t.ClearStale(u)
+			removed, err := t.ClearStale(u)
+			for _, r := range removed {
+				attrs := []any{"input", ic.URI, "what", r.What, "pid", r.PID, "path", r.Path, "bytes", r.Bytes}
+				if r.OtherPID != 0 {
+					attrs = append(attrs, "other_pid", r.OtherPID)
+				}
+				log.Warn("reclaimed a stale shared-memory file a dead process left", attrs...)
+			}
 			if err != nil {
 				return fail(fmt.Errorf("inputs[%d] %s: %w", i, ic.URI, err))
-			}
-			if what != "" {
-				log.Warn(what, "input", ic.URI)
 			}
 		}
 		in, err := transport.OpenInput(ic.URI, ic.Options)

@@ -51,8 +51,8 @@ func NewChain(ctx context.Context, cfg Config) (*Chain, error) {
 		return nil, fmt.Errorf("trigger chain: metrics: %w", err)
 	}
 	c := &Chain{mem: cfg.Options.instanceConfig("", "").mem}
-	if n, bytes := wire.RemoveStaleRegions(wire.RegionDir()); n > 0 {
-		cfg.Options.instanceConfig("", "").log.Warn("removed shared-memory regions of dead trigger hosts", "regions", n, "bytes", bytes)
+	for _, r := range wire.RemoveStaleRegions(wire.RegionDir()) {
+		cfg.Options.instanceConfig("", "").log.Warn(ReclaimedRegion, "pid", r.PID, "path", r.Path, "bytes", r.Bytes)
 	}
 	for _, sc := range stages {
 		s, err := newStage(ctx, sc, cfg.Options, m)

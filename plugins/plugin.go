@@ -114,18 +114,26 @@ func (p *Plugin) Decide(ctx context.Context, rec arrow.RecordBatch) ([]schemas.V
 // Close stops the plugin process and removes its shared-memory region.
 func (p *Plugin) Close() { p.in.close() }
 
+// StaleRegion is a shared-memory region (an arena or an instance's region)
+// that a trigger host killed with SIGKILL left: its file, the dead host's
+// pid and the bytes the file held.
+type StaleRegion = wire.StaleRegion
+
 // RemoveStaleRegions removes the shared-memory regions (arenas and
 // per-instance regions) that trigger hosts killed with SIGKILL left: those
 // whose host pid has exited and that belong to this user, never a live
-// host's. It returns how many files and bytes it removed.
-func RemoveStaleRegions() (n int, bytes int64) { return wire.RemoveStaleRegions(wire.RegionDir()) }
+// host's. It returns those it removed, for the caller to log each.
+func RemoveStaleRegions() []StaleRegion { return wire.RemoveStaleRegions(wire.RegionDir()) }
+
+// ReclaimedRegion is the message of the WARN record logged for each region
+// RemoveStaleRegions removed, with its "pid", "path" and "bytes".
+const ReclaimedRegion = "reclaimed the shared-memory region of a dead trigger host"
 
 // StaleRegionBytes is the space RemoveStaleRegions would free.
 func StaleRegionBytes() int64 {
-	_, sizes := wire.StaleRegions(wire.RegionDir())
 	var n int64
-	for _, s := range sizes {
-		n += s
+	for _, r := range wire.StaleRegions(wire.RegionDir()) {
+		n += r.Bytes
 	}
 	return n
 }

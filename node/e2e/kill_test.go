@@ -76,12 +76,21 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	if !l.Balanced || l.EventsBuilt != 500 || l.Run != 32 {
 		t.Fatalf("ledger of the restarted run: %+v", l)
 	}
-	// What the killed node left in /dev/shm was reclaimed, and said so: its
-	// ring (16 MiB) and its plugin arena, nothing of it left.
+	// What the killed node left in /dev/shm was reclaimed, and said so,
+	// each file in a record naming the dead pid, the path and the bytes:
+	// its ring (16 MiB) and its plugin arena, nothing of it left.
 	killedPid := p.cmd.Process.Pid
+	for _, want := range [][2]string{
+		{`"msg":"reclaimed a stale shared-memory file a dead process left"`,
+			fmt.Sprintf(`"what":"ring","pid":%d,"path":"%s","bytes":16781312`, killedPid, filepath.Join(shm.Dir, vars["SHM"]))},
+		{`"msg":"reclaimed the shared-memory region of a dead trigger host"`,
+			fmt.Sprintf(`"pid":%d,"path":"%s`, killedPid, filepath.Join(shm.Dir, fmt.Sprintf("%s%d-", regionPrefix, killedPid)))},
+	} {
+		if !logHas(again.log(), want[0], want[1]) {
+			t.Errorf("the restarted node did not log %s with %s\n%s", want[0], want[1], again.log())
+		}
+	}
 	for _, want := range []string{
-		fmt.Sprintf(`"msg":"reclaimed the stale ring %s of dead pid(s) [%d]: 1 file(s), 16781312 bytes of /dev/shm"`, vars["SHM"], killedPid),
-		`"msg":"reclaimed the shared-memory regions of dead trigger hosts"`,
 		// The store said what its recovery did.
 		fmt.Sprintf(`"msg":"store recovered after its previous writer did not close it (killed?): logs replayed and cut at their last whole entry","node":"e2e","run":32,"previous_pid":%d,`, killedPid),
 	} {
@@ -103,6 +112,20 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	if again := countRun(t, store, 32); again[storage.Accepted] != l.EventsStoredAccepted || again[storage.Deferred] != l.EventsStoredDeferred {
 		t.Fatalf("the restarted run stored %v, its ledger says %d+%d", again, l.EventsStoredAccepted, l.EventsStoredDeferred)
 	}
+}
+
+// logHas reports whether a line of log holds every one of parts.
+func logHas(log string, parts ...string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // countRun counts one run's events per stream in the store at dir.

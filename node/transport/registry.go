@@ -47,10 +47,10 @@ type Transport struct {
 	Preflight func(u URI) error
 	// ClearStale is called before an input fed by an embedded emulator
 	// opens: it removes what a killed run left at u that the input must
-	// not attach to (a ring file), and says what it removed ("" nothing),
-	// for the log. What a live process uses is refused, never removed.
-	// nil: nothing to clear.
-	ClearStale func(u URI) (string, error)
+	// not attach to (a ring file), and returns each file it removed, for
+	// the log (also with an error: those removed before it). What a live
+	// process uses is refused, never removed. nil: nothing to clear.
+	ClearStale func(u URI) ([]Reclaimed, error)
 
 	// NewSenderOptions returns the sender's settings with their defaults,
 	// as NewInputOptions (their keys are written in the emulator's
@@ -220,4 +220,13 @@ func sameType(u URI, got, want any) error {
 		return fmt.Errorf("%w: %T for %s (want %T)", ErrOptions, got, u, want)
 	}
 	return nil
+}
+
+// Reclaimed is a file a dead process left that Transport.ClearStale removed.
+type Reclaimed struct {
+	What     string // what it was, e.g. "ring"
+	Path     string // the file
+	PID      uint32 // the dead process that created it (a ring's writer), 0 if it names none
+	OtherPID uint32 // another dead process that used it (a ring's reader), 0: none
+	Bytes    int64  // the space it held
 }

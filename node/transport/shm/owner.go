@@ -73,9 +73,18 @@ func RingOwner(path string) (Owner, error) {
 
 // Reclaimed is what ReclaimStale removed.
 type Reclaimed struct {
-	Files []string // the ring and temporary files removed
-	Bytes int64    // the /dev/shm space they held
-	Pids  []uint32 // the dead writers and readers they named, each once
+	Files []StaleFile // the ring and temporary files removed
+	Bytes int64       // the /dev/shm space they held
+	Pids  []uint32    // the dead writers and readers they named, each once
+}
+
+// StaleFile is one file ReclaimStale removed: its path, the dead processes
+// its control page named (0: none) and the /dev/shm space it held.
+type StaleFile struct {
+	Path      string
+	WriterPID uint32
+	ReaderPID uint32
+	Bytes     int64
 }
 
 // ReclaimStale removes the ring name in Dir, and temporary files of rings
@@ -108,7 +117,7 @@ func ReclaimStale(name string) (Reclaimed, error) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return r, fmt.Errorf("readout ring %s: removing the stale ring: %w", name, err)
 		}
-		r.Files = append(r.Files, p)
+		r.Files = append(r.Files, StaleFile{Path: p, WriterPID: o.WriterPID, ReaderPID: o.ReaderPID, Bytes: o.Bytes})
 		r.Bytes += o.Bytes
 		for _, pid := range []uint32{o.WriterPID, o.ReaderPID} {
 			if pid != 0 && !slices.Contains(r.Pids, pid) {

@@ -12,7 +12,8 @@ import (
 
 // TestReclaimStaleOnlyWhenOwnersDead: a ring whose writer (another,
 // live process) is alive is refused naming its pid and left in place; once
-// that process has exited the ring is reclaimed, with its bytes and pid.
+// that process has exited the ring is reclaimed, with its path, bytes and
+// pid.
 // So is a temporary file a killed writer left while creating the ring.
 func TestReclaimStaleOnlyWhenOwnersDead(t *testing.T) {
 	name := ringName(t)
@@ -54,6 +55,12 @@ func TestReclaimStaleOnlyWhenOwnersDead(t *testing.T) {
 	r, err := ReclaimStale(name)
 	if err != nil || len(r.Files) != 2 || r.Pids[0] != pid || r.Bytes < MinRingData {
 		t.Fatalf("ReclaimStale after its writer exited: %+v, %v", r, err)
+	}
+	// Each file removed names its path, its dead writer and its bytes,
+	// for the node's log record of it.
+	f := r.Files[0]
+	if f.Path != filepath.Join(Dir, name) || f.WriterPID != pid || f.Bytes < MinRingData || r.Files[1].Path != tmp || r.Files[1].WriterPID != 0x7fffffff {
+		t.Fatalf("ReclaimStale's files: %+v", r.Files)
 	}
 	for _, p := range []string{filepath.Join(Dir, name), tmp} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -25,15 +26,27 @@ var Transport = transport.Transport{
 	OpenInput: func(u transport.URI, _ transport.InputOptions) (transport.Input, error) {
 		return NewInput(u.Target, ReaderConfig{}), nil
 	},
-	ClearStale: func(u transport.URI) (string, error) {
+	ClearStale: func(u transport.URI) ([]transport.Reclaimed, error) {
 		// The embedded emulator creates this ring; a ring left by a node
 		// that was killed must not be attached to meanwhile, and a ring
 		// another live process uses must not be taken from it.
 		r, err := ReclaimStale(u.Target)
-		if err != nil || len(r.Files) == 0 {
-			return "", err
+		var out []transport.Reclaimed
+		for _, f := range r.Files {
+			what := "ring"
+			if filepath.Base(f.Path) != u.Target {
+				what = "ring being created"
+			}
+			pid, other := f.WriterPID, f.ReaderPID
+			if pid == 0 {
+				pid, other = other, 0
+			}
+			if other == pid {
+				other = 0
+			}
+			out = append(out, transport.Reclaimed{What: what, Path: f.Path, PID: pid, OtherPID: other, Bytes: f.Bytes})
 		}
-		return fmt.Sprintf("reclaimed the stale ring %s of dead pid(s) %v: %d file(s), %d bytes of /dev/shm", u.Target, r.Pids, len(r.Files), r.Bytes), nil
+		return out, err
 	},
 	NewSenderOptions: func() transport.SenderOptions { return &SenderOptions{RingSize: DefaultRingData} },
 	OpenSender: func(_ context.Context, u transport.URI, o transport.SenderOptions, _ int) (transport.Sender, error) {

@@ -70,25 +70,31 @@ func (r *Region) Close() error {
 	return err
 }
 
+// StaleRegion is a region a dead host left (StaleRegions): its file, the
+// host's pid (from the file's name) and the bytes the file holds.
+type StaleRegion struct {
+	Path  string
+	PID   int
+	Bytes int64
+}
+
 // RemoveStaleRegions removes the regions in dir whose creating process is no
-// longer alive (StaleRegions) and returns how many files and bytes it
-// removed.
-func RemoveStaleRegions(dir string) (n int, bytes int64) {
-	paths, sizes := StaleRegions(dir)
-	for i, p := range paths {
-		if os.Remove(p) == nil {
-			n++
-			bytes += sizes[i]
+// longer alive (StaleRegions) and returns those it removed.
+func RemoveStaleRegions(dir string) []StaleRegion {
+	var out []StaleRegion
+	for _, r := range StaleRegions(dir) {
+		if os.Remove(r.Path) == nil {
+			out = append(out, r)
 		}
 	}
-	return n, bytes
+	return out
 }
 
 // StaleRegions lists the regions in dir that are provably stale: the pid
 // in their name has exited and the file belongs to this user (a live
-// host's region, or another user's, is never listed), with the bytes each
-// holds.
-func StaleRegions(dir string) (paths []string, bytes []int64) {
+// host's region, or another user's, is never listed).
+func StaleRegions(dir string) []StaleRegion {
+	var out []StaleRegion
 	names, _ := filepath.Glob(filepath.Join(dir, RegionPrefix+"*"))
 	for _, name := range names {
 		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(name), RegionPrefix), "-")
@@ -103,9 +109,9 @@ func StaleRegions(dir string) (paths []string, bytes []int64) {
 		if syscall.Stat(name, &st) != nil || st.Uid != uint32(os.Geteuid()) {
 			continue
 		}
-		paths, bytes = append(paths, name), append(bytes, st.Blocks*512)
+		out = append(out, StaleRegion{Path: name, PID: pid, Bytes: st.Blocks * 512})
 	}
-	return paths, bytes
+	return out
 }
 
 // Mapping is the plugin's read-only view of the host's current region. It
