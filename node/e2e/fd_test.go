@@ -154,13 +154,15 @@ func TestMaxConnections(t *testing.T) {
 	addr := node.httpAddr(t)
 	input := waitInput(t, node, addr, "the input's address", func(in inputStatus) bool { return in.Address != "" }).Address
 	idle := idleConnections(t, input, 16)
-	in := waitInput(t, node, addr, "8 refused", func(in inputStatus) bool { return in.Refused == 8 })
-	if in.Open != 8 || len(in.AcceptErrors) != 0 {
+	// A connection kept is counted open once its stream's goroutine runs,
+	// which a loaded machine may schedule after the refusals.
+	in := waitInput(t, node, addr, "8 open and 8 refused", func(in inputStatus) bool { return in.Refused >= 8 && in.Open == 8 })
+	if in.Refused != 8 || len(in.AcceptErrors) != 0 {
 		t.Fatalf("input after 16 connections with max_connections 8: %+v", in)
 	}
-	if !strings.Contains(node.log(), `"msg":"readout input refused a connection: max_connections open"`) {
-		t.Errorf("no log of the refusal:\n%s", node.log())
-	}
+	// The record is written after the count /status shows.
+	want := `"msg":"readout input refused a connection: max_connections open"`
+	waitFor(t, "the refusal's log record", 20*time.Second, func() bool { return strings.Contains(node.log(), want) })
 	for _, c := range idle {
 		c.Close()
 	}
@@ -182,8 +184,8 @@ func TestConnectionsBeyondPlan(t *testing.T) {
 	addr := node.httpAddr(t)
 	input := waitInput(t, node, addr, "the input's address", func(in inputStatus) bool { return in.Address != "" }).Address
 	idle := idleConnections(t, input, 6)
-	in := waitInput(t, node, addr, "2 refused", func(in inputStatus) bool { return in.Refused == 2 })
-	if in.Open != 4 {
+	in := waitInput(t, node, addr, "4 open and 2 refused", func(in inputStatus) bool { return in.Refused >= 2 && in.Open == 4 })
+	if in.Refused != 2 {
 		t.Fatalf("input after 6 connections planned for 4: %+v", in)
 	}
 	// The record is written after the count /status shows.
