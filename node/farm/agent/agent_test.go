@@ -188,8 +188,13 @@ func (f *testFarm) stop(node string) {
 	f.errs[node] <- nil
 }
 
+// waitFor polls cond until it holds, failing t after d or a minute,
+// whichever is longer: d is what an idle machine takes, and a loaded one
+// (two cores at load 30, the race detector) took more than 5 s to free
+// the packets of a balanced farm ledger.
 func (f *testFarm) waitFor(what string, d time.Duration, cond func() bool, onFail ...func()) {
 	f.t.Helper()
+	d = max(d, time.Minute)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
