@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluice-daq/sluice/node/transport"
@@ -141,6 +142,17 @@ func (w *seqWindow) advance(to uint64, deliver func(*rxbuf.Buf, int) error) erro
 // to (the end marker's count) or past the highest number received.
 func (w *seqWindow) flush(to uint64, deliver func(*rxbuf.Buf, int) error) error {
 	if w.held > 0 {
+		if w.highest == math.MaxUint64 {
+			// Past the highest is 0: go up to it, then deliver it (without
+			// this it stayed held, never delivered nor counted).
+			if err := w.advance(w.highest, deliver); err != nil {
+				return err
+			}
+			if s := &w.slots[w.highest%uint64(len(w.slots))]; s.full && w.next == w.highest {
+				return w.pop(s, deliver)
+			}
+			return nil
+		}
 		to = max(to, w.highest+1)
 	}
 	return w.advance(to, deliver)
