@@ -36,6 +36,12 @@ type Ledger struct {
 	// quorum of sources jumped back together); events after each were
 	// built in a new epoch.
 	Resyncs uint64 `json:"resyncs"`
+	// CounterResets counts, by source id, the event-counter resets of a
+	// source alone (its ids jumped back below the events already built
+	// while the other sources went on; builder package doc, "Event
+	// identity"): its fragments until it catches up are discarded as
+	// "reset".
+	CounterResets map[uint32]uint64 `json:"counter_resets_by_source,omitempty"`
 	// EventsWaitedBehind counts events that waited past builder.timeout
 	// for a source still sending behind the others (builder.behind_wait).
 	EventsWaitedBehind uint64 `json:"events_waited_behind,omitempty"`

@@ -255,6 +255,8 @@ type status struct {
 	State  string             `json:"state"`
 	Ledger node.Ledger        `json:"ledger"`
 	Inputs []node.InputStatus `json:"inputs"`
+	// Latency: each latency histogram's count and quantiles.
+	Latency []node.LatencyStatus `json:"latency"`
 }
 
 func getStatus(t *testing.T, addr string) (status, error) {

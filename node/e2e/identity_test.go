@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-daq/sluice/node"
 )
 
 // TestFarAheadEventID: one board (`sluice readout`, one source) sends a
@@ -151,5 +153,104 @@ log: {format: json}
 	}
 	if !strings.Contains(p.log(), `"source":5,"event_id":1099511627776`) {
 		t.Errorf("no log record of the suspect fragment:\n%s", p.log())
+	}
+}
+
+// TestSingleSourceReset: 16 boards send events 0..5999 at 1000 events/s;
+// when source 15 has sent 0..2999 its event counter resets alone (one
+// board resynced) and it sends 0..5999 again at the same rate, 3000 events
+// behind the others. The reset is detected and recorded for source 15
+// (ledger, metric, a log record with the ids before and after); its
+// fragments after the reset are discarded as "reset" (it never catches
+// up), not late; the events from 3000 on go out at the timeout without
+// it (incomplete, the warning naming source 15 as the one missing) rather
+// than waiting for it as for a source behind the others.
+func TestSingleSourceReset(t *testing.T) {
+	port := freePort(t)
+	to := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	file := writeConfig(t, `
+inputs:
+  - {uri: "{{URI}}", expect_streams: 6}
+sources:
+  - {name: all, sources: "0-15"}
+builder: {timeout: 300ms, behind_wait: 1s, max_open_events: 1024, batch_events: 64}
+store: {path: {{STORE}}, min_free_bytes: 256MiB}
+http: {address: "127.0.0.1:0"}
+log: {format: json}
+warnings: {interval: 1s}
+`, map[string]string{"URI": to, "STORE": filepath.Join(t.TempDir(), "store")})
+	summary := filepath.Join(t.TempDir(), "run.json")
+	p := start(t, "run", "--config", file, "--summary-json", summary)
+	addr := p.httpAddr(t)
+	others := start(t, "readout", "--to", to, "--groups", "all:0-14", "--connections", "4", "--events", "6000", "--rate", "1000", "--size-dist", "fixed:16")
+	runOK(t, "readout", "--to", to, "--groups", "all:15", "--connections", "1", "--events", "3000", "--rate", "1000", "--size-dist", "fixed:16")
+	reset := start(t, "readout", "--to", to, "--groups", "all:15", "--connections", "1", "--events", "6000", "--rate", "1000", "--size-dist", "fixed:16")
+	// Poll /status while the node runs: its last answer has the build
+	// latencies (the run summary does not).
+	var last status
+	deadline := time.After(90 * time.Second)
+	for done := false; !done; {
+		if s, err := getStatus(t, addr); err == nil {
+			last = s
+		}
+		select {
+		case <-p.done:
+			done = true
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("the node did not end within 90 s; last status %+v\n%s", last.Ledger, p.log())
+		}
+		if !done && last.Ledger.FragmentsDiscarded["reset"] > 0 && last.Ledger.CounterResets[15] == 1 {
+			metrics, err := httpGet("http://" + addr + "/metrics")
+			if err == nil && !strings.Contains(string(metrics), `sluice_source_counter_resets_total{source="15"} 1`) {
+				t.Errorf("/metrics lacks the counter reset of source 15")
+			}
+		}
+	}
+	for _, r := range []*proc{others, reset} {
+		if code := r.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("readout exit %d:\n%s", code, r.log())
+		}
+	}
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.log())
+	}
+	l := readLedger(t, summary)
+	if !l.Balanced || l.FragmentsReceived != 16*6000+3000 || l.EventsBuilt != 6000 {
+		t.Fatalf("ledger %+v", l)
+	}
+	// (a) The reset is detected and counted for source 15, once.
+	if l.CounterResets[15] != 1 || len(l.CounterResets) != 1 || l.Resyncs != 0 {
+		t.Errorf("counter resets by source %v (want source 15 once), resyncs %d (want 0)", l.CounterResets, l.Resyncs)
+	}
+	if !strings.Contains(p.log(), `"msg":"event counter reset of one source`) || !strings.Contains(p.log(), `"source":15,"from_id":2999,"to_id":0`) {
+		t.Errorf("no log record of source 15's counter reset from 2999 to 0:\n%s", p.log())
+	}
+	// Its 6000 fragments after the reset name events built without it.
+	if l.FragmentsDiscarded["reset"] != 6000 || l.FragmentsDiscarded["late"] != 0 {
+		t.Errorf("discarded %v: want 6000 reset, 0 late", l.FragmentsDiscarded)
+	}
+	if l.EventsComplete != 3000 || l.EventsIncomplete != 3000 {
+		t.Errorf("%d events complete, %d incomplete: want 3000 and 3000", l.EventsComplete, l.EventsIncomplete)
+	}
+	// (b) The warning names the source missing.
+	if !strings.Contains(p.log(), `"missing_most":"15 (`) {
+		t.Errorf("no warning naming source 15 as the one missing:\n%s", p.log())
+	}
+	// (c) No event waited for the reset source: the events without it went
+	// out at the timeout. The p99 of the build latency stays below
+	// timeout + behind_wait (1.3 s): waiting for source 15 as for a source
+	// behind would hold them 3 s each, its distance in time.
+	var build *node.LatencyStatus
+	for i := range last.Latency {
+		if last.Latency[i].Name == "event_build" {
+			build = &last.Latency[i]
+		}
+	}
+	if build == nil || build.Count < 5000 {
+		t.Fatalf("no event_build latency in the last /status: %+v", last.Latency)
+	}
+	if build.P99 > 1.3 {
+		t.Errorf("event_build p99 %.2f s, above timeout + behind_wait (1.3 s); %d events waited behind", build.P99, l.EventsWaitedBehind)
 	}
 }
