@@ -134,7 +134,7 @@ func New(cfg Config) (*Builder, error) {
 	if quorum == 0 {
 		quorum = b.nsrc/2 + 1
 	}
-	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, cfg.Assigned)
+	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, resetJump(cfg), cfg.Assigned)
 	b.behind.seen = make([]activity, b.nsrc)
 	b.absent, b.want = make([]bool, b.nsrc), b.nsrc
 	go b.run()
@@ -382,9 +382,9 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	si := &b.ident.src[src]
 	prev := si.last
 	ev := b.table.get(id, si.ep)
-	if ev == nil || ev.held || (id < prev && prev-id > b.ident.dist) {
+	if ev == nil || ev.held || (id < prev && prev-id > b.ident.jump) {
 		// Not open; or open on a suspect's word only; or the source's
-		// counter jumped back (an event of the epoch before may still be
+		// counter went back (an event of the epoch before may still be
 		// open under that id): the fragment's id must be judged.
 		var ok bool
 		if ev, ok = b.openEventLocked(src, id, ev, len(payload), ref, now); !ok {
@@ -467,7 +467,11 @@ func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, 
 		return nil, true
 	case vSuspect:
 		if !b.suspectRoomLocked(src, int64(size)) {
-			b.discardSuspectLocked(src, ref)
+			if e == b.ident.epoch+1 {
+				b.discardResetLocked(src, ref)
+			} else {
+				b.discardSuspectLocked(src, ref)
+			}
 			return nil, true
 		}
 		ev := b.openLocked(id, e, now)
@@ -690,20 +694,27 @@ func (b *Builder) Ledger() Ledger {
 	l := b.led
 	l.EventsWaitedBehind = b.behind.events
 	d := b.disc
-	var suspects map[uint32]uint64
-	for i, v := range b.ident.suspectBy {
-		if v > 0 {
-			if suspects == nil {
-				suspects = map[uint32]uint64{}
-			}
-			suspects[b.ids[i]] = v
-		}
-	}
+	suspects, resets := b.bySourceLocked(b.ident.suspectBy), b.bySourceLocked(b.ident.resetsBy)
 	b.mu.Unlock()
 	l.Discarded = make(map[string]uint64, nReasons)
 	for r, v := range d {
 		l.Discarded[reasonNames[r]] = v
 	}
-	l.SuspectBySource = suspects
+	l.SuspectBySource, l.ResetsBySource = suspects, resets
 	return l
+}
+
+// bySourceLocked maps the non-zero counts of vs (by source index) to
+// their source ids; nil when none.
+func (b *Builder) bySourceLocked(vs []uint64) map[uint32]uint64 {
+	var m map[uint32]uint64
+	for i, v := range vs {
+		if v > 0 {
+			if m == nil {
+				m = map[uint32]uint64{}
+			}
+			m[b.ids[i]] = v
+		}
+	}
+	return m
 }

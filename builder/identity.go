@@ -44,13 +44,38 @@ type identity struct {
 
 	suspectBy []uint64 // suspect_id discards by source index
 	heldBy    []int    // open suspect events by the source index that opened them
+
+	// A source's own counter reset (cold, by source index): jump is how
+	// far back its ids must go (resetJump); resetFrom and resetTo its ids
+	// before and after its latest vote; resetNoted whether that reset was
+	// counted in resetsBy (and logged), which happens once no quorum
+	// followed it (its first held event dissolved).
+	jump       uint64
+	resetFrom  []uint64
+	resetTo    []uint64
+	resetNoted []bool
+	resetsBy   []uint64
+}
+
+// resetJump is how far a source's ids must go back, and below the
+// reference, for its counter to be taken as reset: a quarter of the events
+// the builder holds, at least 256, at most SuspectDistance. Reordering on
+// the way moves a source's ids back by a few packets (a reorder window, a
+// packet sent twice); a source behind the others never goes back. SuspectDistance
+// math.MaxUint64 turns the event-identity rule off, resets included.
+func resetJump(cfg Config) uint64 {
+	if cfg.SuspectDistance == math.MaxUint64 {
+		return math.MaxUint64
+	}
+	return min(cfg.SuspectDistance, max(256, uint64(cfg.MaxOpenEvents)/4))
 }
 
 // newIdentity starts every source without an epoch, or (fixed, in assigned
 // mode, where the rule does not apply) in epoch 0.
-func newIdentity(nsrc, quorum int, dist uint64, fixed bool) identity {
+func newIdentity(nsrc, quorum int, dist, jump uint64, fixed bool) identity {
 	d := identity{src: make([]srcIdentity, nsrc), quorum: quorum, dist: dist,
-		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc), heldBy: make([]int, nsrc)}
+		scratch: make([]uint64, 0, nsrc), suspectBy: make([]uint64, nsrc), heldBy: make([]int, nsrc),
+		jump: jump, resetFrom: make([]uint64, nsrc), resetTo: make([]uint64, nsrc), resetNoted: make([]bool, nsrc), resetsBy: make([]uint64, nsrc)}
 	if fixed {
 		d.inEpoch = nsrc
 		return d
@@ -130,41 +155,42 @@ func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bo
 		d.refDirty = true
 		prev = k
 	}
-	// Whether the source's own counter jumped back by more than dist.
-	jumped := k < prev && prev-k > d.dist
+	// Whether the source's own counter went back by more than jump.
+	back := k < prev && prev-k > d.jump
 	ref, ok := b.referenceLocked(false)
 	far := ok && d.far(k)
-	if far {
+	if far || back {
 		ref, ok = b.referenceLocked(true)
 		far = ok && d.far(k)
 	}
 	switch {
 	case e == d.epoch:
 		if !far {
+			// Near the others; but when its own counter went back by more
+			// than jump, to more than jump below the reference (from among
+			// the others', not from a far id of its own), it was reset.
+			if back && ok && k+d.jump < ref && !d.far(prev) {
+				return b.voteLocked(src, k, prev, ref)
+			}
 			return b.normalLocked(e, k, ok)
 		}
-		if !jumped || k > ref {
+		if !back || k > ref {
 			return e, vSuspect, true
 		}
-		// Far behind the others and its own counter went back: it votes
-		// for a counter reset; its fragments go to the next epoch.
-		d.src[src].ep = e + 1
-		d.inEpoch--
-		d.votes++
-		d.refDirty = true
-		if d.votes < d.quorum {
-			return e + 1, vSuspect, true
-		}
-		d.src[src].last = k // the new epoch's reference includes this source's new position
-		b.resyncLocked(ref)
-		return b.normalLocked(d.epoch, k, true)
+		// Far behind the others and its own counter went back.
+		return b.voteLocked(src, k, prev, ref)
 	case e == d.epoch+1:
-		if ok && !far {
-			// Back among the others: the jump was a glitch.
+		if ok && !far && k+d.jump >= ref {
+			// Back among the others (no more than jump below the
+			// reference): it caught up after its reset, or the jump was a
+			// glitch.
 			d.src[src].ep = d.epoch
 			d.votes--
 			d.inEpoch++
 			d.refDirty = true
+			if d.resetNoted[src] {
+				b.notes = append(b.notes, note{kind: noteCaughtUp, src: b.ids[src], key: k})
+			}
 			return b.normalLocked(d.epoch, k, true)
 		}
 		return e, vSuspect, true
@@ -172,7 +198,7 @@ func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bo
 		// A source still in an earlier epoch: its counter was not reset
 		// with the others' (or not yet). It joins the current epoch when
 		// its counter jumps back too, or its ids are near the others'.
-		if jumped || (ok && !far) {
+		if back || (ok && !far) {
 			d.src[src].ep = d.epoch
 			d.inEpoch++
 			d.refDirty = true
@@ -182,6 +208,50 @@ func (b *Builder) classifyLocked(src int32, k, prev uint64) (uint32, verdict, bo
 		// anyone): nothing can take the fragment any more.
 		return e, vLate, false
 	}
+}
+
+// voteLocked: source src's counter went back from prev to k, more than
+// jump below the reference ref. It votes for a counter
+// reset: its fragments go to the next epoch (held events, never waited
+// for as a source behind). With a quorum of votes that epoch is the
+// current one (a resync); a vote no quorum follows is the source's own
+// reset (noteResetLocked), its fragments discarded as reset until it
+// catches up.
+func (b *Builder) voteLocked(src int32, k, prev, ref uint64) (uint32, verdict, bool) {
+	d := &b.ident
+	d.src[src].ep = d.epoch + 1
+	d.inEpoch--
+	d.votes++
+	d.refDirty = true
+	d.resetFrom[src], d.resetTo[src], d.resetNoted[src] = prev, k, false
+	if d.votes < d.quorum {
+		return d.epoch + 1, vSuspect, true
+	}
+	d.src[src].last = k // the new epoch's reference includes this source's new position
+	b.resyncLocked(ref)
+	return b.normalLocked(d.epoch, k, true)
+}
+
+// noteResetLocked counts and logs, once per vote, the counter reset of
+// source src, which still votes and no quorum followed.
+func (b *Builder) noteResetLocked(src int32) {
+	d := &b.ident
+	if d.resetNoted[src] {
+		return
+	}
+	d.resetNoted[src] = true
+	d.resetsBy[src]++
+	b.notes = append(b.notes, note{kind: noteReset, src: b.ids[src], from: d.resetFrom[src], to: d.resetTo[src], key: d.ref, refOK: d.refOK})
+}
+
+// discardResetLocked counts a fragment of a source voting for a reset
+// that found no room in the suspect events; with none of its own open,
+// its reset is noted now.
+func (b *Builder) discardResetLocked(src int32, ref *pktRef) {
+	if b.ident.heldBy[src] == 0 {
+		b.noteResetLocked(src)
+	}
+	b.discardLocked(rReset, ref)
 }
 
 // normalLocked applies the late rule to an id near the reference (or with
@@ -237,30 +307,40 @@ func (b *Builder) retireLocked(ev *event) {
 	b.emitLocked(ev)
 }
 
-// dissolveLocked discards every fragment of an open event as suspect_id
-// (by source) instead of emitting it; its id is not remembered as emitted,
-// so the others' fragments for it, if they come, open it anew. Fragment
-// references are dropped by the emitter, outside the lock.
+// dissolveLocked discards every fragment of an open event instead of
+// emitting it: as reset when the event is of the next epoch and its
+// source still votes for a reset (whose reset is then noted: no quorum
+// followed it), else as suspect_id (by source). Its id is not remembered
+// as emitted, so the others' fragments for it, if they come, open it
+// anew. Fragment references are dropped by the emitter, outside the lock.
 func (b *Builder) dissolveLocked(ev *event) {
 	b.unlinkLocked(ev)
 	first := int32(-1)
+	next := ev.epoch == b.ident.epoch+1
 	for k := range ev.slots {
 		s := &ev.slots[k]
 		if s.state == 0 {
 			continue
 		}
-		if first < 0 {
-			first = int32(k)
+		if next && b.ident.src[k].ep == ev.epoch {
+			b.disc[rReset]++
+			b.noteResetLocked(int32(k))
+		} else {
+			if first < 0 {
+				first = int32(k)
+			}
+			b.disc[rSuspect]++
+			b.ident.suspectBy[k]++
 		}
-		b.disc[rSuspect]++
-		b.ident.suspectBy[k]++
 		if s.state&slotRef != 0 {
 			b.drops = append(b.drops, ev.refs[k])
 			ev.refs[k] = nil
 		}
 		*s = slot{}
 	}
-	b.notes = append(b.notes, note{kind: noteSuspect, epoch: ev.epoch, key: ev.key, n: ev.frags, src: b.ids[first], to: b.ident.ref, refOK: b.ident.refOK})
+	if first >= 0 {
+		b.notes = append(b.notes, note{kind: noteSuspect, epoch: ev.epoch, key: ev.key, n: ev.frags, src: b.ids[first], to: b.ident.ref, refOK: b.ident.refOK})
+	}
 	b.led.FragmentsOpen -= uint64(ev.frags)
 	b.held--
 	b.heldB -= ev.bytes
@@ -283,14 +363,16 @@ type note struct {
 	epoch    uint32
 	n        int // resync: sources in the new epoch; suspect: fragments discarded
 	src      uint32
-	key      uint64
-	from, to uint64 // resync: reference before and after; suspect: to = reference
+	key      uint64 // suspect: the event id; reset: the reference; caught up: the id
+	from, to uint64 // resync: reference before and after; suspect: to = reference; reset: the source's ids before and after
 	refOK    bool
 }
 
 const (
 	noteResync uint8 = iota
 	noteSuspect
+	noteReset
+	noteCaughtUp
 )
 
 // logNotes writes the notes taken since the last call (emitter goroutine).
@@ -310,6 +392,14 @@ func (b *Builder) logNotes(notes []note) {
 				attrs = append(attrs, "reference_id", n.to)
 			}
 			log.Warn("event id far from the other sources' and never confirmed: fragments discarded as suspect_id", attrs...)
+		case noteReset:
+			attrs := []any{"source", n.src, "from_id", n.from, "to_id", n.to}
+			if n.refOK {
+				attrs = append(attrs, "reference_id", n.key)
+			}
+			log.Warn("event counter reset of one source: its ids went back onto events built already while the others went on; its fragments are discarded as reset until its ids are back among the others'", attrs...)
+		case noteCaughtUp:
+			log.Info("source's event ids back among the other sources' after its counter reset: its fragments build again", "source", n.src, "event_id", n.key)
 		}
 	}
 }

@@ -45,8 +45,12 @@ var adversaries = []struct {
 //   - nothing of a good source is discarded, and only the adversary has
 //     suspect_id discards;
 //   - every fragment is accounted for: the ledger balances, and the
-//     adversary's fragments are in events or discarded as late, duplicate
-//     or suspect_id; every release callback runs once.
+//     adversary's fragments are in events or discarded as late, duplicate,
+//     suspect_id or reset; every release callback runs once;
+//   - only the adversary's counter is ever reset alone, and its own reset
+//     (to 0 while the others are at 450) is detected and counted once,
+//     its fragments until the end discarded as reset (or, with the resync
+//     that follows, some in the resync's events), none late.
 func TestPropertyAdversarialIDs(t *testing.T) {
 	// An epoch is longer than dist, so that the resync is a jump back of
 	// more than dist.
@@ -186,11 +190,26 @@ func TestPropertyAdversarialIDs(t *testing.T) {
 						t.Errorf("good source %d has suspect fragments: %v", s, l.SuspectBySource)
 					}
 				}
+				for s := range l.ResetsBySource {
+					if s != bad {
+						t.Errorf("good source %d counted reset: %v", s, l.ResetsBySource)
+					}
+				}
+				if adv.name == "own-reset" {
+					// 150 fragments after its reset, none of them late; without
+					// a resync every one is discarded as reset.
+					if r := l.ResetsBySource[bad]; r != 1 && !(resync && r == 0) {
+						t.Errorf("adversary's own reset counted %d times (resync %v), want 1", r, resync)
+					}
+					if l.Discarded[ReasonLate] != 0 || (!resync && l.Discarded[ReasonReset] != events-resetAt) {
+						t.Errorf("after its own reset: discarded %v, want %d reset and none late", l.Discarded, events-resetAt)
+					}
+				}
 				if uint64(inRows) != l.FragmentsInEvents || l.FragmentsIn != uint64(goodSent+badSent) {
 					t.Errorf("ledger %+v; sent %d good + %d bad, %d fragments in rows", l, goodSent, badSent, inRows)
 				}
 				d := l.Discarded
-				if other := l.Discards() - d[ReasonLate] - d[ReasonDuplicate] - d[ReasonSuspect]; other != 0 {
+				if other := l.Discards() - d[ReasonLate] - d[ReasonDuplicate] - d[ReasonSuspect] - d[ReasonReset]; other != 0 {
 					t.Errorf("discarded %v", d)
 				}
 				// The adversary's fragments not in events were discarded:

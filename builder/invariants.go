@@ -155,6 +155,11 @@ func (b *Builder) checkIdentityLocked(fail func(string, ...any)) {
 	if d.votes >= d.quorum {
 		fail("%d votes for a counter reset, quorum %d, and no resync", d.votes, d.quorum)
 	}
+	for i, noted := range d.resetNoted {
+		if noted && d.resetsBy[i] == 0 {
+			fail("source %d: its reset noted and not counted", b.ids[i])
+		}
+	}
 	var sum uint64
 	for _, v := range d.suspectBy {
 		sum += v

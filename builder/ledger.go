@@ -10,6 +10,7 @@ const (
 	ReasonTooLarge      = "too_large"      // payload of 4 GiB or more: cannot be sized in an event batch
 	ReasonSuspect       = "suspect_id"     // its event id was far from the other sources' and they never confirmed it (package doc, "Event identity")
 	ReasonUnassigned    = "unassigned"     // Config.Assigned: its event id is in no assignment expected or recently done
+	ReasonReset         = "reset"          // its source's event counter reset alone: sent until its ids are back among the other sources' (package doc, "Event identity")
 )
 
 // reason indexes the fixed discard counters, so that counting a discard on
@@ -25,10 +26,11 @@ const (
 	rTooLarge
 	rSuspect
 	rUnassigned
+	rReset
 	nReasons
 )
 
-var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge, ReasonSuspect, ReasonUnassigned}
+var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSource, ReasonCancelled, ReasonClosed, ReasonTooLarge, ReasonSuspect, ReasonUnassigned, ReasonReset}
 
 // Ledger is a consistent snapshot of the builder's counters. Fragments
 // balance at every instant:
@@ -61,6 +63,12 @@ type Ledger struct {
 	// Resyncs counts the event-counter resets detected (a quorum of sources
 	// jumped back together); events after each build normally.
 	Resyncs uint64
+	// ResetsBySource counts, by source id, the event-counter resets of a
+	// source alone: its ids went back to events already built while the
+	// other sources went on, and no quorum followed within Timeout. Its
+	// fragments until its ids are back among the others' are discarded
+	// as "reset". Only sources with a reset are present.
+	ResetsBySource map[uint32]uint64
 	// EventsWaitedBehind counts the events that waited past Timeout for a
 	// source still sending behind the others (Config.BehindWait).
 	EventsWaitedBehind uint64
