@@ -72,8 +72,9 @@ type Builder struct {
 	drops []*pktRef
 	notes []note
 
-	led  Ledger // counters only; Discarded is filled in by Ledger()
-	disc [nReasons]uint64
+	led    Ledger // counters only; Discarded is filled in by Ledger()
+	disc   [nReasons]uint64
+	lateBy []uint64 // late discards by source index
 }
 
 // New validates cfg, applies the defaults and starts the goroutine that
@@ -137,6 +138,7 @@ func New(cfg Config) (*Builder, error) {
 	b.ident = newIdentity(b.nsrc, quorum, cfg.SuspectDistance, resetJump(cfg), cfg.Assigned)
 	b.behind.seen = make([]activity, b.nsrc)
 	b.absent, b.want = make([]bool, b.nsrc), b.nsrc
+	b.lateBy = make([]uint64, b.nsrc)
 	go b.run()
 	return b, nil
 }
@@ -576,8 +578,10 @@ const lateScan = 1024
 // lateLocked records source src as late on the event (key, epoch) when
 // it is still ready (emitted, its batch not assembled yet) among the
 // newest lateScan, or as duplicated when the event has its fragment
-// already; the fragment itself is discarded by the caller (counted late).
+// already, and counts the late fragment for src; the fragment itself is
+// discarded by the caller (counted late).
 func (b *Builder) lateLocked(key uint64, epoch uint32, src int32) {
+	b.lateBy[src]++
 	for i, n := len(b.ready)-1, 0; i >= 0 && n < lateScan; i, n = i-1, n+1 {
 		if ev := b.ready[i]; ev.key == key && ev.epoch == epoch {
 			if !b.isTS && ev.slots[src].state != 0 {
@@ -694,13 +698,13 @@ func (b *Builder) Ledger() Ledger {
 	l := b.led
 	l.EventsWaitedBehind = b.behind.events
 	d := b.disc
-	suspects, resets := b.bySourceLocked(b.ident.suspectBy), b.bySourceLocked(b.ident.resetsBy)
+	suspects, resets, lates := b.bySourceLocked(b.ident.suspectBy), b.bySourceLocked(b.ident.resetsBy), b.bySourceLocked(b.lateBy)
 	b.mu.Unlock()
 	l.Discarded = make(map[string]uint64, nReasons)
 	for r, v := range d {
 		l.Discarded[reasonNames[r]] = v
 	}
-	l.SuspectBySource, l.ResetsBySource = suspects, resets
+	l.SuspectBySource, l.ResetsBySource, l.LateBySource = suspects, resets, lates
 	return l
 }
 

@@ -160,6 +160,13 @@ func (b *Builder) checkIdentityLocked(fail func(string, ...any)) {
 			fail("source %d: its reset noted and not counted", b.ids[i])
 		}
 	}
+	var late uint64
+	for _, v := range b.lateBy {
+		late += v
+	}
+	if late != b.disc[rLate] {
+		fail("late discards by source sum to %d, counted %d", late, b.disc[rLate])
+	}
 	var sum uint64
 	for _, v := range d.suspectBy {
 		sum += v

@@ -69,6 +69,9 @@ type Ledger struct {
 	// fragments until its ids are back among the others' are discarded
 	// as "reset". Only sources with a reset are present.
 	ResetsBySource map[uint32]uint64
+	// LateBySource splits Discarded["late"] by source id; only sources
+	// with late fragments are present.
+	LateBySource map[uint32]uint64
 	// EventsWaitedBehind counts the events that waited past Timeout for a
 	// source still sending behind the others (Config.BehindWait).
 	EventsWaitedBehind uint64

@@ -85,6 +85,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 		`sluice_fragments_discarded_total{reason="duplicate"} 6`,
 		`sluice_fragments_suspect_total{source="12"} 1`,
 		`sluice_builder_resyncs_total 1`,
+		`sluice_source_event_id_resets_total{source="40"} 2`,
 		`sluice_events_decided_total{decision="defer"} 30`,
 		`sluice_events_stored_total{stream="deferred"} 29`,
 		`sluice_input_losses_total{input="udp://127.0.0.1:9000",reason="lost"} 3`,

@@ -42,6 +42,9 @@ type Ledger struct {
 	// identity"): its fragments until it catches up are discarded as
 	// "reset".
 	CounterResets map[uint32]uint64 `json:"counter_resets_by_source,omitempty"`
+	// FragmentsLate splits fragments_discarded["late"] by source id: the
+	// sources whose fragments came after their event was built.
+	FragmentsLate map[uint32]uint64 `json:"fragments_late_by_source,omitempty"`
 	// EventsWaitedBehind counts events that waited past builder.timeout
 	// for a source still sending behind the others (builder.behind_wait).
 	EventsWaitedBehind uint64 `json:"events_waited_behind,omitempty"`
@@ -338,6 +341,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	row("events built", l.EventsBuilt)
 	if l.Resyncs != 0 {
 		row("  after event-counter resets", l.Resyncs)
+	}
+	for _, s := range slices.Sorted(maps.Keys(l.CounterResets)) {
+		row(fmt.Sprintf("  event-counter resets of source %d alone", s), l.CounterResets[s])
 	}
 	if l.EventsWaitedBehind != 0 {
 		row("  waited past the timeout for a source behind", l.EventsWaitedBehind)

@@ -17,7 +17,7 @@ func balancedLedger() Ledger {
 		Run: 7, Node: "n1",
 		FragmentsReceived: 1000, FragmentsInEvents: 990,
 		FragmentsDiscarded: map[string]uint64{"duplicate": 6, "late": 3, "suspect_id": 1},
-		FragmentsSuspect:   map[uint32]uint64{12: 1}, Resyncs: 1,
+		FragmentsSuspect:   map[uint32]uint64{12: 1}, Resyncs: 1, CounterResets: map[uint32]uint64{40: 2},
 		EventsBuilt: 100, EventsIncomplete: 3,
 		EventsAccepted: 10, EventsRejected: 60, EventsDeferred: 30,
 		DeferredBy:   map[string]uint64{"fraction": 30},
@@ -83,13 +83,14 @@ func TestLedgerJSONFields(t *testing.T) {
 	}
 	for _, k := range []string{"run", "fragments_received", "fragments_in_events", "fragments_discarded", "events_built",
 		"events_incomplete", "events_accepted", "events_rejected", "events_deferred", "events_stored", "bytes_received",
-		"input_bytes", "stages", "duration_seconds", "balanced", "resyncs", "fragments_suspect_by_source"} {
+		"input_bytes", "stages", "duration_seconds", "balanced", "resyncs", "fragments_suspect_by_source", "counter_resets_by_source"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary JSON lacks %q", k)
 		}
 	}
 	if m["balanced"] != true || m["fragments_discarded"].(map[string]any)["duplicate"] != float64(6) ||
-		m["fragments_suspect_by_source"].(map[string]any)["12"] != float64(1) {
+		m["fragments_suspect_by_source"].(map[string]any)["12"] != float64(1) ||
+		m["counter_resets_by_source"].(map[string]any)["40"] != float64(2) {
 		t.Fatalf("summary = %s", b)
 	}
 }
@@ -102,7 +103,7 @@ func TestLedgerTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, w := range []string{"fragments received", "duplicate", "suspect_id", "of source 12", "events built", "after event-counter resets", "deferred stream", "store_error", "balanced"} {
+	for _, w := range []string{"fragments received", "duplicate", "suspect_id", "of source 12", "events built", "after event-counter resets", "event-counter resets of source 40 alone", "deferred stream", "store_error", "balanced"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}

@@ -45,6 +45,7 @@ var metricDefs = []metricDef{
 	{"sluice_fragments_discarded_total", "Fragments discarded by the event builder, by reason.", []string{"reason"}},
 	{"sluice_fragments_suspect_total", "Fragments discarded as suspect_id (event id far from the other sources'), by source.", []string{"source"}},
 	{"sluice_builder_resyncs_total", "Event-counter resets (resyncs) the builder detected.", nil},
+	{"sluice_source_event_id_resets_total", "Event-counter resets of one source alone (its ids went back below the others' while they went on), by source; its fragments until it catches up are discarded as reset.", []string{"source"}},
 	{"sluice_builder_events_waited_behind_total", "Events that waited past the builder timeout for a source still sending behind the others.", nil},
 	{"sluice_fragments_open", "Fragments held in events still under construction.", nil},
 	{"sluice_input_losses_total", "Packets or fragments lost before the builder (e.g. UDP loss, cut TCP packet), by input and reason.", []string{"input", "reason"}},
@@ -137,6 +138,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_fragments_suspect_total", v, strconv.FormatUint(uint64(s), 10))
 	}
 	counter("sluice_builder_resyncs_total", l.Resyncs)
+	for s, v := range l.CounterResets {
+		counter("sluice_source_event_id_resets_total", v, strconv.FormatUint(uint64(s), 10))
+	}
 	counter("sluice_builder_events_waited_behind_total", l.EventsWaitedBehind)
 	gauge("sluice_fragments_open", float64(l.FragmentsOpen))
 	for k, v := range l.InputLosses {

@@ -43,6 +43,7 @@ type watcher struct {
 	absent    func() []uint32
 	// Counters at the start of the interval.
 	prevReceived, prevLate uint64
+	prevLateBy             map[uint32]uint64 // Ledger.FragmentsLate
 	prevWait               []uint64
 	prevAt                 time.Time // when they were read
 }
@@ -212,8 +213,19 @@ func (w *watcher) interval(now time.Time, l *Ledger, wait []uint64, uris []strin
 	received, late := l.FragmentsReceived-w.prevReceived, l.FragmentsDiscarded["late"]-w.prevLate
 	if f := w.cfg.LateFraction; f > 0 && received > 0 {
 		if frac := float64(late) / float64(received); frac > f {
+			// A late fragment's source was missing from its event when
+			// it was built: the sources of the interval's late fragments,
+			// by their share of them, whether those events went out
+			// incomplete or not (a source's counter reset makes late
+			// fragments for events built complete).
+			lateBy := map[uint32]uint64{}
+			for s, v := range l.FragmentsLate {
+				if d := v - w.prevLateBy[s]; d > 0 {
+					lateBy[s] = d
+				}
+			}
 			warn("fragments late above the threshold (they came after their event was built, at the builder timeout)",
-				"fraction", round3(frac), "threshold", f, "late", late, "received", received, "missing_most", w.missingMost(5))
+				"fraction", round3(frac), "threshold", f, "late", late, "received", received, "missing_most", mostOf(lateBy, late, 5))
 		}
 	}
 	if f, span := w.cfg.BackpressureFraction, now.Sub(w.prevAt); f > 0 && span > 0 && len(wait) == len(w.prevWait) {
@@ -231,18 +243,23 @@ func (w *watcher) interval(now time.Time, l *Ledger, wait []uint64, uris []strin
 	w.events, w.incomplete = 0, 0
 	clear(w.missing)
 	w.prevReceived, w.prevLate, w.prevWait, w.prevAt = l.FragmentsReceived, l.FragmentsDiscarded["late"], slices.Clone(wait), now
+	w.prevLateBy = maps.Clone(l.FragmentsLate)
 }
 
 // missingMost names the n sources missing from the most incomplete events
 // of the interval, with the fraction of the events. Called with mu held.
-func (w *watcher) missingMost(n int) string {
-	ids := slices.Collect(maps.Keys(w.missing))
+func (w *watcher) missingMost(n int) string { return mostOf(w.missing, w.events, n) }
+
+// mostOf names the n sources with the largest counts, each with its
+// count's percentage of total, and how many more there are.
+func mostOf(counts map[uint32]uint64, total uint64, n int) string {
+	ids := slices.Collect(maps.Keys(counts))
 	slices.SortFunc(ids, func(a, b uint32) int {
-		return cmp.Or(cmp.Compare(w.missing[b], w.missing[a]), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
 	})
 	parts := make([]string, 0, n)
 	for _, s := range ids[:min(n, len(ids))] {
-		parts = append(parts, fmt.Sprintf("%d (%.0f%%)", s, 100*float64(w.missing[s])/float64(w.events)))
+		parts = append(parts, fmt.Sprintf("%d (%.0f%%)", s, 100*float64(counts[s])/float64(total)))
 	}
 	if len(ids) > n {
 		parts = append(parts, fmt.Sprintf("and %d more", len(ids)-n))
@@ -288,6 +305,7 @@ func (w *watcher) run(stop <-chan struct{}, sample func() (*Ledger, []uint64, []
 	l, wait, _ := sample()
 	w.mu.Lock()
 	w.prevReceived, w.prevLate, w.prevWait, w.prevAt = l.FragmentsReceived, l.FragmentsDiscarded["late"], wait, time.Now()
+	w.prevLateBy = maps.Clone(l.FragmentsLate)
 	w.mu.Unlock()
 	for {
 		select {

@@ -213,3 +213,22 @@ func TestEmulatorFileUnknownSources(t *testing.T) {
 		}
 	}
 }
+
+// The late warning's missing_most names the sources of the interval's
+// late fragments, by their share of them, also when every event of the
+// interval was built complete (a source whose fragments came late for
+// events it had sent to before, as after its counter reset): no
+// incomplete event names it.
+func TestLateWarningNamesLateSources(t *testing.T) {
+	logs := &syncBuffer{}
+	w := newWatcher(config.Warnings{Interval: time.Second, LateFraction: 0.01}, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	at := time.Unix(1000, 0)
+	l := &Ledger{FragmentsReceived: 1000, FragmentsDiscarded: map[string]uint64{"late": 10}, FragmentsLate: map[uint32]uint64{15: 8, 3: 2}}
+	w.interval(at, l, nil, nil)
+	l = &Ledger{FragmentsReceived: 2000, FragmentsDiscarded: map[string]uint64{"late": 110}, FragmentsLate: map[uint32]uint64{15: 98, 3: 2, 7: 10}}
+	w.interval(at.Add(time.Second), l, nil, nil)
+	out := logs.String()
+	if !strings.Contains(out, `late=100 received=1000 missing_most="15 (90%), 7 (10%)"`) {
+		t.Fatalf("want the late warning of the second interval naming 15 and 7:\n%s", out)
+	}
+}

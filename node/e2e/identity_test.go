@@ -202,7 +202,7 @@ warnings: {interval: 1s}
 		}
 		if !done && last.Ledger.FragmentsDiscarded["reset"] > 0 && last.Ledger.CounterResets[15] == 1 {
 			metrics, err := httpGet("http://" + addr + "/metrics")
-			if err == nil && !strings.Contains(string(metrics), `sluice_source_counter_resets_total{source="15"} 1`) {
+			if err == nil && !strings.Contains(string(metrics), `sluice_source_event_id_resets_total{source="15"} 1`) {
 				t.Errorf("/metrics lacks the counter reset of source 15")
 			}
 		}
