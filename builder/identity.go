@@ -310,7 +310,8 @@ func (b *Builder) retireLocked(ev *event) {
 // dissolveLocked discards every fragment of an open event instead of
 // emitting it: as reset when the event is of the next epoch and its
 // source still votes for a reset (whose reset is then noted: no quorum
-// followed it), else as suspect_id (by source). Its id is not remembered
+// followed it) or was counted reset (it caught up since), else as
+// suspect_id (by source). Its id is not remembered
 // as emitted, so the others' fragments for it, if they come, open it
 // anew. Fragment references are dropped by the emitter, outside the lock.
 func (b *Builder) dissolveLocked(ev *event) {
@@ -322,7 +323,7 @@ func (b *Builder) dissolveLocked(ev *event) {
 		if s.state == 0 {
 			continue
 		}
-		if next && b.ident.src[k].ep == ev.epoch {
+		if next && (b.ident.src[k].ep == ev.epoch || b.ident.resetNoted[k]) {
 			b.disc[rReset]++
 			b.noteResetLocked(int32(k))
 		} else {
