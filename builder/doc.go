@@ -22,7 +22,10 @@
 //   - Duplicate (same source, same event, still open): the first fragment
 //     wins, the later one is discarded ("duplicate") and the event gets
 //     StatusDuplicates.
-//   - Late (its event was already emitted): discarded ("late"); see below.
+//   - Late (its event was already emitted): discarded ("late", counted
+//     per source); see below.
+//   - Reset (its source's event counter reset alone and is not back among
+//     the others'): discarded ("reset"); see "Event identity".
 //   - Suspect (its id is far from the other sources' and they never
 //     confirm it): discarded ("suspect_id"), counted per source; see
 //     "Event identity".
@@ -120,17 +123,33 @@
 //     then near the reference; otherwise it is dissolved: every fragment
 //     counted suspect_id for its source, its id not remembered as emitted
 //     (so the others' fragments for that id, if they ever come, build it).
-//   - Counter reset. A source whose id is far behind the reference and
-//     went back by more than SuspectDistance from its own previous one
-//     votes for a reset: its fragments go to the next epoch (held
-//     events). Once Quorum sources have voted, that epoch is the current
-//     one (Ledger.Resyncs, and a log record): the voters form its
-//     reference, the late window forgets the old epoch. A source still in
-//     the old epoch joins the new one when its counter jumps back too or
-//     its ids come near the new reference; until then its fragments go on
-//     into the old epoch's open events (which build normally), or are late.
-//     A voter whose next id is near the reference again had a glitch: its
-//     vote is withdrawn, its held event dissolved at timeout.
+//   - Counter reset. A source whose own id went back by more than the
+//     reset jump (a quarter of MaxOpenEvents, at least 256, at most
+//     SuspectDistance) to more than that jump below the reference (or
+//     far behind it), from an id that was not itself far, votes for a
+//     reset: its fragments go to the next epoch (held events), and no
+//     event waits for it as for a source behind (behind.go). Once Quorum
+//     sources have voted, that epoch is the current one (Ledger.Resyncs,
+//     and a log record): the voters form its reference, the late window
+//     forgets the old epoch. A source still in the old epoch joins the new
+//     one when its counter jumps back too or its ids come near the new
+//     reference; until then its fragments go on into the old epoch's open
+//     events (which build normally), or are late.
+//   - One source's reset. When no quorum follows a vote (the voter's
+//     first held event dissolves at its timeout), the source's counter
+//     reset alone: one board resynced while the others went on. It is
+//     counted (Ledger.ResetsBySource) and logged once, with its ids
+//     before and after. What a DAQ does with a board out of sync is to
+//     take none of its data until it is in step again, as CMS's event
+//     builder does with a FED after a resync, rather than guess a mapping
+//     from its ids to the others' (an offset that a lost or extra trigger
+//     would make wrong without a sign): its fragments are discarded as
+//     "reset" until its ids are back among the others' (no more than the
+//     reset jump below the reference), then it builds again (a log
+//     record). The others' events go out at Timeout without it,
+//     incomplete, listing it missing. A vote whose next id is back among
+//     the others' at once was a glitch: withdrawn, not counted, its held
+//     event dissolved as suspect_id.
 //   - Late. Once an event is emitted its key leaves the table, so a later
 //     fragment for it would open a new event. The builder remembers the
 //     last LateWindow emitted ids of the current epoch exactly
@@ -149,8 +168,10 @@
 // delivered source by source (each one's whole stream before the next's)
 // costs the first sources' fragments past their share of held events
 // (event-major delivery, the readout's, costs nothing); a reset by less than
-// SuspectDistance is not recognized (the old epoch's ids then make the new
-// one's late until it passes them). With fewer than a quorum of sources
+// the reset jump is not recognized (the old epoch's ids then make the new
+// one's late until it passes them); a packet of more than the reset jump's
+// fragments sent twice after its events were built reads as its source's
+// vote, withdrawn at its next packet. With fewer than a quorum of sources
 // sending at all there is no reference: ids are taken as they come. The
 // event_id column carries the id only: events after a resync repeat ids,
 // and a store keyed by (run, event id) replaces the earlier ones (counted
@@ -192,7 +213,9 @@
 //     the event returns to the free list.
 //   - Every source is in no epoch, the current one, or (voting) the next;
 //     fewer than Quorum vote; only held events are in the next epoch.
-//   - Suspect discards split by source sum to Discarded["suspect_id"].
+//   - Suspect and late discards split by source sum to Discarded
+//     ["suspect_id"] and Discarded["late"]; a source's reset is noted
+//     only once counted.
 //   - Live assignments' ranges are sorted and disjoint; an assignment's
 //     built ids are its set bits; its undelivered events are counted.
 //
