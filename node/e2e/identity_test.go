@@ -250,6 +250,7 @@ warnings: {interval: 1s}
 	if build == nil || build.Count < 5000 {
 		t.Fatalf("no event_build latency in the last /status: %+v", last.Latency)
 	}
+	t.Logf("event_build p50 %.3f s, p99 %.3f s over %d events; %d waited behind", build.P50, build.P99, build.Count, l.EventsWaitedBehind)
 	if build.P99 > 1.3 {
 		t.Errorf("event_build p99 %.2f s, above timeout + behind_wait (1.3 s); %d events waited behind", build.P99, l.EventsWaitedBehind)
 	}
