@@ -144,6 +144,13 @@ func StaleRegionBytes() int64 {
 // behind.
 const RegionPrefix = wire.RegionPrefix
 
-// ProtocolVersion is the trigger protocol version this host speaks in the
-// go-plugin handshake.
+// ProtocolVersion is the base trigger protocol version this host speaks in
+// the go-plugin handshake (the service sluice.trigger.v1, one call at a
+// time per process).
 const ProtocolVersion = wire.ProtocolVersion
+
+// ProtocolPipelined is the handshake version of the same service with up to
+// CallsInFlight calls outstanding per process, decided in BatchSeq order;
+// the host offers both versions and uses this one with plugins that speak
+// it (every plugin built with plugins/sdk).
+const ProtocolPipelined = wire.ProtocolPipelined
