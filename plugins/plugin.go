@@ -77,7 +77,7 @@ type Plugin struct {
 }
 
 // Start starts the plugin binary at path, checks the go-plugin handshake
-// (magic cookie, protocol version ProtocolVersion) and reads its
+// (magic cookie, protocol version ProtocolVersion or ProtocolPipelined) and reads its
 // description. A binary that is not a plugin, or speaks another protocol
 // version, gives an error naming it.
 func Start(ctx context.Context, path string, opts Options) (*Plugin, error) {
