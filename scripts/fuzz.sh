@@ -103,7 +103,7 @@ seconds() {
 summary=()
 report() {
   local name=$1 log=$2 rc=$3 last el ex nw secs rate crasher=-
-  last=$(grep -E '^fuzz: elapsed' "$log" | tail -1 || true)
+  last=$(grep -E '^fuzz: elapsed: .*execs' "$log" | tail -1 || true) # not a 'minimizing' line
   el=$(sed -nE 's/^fuzz: elapsed: ([^,]+),.*/\1/p' <<<"$last")
   ex=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
   nw=$(sed -nE 's/.*new interesting: ([0-9]+).*/\1/p' <<<"$last")
