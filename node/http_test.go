@@ -25,7 +25,8 @@ func (f *fakeControl) Status() Status {
 	return Status{
 		Node: "n1", State: State(f.state.Load()), Run: 7,
 		Buffers: Buffers{QueueBatches: 2, QueueCapacity: 4, MemoryBudgetBytes: 256 << 20},
-		Inputs:  []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}, {URI: "file:///data/runs/run7.mfp", Done: true}},
+		Inputs: []InputStatus{{URI: "shm://r", Packets: 10, Bytes: 1000}, {URI: "file:///data/runs/run7.mfp", Done: true},
+			{URI: "tcp://127.0.0.1:7000", Address: "127.0.0.1:7000", Open: 1, ConnectionsClosed: map[string]uint64{"preamble_timeout": 4}}},
 		Plugins: []PluginStatus{{Stage: "hlt1", Plugin: "gec", Binary: "bin/plugins/gec", Instances: 2, Up: 2, Restarts: 1}},
 		Store:   StoreStatus{Path: "./data", HeadroomBytes: 1 << 30, Writable: true},
 		Replay:  ReplayStatus{Enabled: true, Plugins: []PluginStatus{{Stage: "hlt2", Plugin: "gec", Binary: "bin/plugins/gec", Instances: 1, Up: 1, Calls: 3}}},
@@ -90,6 +91,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 		`sluice_events_stored_total{stream="deferred"} 29`,
 		`sluice_input_losses_total{input="udp://127.0.0.1:9000",reason="lost"} 3`,
 		`sluice_queue_batches 2`,
+		`sluice_input_connections_closed_total{input="tcp://127.0.0.1:7000",reason="preamble_timeout"} 4`,
 		"go_goroutines", "process_resident_memory_bytes",
 		// The two byte counts say what they count: whole packets as they
 		// arrived per input, and the fragment payloads into the builder.

@@ -68,6 +68,7 @@ var metricDefs = []metricDef{
 	{"sluice_input_connections_open", "Connections open per network input.", []string{"input"}},
 	{"sluice_input_connections_refused_total", "Connections a network input refused: tcp, closed at once because its max_connections were open; peer, hellos refused (another farm, different tokens, another protocol version, a full accept queue).", []string{"input"}},
 	{"sluice_input_streams_lost_total", "Senders a peer input lost without a complete goodbye, by reason (reset: the connection failed or ended before the data the sender counted arrived; heartbeat: silent for peer_timeout; protocol): what they had in flight is in no other counter.", []string{"input", "reason"}},
+	{"sluice_input_connections_closed_total", "Connections a tcp input closed before their stream began, by reason (preamble_timeout: no preamble within its preamble_timeout).", []string{"input", "reason"}},
 	{"sluice_input_accept_errors_total", "Failed accepts a network input backed off from and survived, by reason (emfile: out of file descriptors).", []string{"input", "reason"}},
 	{"sluice_input_fragments_flagged_total", "Fragments an input handed on flagged as a source error, by reason (a FEROL input: fed_crc, fed_error_bits, fed_header_mismatch); the builder marks their events.", []string{"input", "reason"}},
 	{"sluice_input_backpressure_seconds_total", "Wall-clock seconds an input spent waiting for the event builder to take its packets, at least one of its connections waiting (its senders throttled meanwhile: ring writer waiting for space, TCP sender out of credit).", []string{"input"}},
@@ -175,6 +176,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for r, v := range in.AcceptErrors {
 			counter("sluice_input_accept_errors_total", v, in.URI, r)
+		}
+		for r, v := range in.ConnectionsClosed {
+			counter("sluice_input_connections_closed_total", v, in.URI, r)
 		}
 		for r, v := range in.Flagged {
 			counter("sluice_input_fragments_flagged_total", v, in.URI, r)

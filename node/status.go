@@ -80,6 +80,10 @@ type InputStatus struct {
 	StreamsExpected int               `json:"streams_expected,omitempty"`
 	StreamsEnded    uint64            `json:"streams_ended,omitempty"`
 	AcceptErrors    map[string]uint64 `json:"accept_errors,omitempty"`
+	// ConnectionsClosed: tcp inputs, connections the input closed before
+	// their stream began, by reason ("preamble_timeout": no preamble
+	// within preamble_timeout).
+	ConnectionsClosed map[string]uint64 `json:"connections_closed,omitempty"`
 	// StreamsLost: peer inputs, senders lost without a complete goodbye,
 	// by reason (reset, heartbeat, protocol): what they had in flight
 	// never arrived and is in no other counter.

@@ -359,7 +359,7 @@ sources: [{name: a, sources: "1"}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"uri: tcp://127.0.0.1:7000\ncredit_window: 1MiB\nsocket_buffer: 8MiB\nexpect_streams: 0\nmax_connections: 0\nemulator:\n", "    connections: 3\n    socket_buffer: 4MiB\n"} {
+	for _, w := range []string{"uri: tcp://127.0.0.1:7000\ncredit_window: 1MiB\nsocket_buffer: 8MiB\nexpect_streams: 0\nmax_connections: 0\npreamble_timeout: 10s\nemulator:\n", "    connections: 3\n    socket_buffer: 4MiB\n"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("marshalled input lacks %q:\n%s", w, b)
 		}

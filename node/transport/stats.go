@@ -91,6 +91,10 @@ type Stats struct {
 	// were open; peer, peers whose hello was refused (another farm, a
 	// wrong token, ...).
 	Refused uint64
+	// Closed: TCP, connections the input closed itself before their
+	// stream began, by reason ("preamble_timeout": no complete preamble
+	// within the input's preamble_timeout); absent when none.
+	Closed map[string]uint64
 	// Flagged counts fragments handed on flagged schemas.FlagSourceError
 	// by the input itself, by reason (TCP ?framing=ferol: "fed_crc" a FED
 	// CRC-16 that does not match, "fed_error_bits" the trailer's R or F
@@ -124,6 +128,7 @@ type Counters struct {
 	acceptErrors map[string]uint64 // rare: a map under a lock
 	flagged      map[string]uint64 // as rare
 	streamsLost  map[string]uint64
+	closed       map[string]uint64
 }
 
 // Snapshot returns the counters as Stats.
@@ -150,6 +155,9 @@ func (c *Counters) Snapshot() Stats {
 	if len(c.streamsLost) > 0 {
 		s.StreamsLost = maps.Clone(c.streamsLost)
 	}
+	if len(c.closed) > 0 {
+		s.Closed = maps.Clone(c.closed)
+	}
 	c.mu.Unlock()
 	return s
 }
@@ -165,6 +173,17 @@ func (c *Counters) AcceptError(reason string) {
 	c.mu.Unlock()
 }
 func (c *Counters) Refuse() { c.refused.Add(1) }
+
+// Close counts one connection the input closed before its stream began,
+// for reason (Stats.Closed).
+func (c *Counters) Close(reason string) {
+	c.mu.Lock()
+	if c.closed == nil {
+		c.closed = map[string]uint64{}
+	}
+	c.closed[reason]++
+	c.mu.Unlock()
+}
 
 // Flag counts one fragment handed on flagged, for reason (Stats.Flagged).
 func (c *Counters) Flag(reason string) {

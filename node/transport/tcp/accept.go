@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,4 +77,24 @@ func (in *Input) refuse(conn *net.TCPConn) {
 	limit, from := in.cfg.streams()
 	in.logger().Warn("readout input refused a connection: max_connections open", "input", "tcp://"+in.ln.Addr().String(),
 		"reason", "max_connections", "max_connections", limit, "from", from, "remote", conn.RemoteAddr().String())
+}
+
+// ClosedPreambleTimeout is the Stats.Closed reason of a connection that
+// sent no complete preamble within Options.PreambleTimeout.
+const ClosedPreambleTimeout = "preamble_timeout"
+
+// preambleFailed handles a connection whose preamble did not arrive: got
+// bytes of it came before the read failed with err. A sender that closed
+// before saying anything lost nothing and is not counted; one still
+// silent at the deadline is closed (by serve) and counted and logged
+// (rate-limited by the node, per input and reason), naming its remote
+// address and the deadline.
+func (in *Input) preambleFailed(conn *net.TCPConn, got int, err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	in.c.Close(ClosedPreambleTimeout)
+	in.logger().Warn("readout input closed a connection that sent no preamble in time", "input", "tcp://"+in.ln.Addr().String(),
+		"reason", ClosedPreambleTimeout, "remote", conn.RemoteAddr().String(), "preamble_timeout", in.cfg.PreambleTimeout.String(),
+		"preamble_bytes_received", got)
 }

@@ -225,9 +225,10 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 		return in.serveFEROL(ctx, conn, sink)
 	}
 	var pre [preambleV2]byte
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(conn, pre[:8]); err != nil {
-		return false, nil // gone before saying anything: nothing lost
+	conn.SetReadDeadline(time.Now().Add(in.cfg.PreambleTimeout))
+	if n, err := io.ReadFull(conn, pre[:8]); err != nil {
+		in.preambleFailed(conn, n, err)
+		return false, nil // gone, or silent, before saying anything: nothing lost
 	}
 	wv := wireV1
 	switch v := binary.LittleEndian.Uint32(pre[4:]); {
@@ -236,7 +237,8 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 		return false, nil
 	case v == tcpVersion2:
 		wv = wireV2
-		if _, err := io.ReadFull(conn, pre[8:]); err != nil {
+		if n, err := io.ReadFull(conn, pre[8:]); err != nil {
+			in.preambleFailed(conn, 8+n, err)
 			return false, nil // gone before its first frame: nothing lost
 		}
 	}

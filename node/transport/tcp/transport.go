@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -68,6 +69,8 @@ const (
 	DefaultCreditWindow = 8 << 20
 	DefaultSocketBuffer = 8 << 20
 	DefaultSendBuffer   = 4 << 20
+	// DefaultPreambleTimeout is Options.PreambleTimeout's default.
+	DefaultPreambleTimeout = 10 * time.Second
 )
 
 // Options are a TCP input's settings; zero values take the defaults.
@@ -91,6 +94,13 @@ type Options struct {
 	// budget, so there is no unlimited setting: an input planned for fewer
 	// streams than connect refuses the others rather than grow past it.
 	MaxConnections int `yaml:"max_connections" doc:"connections open at once, the streams its memory is planned for; more are refused and counted (0 = expect_streams, or 4 without it)"`
+	// PreambleTimeout: a connection whose preamble (the stream's first 8
+	// bytes, 64 in version 2) has not fully arrived this long after it was
+	// accepted is closed, counted (Stats.Closed["preamble_timeout"]) and
+	// logged with its remote address; it frees its place under
+	// MaxConnections. Default 10 s. FEROL streams have no preamble: no
+	// deadline.
+	PreambleTimeout time.Duration `yaml:"preamble_timeout" doc:"a connection that sent no preamble this long after it connected is closed, counted and logged (?framing=ferol: unused)"`
 	// Framing is what the connections carry, from the URI's ?framing=:
 	// FramingSluice ("" too) or FramingFEROL.
 	Framing string `yaml:"-"`
@@ -102,7 +112,7 @@ const DefaultStreams = 4
 
 // DefaultOptions are the settings of an input configured with none.
 func DefaultOptions() Options {
-	return Options{CreditWindow: DefaultCreditWindow, SocketBuffer: DefaultSocketBuffer}
+	return Options{CreditWindow: DefaultCreditWindow, SocketBuffer: DefaultSocketBuffer, PreambleTimeout: DefaultPreambleTimeout}
 }
 
 func (o Options) withDefaults() Options {
@@ -112,6 +122,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SocketBuffer <= 0 {
 		o.SocketBuffer = d.SocketBuffer
+	}
+	if o.PreambleTimeout <= 0 {
+		o.PreambleTimeout = d.PreambleTimeout
 	}
 	return o
 }
@@ -150,7 +163,8 @@ func (*Options) SharedMemory() bool { return false }
 
 // Check wants a credit window of 64 KiB to 1 GiB, a socket buffer of at
 // most 1 GiB, a number of streams >= 0 and max_connections, when set, at
-// least expect_streams.
+// least expect_streams, and a preamble_timeout of 0 (the default) or 1 ms
+// to 1 h.
 func (o *Options) Check(transport.URI) conf.Problems {
 	var ps conf.Problems
 	if o.CreditWindow < 64<<10 || o.CreditWindow > 1<<30 {
@@ -166,6 +180,9 @@ func (o *Options) Check(transport.URI) conf.Problems {
 		ps.Add("max_connections", o.MaxConnections, "want 0 (expect_streams, or %d) .. 1048576", DefaultStreams)
 	} else if o.MaxConnections > 0 && o.ExpectStreams > o.MaxConnections {
 		ps.Add("max_connections", o.MaxConnections, "fewer than expect_streams (%d): the input could never end", o.ExpectStreams)
+	}
+	if o.PreambleTimeout != 0 && (o.PreambleTimeout < time.Millisecond || o.PreambleTimeout > time.Hour) {
+		ps.Add("preamble_timeout", o.PreambleTimeout, "want 1ms..1h (0: %s)", DefaultPreambleTimeout)
 	}
 	return ps
 }
