@@ -93,21 +93,38 @@ func (s Share) String() string {
 	return s.Bytes.String()
 }
 
-// UnmarshalYAML accepts "N%" (0 < N <= 100) or a byte size.
+// UnmarshalYAML accepts "N%" (0 < N <= 100), a fraction written with a
+// decimal point (0 < f <= 1: "0.15" is 15 %) or a byte size ("64MiB",
+// 67108864; 0: unset). Anything else is refused naming the value written.
 func (s *Share) UnmarshalYAML(n *yaml.Node) error {
-	if v, ok := strings.CutSuffix(strings.TrimSpace(n.Value), "%"); ok && n.Kind == yaml.ScalarNode {
-		p, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	bad := func(why string) error {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf(
+			"line %d: cannot unmarshal `%s` into a share of the memory budget such as \"25%%\", 0.25 or \"64MiB\"%s", n.Line, n.Value, why)}}
+	}
+	if n.Kind != yaml.ScalarNode {
+		return bad("")
+	}
+	v := strings.TrimSpace(n.Value)
+	if pc, ok := strings.CutSuffix(v, "%"); ok {
+		p, err := strconv.ParseFloat(strings.TrimSpace(pc), 64)
 		if err != nil || !(p > 0 && p <= 100) {
-			return &yaml.TypeError{Errors: []string{fmt.Sprintf(
-				"line %d: cannot unmarshal `%s` into a share of the memory budget such as \"25%%\" (0-100) or \"64MiB\"", n.Line, n.Value)}}
+			return bad(" (a percentage: more than 0, at most 100)")
 		}
 		*s = Share{Frac: p / 100}
 		return nil
 	}
+	if strings.Contains(v, ".") {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			if !(f > 0 && f <= 1) {
+				return bad(" (a fraction: more than 0, at most 1)")
+			}
+			*s = Share{Frac: f}
+			return nil
+		}
+	}
 	var b conf.ByteSize
 	if err := b.UnmarshalYAML(n); err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf(
-			"line %d: cannot unmarshal `%s` into a share of the memory budget such as \"25%%\" or \"64MiB\"", n.Line, n.Value)}}
+		return bad("")
 	}
 	*s = Share{Bytes: b}
 	return nil
@@ -264,7 +281,7 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 		path := "node.memory_split." + pt.key
 		switch {
 		case pt.share.zero():
-			ps.Add(path, pt.share, "want a share of the memory budget, such as \"15%%\" or \"64MiB\"")
+			ps.Add(path, pt.share, "want a share of the memory budget, such as \"15%%\", 0.15 or \"64MiB\"")
 		case pt.bytes > b:
 			ps.Add(path, pt.share, "want at most the memory budget (%s)", c.Node.MemoryBudget)
 		case pt.bytes < pt.min:

@@ -93,3 +93,35 @@ sources: [{name: a, sources: "0-15"}]
 		t.Errorf("256MiB pool in a 77MiB inputs share: %v", err)
 	}
 }
+
+// node.memory_split takes fractions as the README says (0.15 and "0.3" were
+// read as byte sizes of 0 and refused as "0"), and a refusal names the value
+// written.
+func TestMemorySplitFractions(t *testing.T) {
+	cfg := func(builder string) string {
+		return "node: {memory_budget: 512MiB, memory_split: {builder: " + builder + "}}\n" +
+			"inputs: [{uri: \"tcp://127.0.0.1:0\"}]\nsources: [{name: a, sources: \"0-3\"}]\n"
+	}
+	for in, want := range map[string]uint64{"0.15": Percent(15).Of(512 << 20), `"0.3"`: Share{Frac: 0.3}.Of(512 << 20), "1.0": 512 << 20, `"10%"`: Percent(10).Of(512 << 20), "64MiB": 64 << 20} {
+		c, err := Parse([]byte(cfg(in)))
+		if in == "1.0" { // the whole budget: refused, as the parts then exceed it
+			if err == nil || !strings.Contains(err.Error(), "node.memory_split") {
+				t.Errorf("builder %s: %v", in, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("builder %s: %v", in, err)
+			continue
+		}
+		if got := c.Memory().Builder; got != want {
+			t.Errorf("builder %s: %d bytes, want %d", in, got, want)
+		}
+	}
+	for _, in := range []string{"1.5", "-0.2", "0.0", `"x%"`} {
+		_, err := Parse([]byte(cfg(in)))
+		if err == nil || !strings.Contains(err.Error(), `"`+strings.Trim(in, `"`)+`"`) {
+			t.Errorf("builder %s: %v, want a refusal naming it", in, err)
+		}
+	}
+}
