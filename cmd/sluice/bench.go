@@ -126,21 +126,25 @@ as the baseline, with the ratio.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %d events x %d B from %d sources (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
 					events, eventBytes, sources, packing, cfg.Trigger.Stages[0].Params["prescale"])
 			}
+			// The profile and the trace cover the node's start-up and run
+			// (node, plugin host, embedded emulator) and stop before the
+			// memcpy baseline, whose copies would otherwise sit in the
+			// same runtime.memmove as the node's.
+			stopProfile, stopTrace := func() {}, func() {}
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
-				if err != nil {
+				if stopProfile, err = startCPUProfile(cpuProfile); err != nil {
 					return err
 				}
-				defer stop()
 			}
 			if traceFile != "" {
-				stop, err := startTrace(traceFile)
-				if err != nil {
+				if stopTrace, err = startTrace(traceFile); err != nil {
+					stopProfile()
 					return err
 				}
-				defer stop()
 			}
 			r, err := runBench(cmd.Context(), cfg)
+			stopTrace()
+			stopProfile()
 			if err != nil {
 				return err
 			}
@@ -171,8 +175,8 @@ as the baseline, with the ratio.`,
 	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (node and embedded emulator) to this file")
-	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the run to this file (go tool trace: where goroutines wait)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node's start-up and run (node and embedded emulator; not the event generation nor the memcpy baseline) to this file")
+	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the node's start-up and run (not the memcpy baseline) to this file (go tool trace: where goroutines wait)")
 	return cmd
 }
 
