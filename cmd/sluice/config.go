@@ -21,7 +21,15 @@ func newConfigCmd() *cobra.Command {
 	validate := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check configuration files (- reads standard input); lists every problem with its field path and exits 3 on any",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Check configuration files (- reads standard input): every problem with its field path, exit 3 on any.
+
+Without --preflight only the files are checked, not this machine, so that a
+configuration can be validated for another one: /dev/shm too small for the
+plugin arena and the embedded emulators' rings, a store.min_free_bytes at or
+above the store's file system, missing plugin binaries or emulator input files
+are found by --preflight (and by sluice run, which runs it), not by a plain
+validate.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, file := range args {
@@ -32,7 +40,11 @@ func newConfigCmd() *cobra.Command {
 					bad++
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", file)
+				if preflight {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", file)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s)\n", file, notOnThisMachine)
+				}
 			}
 			if bad > 0 {
 				// Exit status 3, as `sluice run` does for the same problems.
@@ -42,7 +54,7 @@ func newConfigCmd() *cobra.Command {
 		},
 	}
 	validate.Flags().BoolVar(&preflight, "preflight", false,
-		"also check what the config names on this machine: plugin binaries (each started once: its parameters, prescaled lines and source groups), emulator input files, the store directory")
+		"also check what the config needs of this machine: /dev/shm space for the plugin arena and rings, the store directory and its file system (store.min_free_bytes), plugin binaries (each started once: its parameters, prescaled lines and source groups), emulator input files")
 	def := &cobra.Command{
 		Use:   "default",
 		Short: "Print the default configuration with every key commented",
@@ -55,6 +67,9 @@ func newConfigCmd() *cobra.Command {
 	cmd.AddCommand(validate, def)
 	return cmd
 }
+
+// notOnThisMachine is what a plain validate's "ok" says it did not check.
+const notOnThisMachine = "the file only; --preflight also checks this machine: /dev/shm space, the store's file system, plugin binaries, input files"
 
 // checkConfig is config.Check naming file in the problems: those found
 // only by validating or preflight checks after a clean load come without

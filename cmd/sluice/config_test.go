@@ -24,6 +24,37 @@ func TestConfigDefaultValidates(t *testing.T) {
 	}
 }
 
+// TestValidateSaysMachineNotChecked: a plain validate passes a
+// store.min_free_bytes larger than any disk (it may be meant for another
+// machine) but says that it did not check this machine and how to;
+// --preflight refuses it with exit status 3.
+func TestValidateSaysMachineNotChecked(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big.yaml")
+	cfg := "inputs:\n  - uri: tcp://127.0.0.1:0\nsources: [{name: a, sources: \"0-3\"}]\nstore: {path: " + strconv.Quote(filepath.Join(dir, "store")) + ", min_free_bytes: 10TiB}\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "config", "validate", p)
+	if err != nil {
+		t.Fatalf("plain validate: %v\n%s", err, out)
+	}
+	if want := p + ": ok (the file only; --preflight also checks this machine: /dev/shm space, the store's file system,"; !strings.HasPrefix(out, want) {
+		t.Errorf("plain validate says %q, want it to start with %q", out, want)
+	}
+	out, err = run(t, "config", "validate", "--preflight", p)
+	if c := exitCode(err); err == nil || c != exitConfig {
+		t.Fatalf("validate --preflight: exit %d (%v), want %d\n%s", c, err, exitConfig, out)
+	}
+	if !strings.Contains(out, "store.min_free_bytes: 10TiB: want less than the size of the file system") {
+		t.Errorf("validate --preflight does not name store.min_free_bytes:\n%s", out)
+	}
+	help, _ := run(t, "config", "validate", "--help")
+	if !strings.Contains(help, "Without --preflight only the files are checked, not this machine") {
+		t.Errorf("validate --help does not say what --preflight adds:\n%s", help)
+	}
+}
+
 func TestConfigValidateListsEveryProblem(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "bad.yaml")
 	bad := `
