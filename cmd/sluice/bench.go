@@ -38,10 +38,13 @@ type benchResult struct {
 	Balanced        bool    `json:"balanced"`
 	PeakRSSBytes    uint64  `json:"peak_rss_bytes"` // VmHWM of this process (node and embedded emulator)
 	// PeakHeldBytes is the largest anonymous + shared resident memory
-	// sampled every 50 ms: VmHWM without the store's mapped files.
+	// sampled every 50 ms: VmHWM without file-backed pages (the store reads
+	// with pread and maps nothing: they are this executable's own text and
+	// data, and the libraries').
 	PeakHeldBytes uint64 `json:"peak_anon_shmem_bytes"`
-	// The resident set at the end, by kind: heap and stacks, mapped files
-	// (the store's logs), shared memory (the readout ring, plugin regions).
+	// The resident set at the end, by kind: heap and stacks, file-backed
+	// pages (this executable's text and data), shared memory (the readout
+	// ring, plugin regions).
 	RSSAnonBytes  uint64 `json:"rss_anon_bytes"`
 	RSSFileBytes  uint64 `json:"rss_file_bytes"`
 	RSSShmemBytes uint64 `json:"rss_shmem_bytes"`
@@ -222,9 +225,9 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
-	// VmHWM counts the store's memory-mapped log files too (page cache the
-	// kernel can reclaim); sample what the node itself holds, anonymous
-	// and shared memory, to report its peak separately.
+	// VmHWM counts file-backed pages too (this executable's text, which
+	// no part of the budget holds); sample what the node allocates,
+	// anonymous and shared memory, to report its peak separately.
 	var peakHeld uint64
 	done := make(chan struct{})
 	sampled := make(chan struct{})
@@ -328,9 +331,9 @@ func printBench(w io.Writer, r benchResult) {
 		r.CPUSeconds, r.CPUNsPerByte, r.CoresBusy)
 	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +64 MiB)\n",
 		mib(r.PeakRSSBytes), mib(r.BudgetBytes), mib(r.PeakRSSBytes)-mib(r.BudgetBytes))
-	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM without the store's memory-mapped log files): budget %+.0f MiB\n",
+	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM without file-backed pages: this executable's text): budget %+.0f MiB\n",
 		mib(r.PeakHeldBytes), mib(r.PeakHeldBytes)-mib(r.BudgetBytes))
-	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB mapped files (store logs), %.0f MiB shared memory (ring, plugin regions)\n",
+	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB file-backed (this executable's text and data), %.0f MiB shared memory (ring, plugin regions)\n",
 		mib(r.RSSAnonBytes), mib(r.RSSFileBytes), mib(r.RSSShmemBytes))
 	for _, s := range r.Latency {
 		fmt.Fprintf(w, "latency %-20s p50 %9.3f ms  p99 %9.3f ms  (%d samples)\n", s.Name, 1e3*s.P50, 1e3*s.P99, s.Count)
