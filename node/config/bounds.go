@@ -21,12 +21,13 @@ const (
 
 // nodeBytesPerSource is the state the node keeps per configured source
 // from its start, open events or not: the builder's tables by source
-// (index, identity, activity, watermark, absence) with the parsed source
-// lists, ~100 bytes (110 with ids beyond the dense index:
-// TestPerSourceState), the node's sets of sources (silence watch), and
-// the garbage collector's room over the live heap, about as much again.
-// An idle node of 2^18 sources was ~260 bytes a source larger than one of 4.
-const nodeBytesPerSource = 256
+// (index, identity with its counter-reset state, late counts, activity,
+// watermark, absence) with the parsed source lists, 130 bytes (145 with ids
+// beyond the dense index: TestPerSourceState), the node's sets of sources
+// (silence watch), and the garbage collector's room over the live heap,
+// about as much again. An idle node of 2^18 sources was ~260 bytes a
+// source larger than one of 4 before the counter-reset state was added.
+const nodeBytesPerSource = 320
 
 // sourceCounts is the number of sources of each group, counted from the
 // lists' ranges (no id is listed); ok is false when a list does not parse

@@ -30,7 +30,7 @@ func TestSizesRefusedAtOnce(t *testing.T) {
 		preflight  bool     // only run (and validate --preflight) see it
 	}{
 		{"sources", head + "sources:\n" + groups.String(),
-			[]string{"sources[0].sources: \"0-1048575\": 1048576 sources x 256 bytes of per-source state", "more than the Go heap's share of node.memory_budget"}, false},
+			[]string{"sources[0].sources: \"0-1048575\": 1048576 sources x 320 bytes of per-source state", "more than the Go heap's share of node.memory_budget"}, false},
 		{"max_open_events", head + "sources: [{name: a, sources: \"0-3\"}]\nbuilder: {max_open_events: 1000000000000}\n",
 			[]string{"builder.max_open_events: 1000000000000: the builder's bookkeeping for 1000000000256 open events"}, false},
 		{"min_free_bytes", strings.Replace(head, "store: {path: "+store+"}", "store: {path: "+store+", min_free_bytes: 1PiB}", 1) + "sources: [{name: a, sources: \"0-3\"}]\n",
