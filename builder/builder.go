@@ -65,7 +65,13 @@ type Builder struct {
 	behind      behindState // waiting for sources behind the others (behind.go)
 	absent      []bool      // by source index: declared absent (absent.go)
 	want        int         // sources an event needs to be complete: nsrc less the absent
-	heldSuspect int         // open events opened by suspect fragments (<= MaxSuspectEvents)
+	heldSuspect int         // open events opened by suspect fragments
+	// Events opened by suspect fragments and not yet freed (open, ready or
+	// assembling; <= MaxSuspectEvents): once confirmed and emitted they
+	// stay in the suspect room until assembled, so that held stays within
+	// MaxOpenEvents + MaxSuspectEvents and a suspect never waits for the
+	// normal room.
+	suspectHeld int
 	asg         assignments // Config.Assigned (assign.go)
 	// For the emitter to do outside the lock: fragment references to drop
 	// (dissolved events) and notes to log.
@@ -356,14 +362,14 @@ func (b *Builder) placeLocked(ctx context.Context, src int32, id uint64, flags s
 }
 
 // roomLocked reports whether `events` more events and `bytes` more payload
-// bytes fit within the limits (open suspect events have their own). A
+// bytes fit within the limits (suspect events have their own). A
 // fragment is never refused while nothing is held, so that one larger than
 // MaxBufferedBytes cannot block forever.
 func (b *Builder) roomLocked(events int, bytes int64) bool {
 	if b.held == 0 {
 		return true
 	}
-	return b.held-b.heldSuspect+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
+	return b.held-b.suspectHeld+events <= b.cfg.MaxOpenEvents && b.heldB+bytes <= b.cfg.MaxBufferedBytes
 }
 
 // suspectRoomLocked reports whether source src may open a suspect event
@@ -372,7 +378,7 @@ func (b *Builder) roomLocked(events int, bytes int64) bool {
 // others need while a counter reset or a common jump is confirmed.
 // Suspect fragments never wait for room.
 func (b *Builder) suspectRoomLocked(src int32, bytes int64) bool {
-	return b.heldSuspect < b.cfg.MaxSuspectEvents && b.ident.heldBy[src] < max(1, b.cfg.MaxSuspectEvents/4) &&
+	return b.suspectHeld < b.cfg.MaxSuspectEvents && b.ident.heldBy[src] < max(1, b.cfg.MaxSuspectEvents/4) &&
 		(b.held == 0 || b.heldB+bytes <= b.cfg.MaxBufferedBytes)
 }
 
@@ -414,7 +420,10 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 		b.discardLocked(rDuplicate, ref)
 		return true
 	}
-	if !b.roomLocked(0, int64(len(payload))) {
+	// An event without fragments was just opened for this one, its room
+	// checked by the open: it must not wait now (it would leave an open
+	// event with no fragment when its wait is cancelled).
+	if ev.frags > 0 && !b.roomLocked(0, int64(len(payload))) {
 		return false
 	}
 	state := slotPresent
@@ -477,8 +486,9 @@ func (b *Builder) openEventLocked(src int32, id uint64, found *event, size int, 
 			return nil, true
 		}
 		ev := b.openLocked(id, e, now)
-		ev.held, ev.judge, ev.opener = true, true, src
+		ev.held, ev.suspect, ev.judge, ev.opener = true, true, true, src
 		b.heldSuspect++
+		b.suspectHeld++
 		b.ident.heldBy[src]++
 		return ev, true
 	}

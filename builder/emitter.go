@@ -154,6 +154,9 @@ func (b *Builder) nextDeadlineLocked(now time.Time) time.Duration {
 func (b *Builder) accountLocked(batch []*event) {
 	for _, ev := range batch {
 		b.held--
+		if ev.suspect {
+			b.suspectHeld--
+		}
 		b.heldB -= ev.bytes
 		b.led.FragmentsOpen -= uint64(ev.frags)
 		b.led.FragmentsInEvents += uint64(ev.frags - ev.dupCore)

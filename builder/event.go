@@ -89,7 +89,8 @@ type event struct {
 	key     uint64
 	epoch   uint32      // counter resets before it (event mode; see identity.go)
 	open    bool        // in the table and the FIFO (not yet emitted)
-	held    bool        // opened by a suspect fragment: counts against MaxSuspectEvents while open
+	held    bool        // opened by a suspect fragment and still open: counts against the source's share of MaxSuspectEvents
+	suspect bool        // opened by a suspect fragment: counts against MaxSuspectEvents, not MaxOpenEvents, until freed
 	opener  int32       // held: the source index that opened it
 	judge   bool        // opened suspect or without a reference: judged at its timeout, may be dissolved
 	waited  bool        // waited past its timeout for a source behind it (behind.go)
@@ -131,7 +132,7 @@ func addSource(list []int32, src int32) []int32 {
 // reset clears e for reuse; slots were already cleared by assembly.
 func (e *event) reset() {
 	e.status, e.present, e.frags, e.bytes, e.dupCore = 0, 0, 0, 0, 0
-	e.epoch, e.held, e.judge, e.waited, e.asg = 0, false, false, false, nil
+	e.epoch, e.held, e.suspect, e.judge, e.waited, e.asg = 0, false, false, false, false, nil
 	e.dups, e.lates = e.dups[:0], e.lates[:0]
 	clear(e.gbytes)
 	clear(e.coreN)

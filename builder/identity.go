@@ -344,6 +344,9 @@ func (b *Builder) dissolveLocked(ev *event) {
 	}
 	b.led.FragmentsOpen -= uint64(ev.frags)
 	b.held--
+	if ev.suspect {
+		b.suspectHeld--
+	}
 	b.heldB -= ev.bytes
 	ev.reset()
 	b.free = append(b.free, ev)

@@ -300,3 +300,55 @@ func TestSourceMajorJump(t *testing.T) {
 		})
 	}
 }
+
+// A suspect fragment that opens its held event while the ready queue
+// holds more than MaxOpenEvents events (a suspect event that completed
+// counts among them once emitted), with the adder's context already done:
+// the fragment must be placed or discarded, never leave an open event
+// without fragments (which a flush then dissolved with none, or emitted
+// empty). The FuzzBuilder finding of the 2026-12-02 fuzz run, whose
+// timing (the emitter not yet having assembled the ready events) this
+// makes certain with a batch latency of an hour.
+func TestSuspectOpenedOverReadyEvents(t *testing.T) {
+	groups := []schemas.SourceGroup{{Name: "a", Sources: []uint32{0, 1}}, {Name: "b", Sources: []uint32{2}}}
+	h := newHarness(t, Config{Groups: groups, Timeout: time.Hour, BatchLatency: time.Hour, BatchEvents: 100,
+		MaxOpenEvents: 4, MaxSuspectEvents: 4, SuspectDistance: 4, MaxBufferedBytes: 1 << 10}, true)
+	rel := newReleases()
+	sendEvents(t, h.b, groups, 10, 4) // 4 complete events ready: normal room is full
+	// Event 100 opens suspect (far from the reference 13) and completes.
+	for s := range uint32(3) {
+		mustAdd(t, h.b, frag(s, 100, "s", false, 0), rel.next())
+	}
+	h.b.mu.Lock()
+	held, suspect := h.b.held, h.b.heldSuspect
+	h.b.mu.Unlock()
+	if held != 5 || suspect != 0 {
+		t.Fatalf("%d events held, %d suspect; want 5 ready, none suspect", held, suspect)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Far from the reference (100): suspect, which never waits for room.
+	if err := h.b.AddFragment(done, frag(0, 200, "far", false, 0), rel.next()); err != nil {
+		t.Fatalf("suspect fragment: %v (it must not wait for normal room)", err)
+	}
+	h.b.mu.Lock()
+	var empty []uint64
+	for ev := h.b.head; ev != nil; ev = ev.next {
+		if ev.frags == 0 {
+			empty = append(empty, ev.key)
+		}
+	}
+	suspect = h.b.heldSuspect
+	h.b.mu.Unlock()
+	if len(empty) > 0 || suspect != 1 {
+		t.Fatalf("open events without fragments %v, %d suspect events held (want none, 1)", empty, suspect)
+	}
+	flush(t, h.b)
+	h.close()
+	rel.check(t)
+	l := h.b.Ledger()
+	checkBalanced(t, l)
+	if l.EventsComplete != 5 || l.SuspectBySource[0] != 1 || l.Discards() != 1 {
+		t.Fatalf("ledger %+v", l)
+	}
+}

@@ -27,7 +27,7 @@ func (b *Builder) checkLocked(where string) {
 	}
 
 	// The open events: a doubly linked FIFO, every one findable in the table.
-	open, openFrags, openHeld := 0, 0, 0
+	open, openFrags, openHeld, suspects := 0, 0, 0, 0
 	heldBy := map[int32]int{}
 	asgEvents := map[*assignment]int{}
 	var bytes int64
@@ -54,6 +54,9 @@ func (b *Builder) checkLocked(where string) {
 			if present != ev.present || evBytes != ev.bytes {
 				fail("open event %d: %d slots (%d bytes) filled, counted %d (%d bytes)", ev.key, present, evBytes, ev.present, ev.bytes)
 			}
+			if ev.frags == 0 {
+				fail("open event %d has no fragment", ev.key)
+			}
 			if ev.present >= b.want && !ev.held {
 				fail("open event %d has all %d sources (%d absent) but was not emitted", ev.key, b.want, b.nsrc-b.want)
 			}
@@ -61,6 +64,12 @@ func (b *Builder) checkLocked(where string) {
 		if ev.held {
 			openHeld++
 			heldBy[ev.opener]++
+		}
+		if ev.held && !ev.suspect {
+			fail("open event %d held but not counted suspect", ev.key)
+		}
+		if ev.suspect {
+			suspects++
 		}
 		if ev.epoch > b.ident.epoch+1 || (ev.epoch == b.ident.epoch+1 && !ev.held) {
 			fail("open event %d in epoch %d (current %d, held %v): only suspect events may be in the next epoch", ev.key, ev.epoch, b.ident.epoch, ev.held)
@@ -108,6 +117,9 @@ func (b *Builder) checkLocked(where string) {
 			asgEvents[ev.asg]++
 		}
 		readyFrags += ev.frags
+		if ev.suspect {
+			suspects++
+		}
 		bytes += ev.bytes
 	}
 	if b.moved != b.taken+uint64(len(b.ready)) {
@@ -116,6 +128,9 @@ func (b *Builder) checkLocked(where string) {
 	assembling := b.taken - l.EventsBuilt
 	if uint64(b.held) != uint64(open+len(b.ready))+assembling {
 		fail("held %d != open %d + ready %d + assembling %d", b.held, open, len(b.ready), assembling)
+	}
+	if suspects > b.suspectHeld || b.suspectHeld > b.cfg.MaxSuspectEvents || b.held-b.suspectHeld > max(b.cfg.MaxOpenEvents, 1) {
+		fail("%d suspect events open or ready, counted %d (limit %d), held %d (limit %d normal)", suspects, b.suspectHeld, b.cfg.MaxSuspectEvents, b.held, b.cfg.MaxOpenEvents)
 	}
 	if b.held > max(b.cfg.MaxOpenEvents+b.cfg.MaxSuspectEvents, 1) {
 		fail("held %d events over the limit %d + %d suspect", b.held, b.cfg.MaxOpenEvents, b.cfg.MaxSuspectEvents)
