@@ -60,7 +60,8 @@ type Config struct {
 	SuspectDistance uint64 `yaml:"suspect_distance"`
 	// MaxSuspectEvents bounds the events opened by suspect fragments and
 	// held, apart from MaxOpenEvents, until the other sources confirm or
-	// refute them; a suspect fragment that finds no room is discarded
+	// refute them (a confirmed one stays in this room until its batch is
+	// assembled); a suspect fragment that finds no room is discarded
 	// ("suspect_id") at once, never waits.
 	MaxSuspectEvents int `yaml:"max_suspect_events"`
 	// Quorum is how many sources must have sent before the reference

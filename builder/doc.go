@@ -207,8 +207,10 @@
 //   - An event is in exactly one of: the table and FIFO (open), the ready
 //     queue, a batch being assembled, the free list.
 //   - held counts open + ready + assembling events (at most MaxOpenEvents
-//     and MaxSuspectEvents together); heldB their bytes; heldSuspect the
-//     open held events, per source at most a quarter of MaxSuspectEvents.
+//     and MaxSuspectEvents together); heldB their bytes; suspectHeld those
+//     opened by a suspect fragment (at most MaxSuspectEvents, until freed);
+//     heldSuspect the open held events, per source at most a quarter of
+//     MaxSuspectEvents. No open event is without a fragment.
 //   - A slot is cleared when its fragment is copied or dissolved, before
 //     the event returns to the free list.
 //   - Every source is in no epoch, the current one, or (voting) the next;
