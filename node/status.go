@@ -74,6 +74,9 @@ type InputStatus struct {
 	// ("emfile": out of file descriptors; see transport.Stats).
 	Open    int64  `json:"connections_open,omitempty"`
 	Refused uint64 `json:"connections_refused,omitempty"`
+	// ConnectionsByVersion: a TCP input, the streams it accepted by their
+	// readout stream version (1, 2; JSON keys "1", "2").
+	ConnectionsByVersion map[int]uint64 `json:"connections_by_version,omitempty"`
 	// Streams a network input waits for (expect_streams) and those that
 	// ended cleanly: with connections_open, whether every board connected
 	// (0 expected: the input ends only when the run is stopped).

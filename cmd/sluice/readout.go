@@ -96,6 +96,7 @@ prints the error instead (and how far it got) and exits 1; bad flags or a bad
 	f.Int("connections", 0, "tcp: sender connections (0: min(sources, 4)); --set connections=N")
 	f.String("ring-size", conf.ByteSize(shm.DefaultRingData).String(), "shm: ring data size, a power of two; --set ring_size=SIZE")
 	f.String("socket-buffer", conf.ByteSize(tcp.DefaultSendBuffer).String(), "tcp/udp: SO_SNDBUF; --set socket_buffer=SIZE")
+	f.Int("stream-version", tcp.StreamVersion2, "tcp: readout stream version sent: 2, or 1 for a receiver that reads only version 1 (older sluice); --set stream_version=N")
 	f.Float64Var(&cfg.Faults.Drop, "drop", 0, "probability a packet is not sent")
 	f.Float64Var(&cfg.Faults.Duplicate, "duplicate", 0, "probability a packet is sent twice")
 	f.Float64Var(&cfg.Faults.Corrupt, "corrupt", 0, "probability one fragment of a packet gets a payload byte flipped (bad CRC)")
@@ -198,6 +199,7 @@ func defaultSources() int {
 // sender (its key in the emulator section of a node config).
 var senderFlags = []struct{ flag, key string }{
 	{"connections", "connections"}, {"ring-size", "ring_size"}, {"socket-buffer", "socket_buffer"},
+	{"stream-version", "stream_version"},
 }
 
 // senderOptions decodes the sender settings given for uri (flags the user

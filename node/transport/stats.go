@@ -80,6 +80,10 @@ type Stats struct {
 	// arrived), by reason ("reset", "heartbeat", "protocol"); absent when
 	// none. What such a sender had in flight is in no other counter.
 	StreamsLost map[string]uint64
+	// ConnectionsByVersion: TCP, streams accepted by the readout stream
+	// version their preamble declared (1, 2); absent when none (a FEROL
+	// stream has no version).
+	ConnectionsByVersion map[int]uint64
 	// ExpectStreams: TCP/UDP/peer, the streams the input waits for before
 	// it ends (its expect_streams; 0: it never ends by itself).
 	ExpectStreams int

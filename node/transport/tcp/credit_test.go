@@ -23,7 +23,7 @@ import (
 // only turns such a deadlock into a failure.
 func TestLargeFrameGetsCredit(t *testing.T) {
 	const window = 64 << 10
-	for _, version := range []uint32{tcpVersion1, tcpVersion2} {
+	for _, version := range []int{StreamVersion1, StreamVersion2} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			in, err := Listen("127.0.0.1:0", Options{CreditWindow: window, ExpectStreams: 1})
 			if err != nil {
@@ -33,7 +33,7 @@ func TestLargeFrameGetsCredit(t *testing.T) {
 			_, errc := transporttest.Run(t, in, sink)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := dial(ctx, in.Addr().String(), 0, version)
+			s, err := DialVersion(ctx, in.Addr().String(), 0, version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestV2ProtocolViolations(t *testing.T) {
 			t.Fatal(err)
 		}
 		pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-		pre = binary.LittleEndian.AppendUint32(pre, tcpVersion2)
+		pre = binary.LittleEndian.AppendUint32(pre, StreamVersion2)
 		c.Write(append(pre, make([]byte, preambleV2-8)...))
 		var g [8]byte
 		if _, err := io.ReadFull(c, g[:]); err != nil { // the window: frames may go

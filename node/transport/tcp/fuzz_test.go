@@ -31,7 +31,7 @@ func FuzzTCPStream(f *testing.F) {
 	f.Add(append(binary.LittleEndian.AppendUint32(nil, 1<<30), 1, 2, 3), []byte{1, 1, 1})
 	f.Add(twice, []byte{1, 3, 9, 1, 20, 2})
 	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-	fuzzTCPInput(f, binary.LittleEndian.AppendUint32(pre, tcpVersion1))
+	fuzzTCPInput(f, binary.LittleEndian.AppendUint32(pre, StreamVersion1))
 }
 
 // FuzzTCPStreamV2 is FuzzTCPStream for version 2 streams: 64-byte record
@@ -58,7 +58,7 @@ func FuzzTCPStreamV2(f *testing.F) {
 	f.Add(cat(v2Frame(make([]byte, 1<<16+1)), end), []byte{200, 100})
 	f.Add(cat(frame, v2CreditWanted(len(mfp))[:30]), []byte{80})
 	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-	pre = binary.LittleEndian.AppendUint32(pre, tcpVersion2)
+	pre = binary.LittleEndian.AppendUint32(pre, StreamVersion2)
 	fuzzTCPInput(f, append(pre, make([]byte, preambleV2-8)...))
 }
 

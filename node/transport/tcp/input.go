@@ -24,16 +24,22 @@ import (
 // tables): a preamble declares the version, then records.
 const (
 	tcpMagic uint32 = 0x53544C53
-	// tcpVersion1: frames are a u32 length and the MFP, one credit grant
-	// whenever the sink holds nothing more of the connection.
-	tcpVersion1 uint32 = 1
-	// tcpVersion2: records of a wireAlign-byte header and the payload
-	// padded to a multiple of wireAlign, grants batched and a "credit
-	// wanted" record from a sender that waits. What Dial sends.
-	tcpVersion2 uint32 = 2
 	// largeWrite: frames at least this big are written with writev
 	// straight from the caller's bytes instead of through the bufio buffer.
 	largeWrite = 16 << 10
+)
+
+// Versions of the TCP readout stream, the preamble's version (see the
+// package documentation); the input reads both.
+const (
+	// StreamVersion1: frames are a u32 length and the MFP, one credit
+	// grant whenever the sink holds nothing more of the connection. What
+	// older senders send; SenderOptions.StreamVersion 1 sends it.
+	StreamVersion1 = 1
+	// StreamVersion2: records of a wireAlign-byte header and the payload
+	// padded to a multiple of wireAlign, grants batched and a "credit
+	// wanted" record from a sender that waits. What Dial sends.
+	StreamVersion2 = 2
 )
 
 // Version 2's layout: the preamble (magic, version, reserved zeros), a
@@ -80,7 +86,8 @@ type Input struct {
 	pool        rxbuf.Pool
 	outstanding atomic.Int64 // credit granted to open connections and not yet used
 	rcvbuf      atomic.Int64
-	open        atomic.Int64 // connections accepted and not yet closed (Options.MaxConnections)
+	open        atomic.Int64                      // connections accepted and not yet closed (Options.MaxConnections)
+	versions    [StreamVersion2 + 1]atomic.Uint64 // streams accepted, by the version of their preamble
 	log         *slog.Logger
 	sizes       chunkSizes
 }
@@ -126,6 +133,14 @@ func (in *Input) Stats() transport.Stats {
 	s.CreditsOutstanding = in.outstanding.Load()
 	s.SocketBufferBytes = int(in.rcvbuf.Load())
 	s.ExpectStreams = in.cfg.ExpectStreams
+	for v := range in.versions {
+		if n := in.versions[v].Load(); n > 0 {
+			if s.ConnectionsByVersion == nil {
+				s.ConnectionsByVersion = map[int]uint64{}
+			}
+			s.ConnectionsByVersion[v] = n
+		}
+	}
 	if in.cfg.Framing == FramingFEROL {
 		// Every reason a FEROL input flags, at 0 until it occurs, so that
 		// its metrics exist from the start.
@@ -231,11 +246,12 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 		return false, nil // gone, or silent, before saying anything: nothing lost
 	}
 	wv := wireV1
-	switch v := binary.LittleEndian.Uint32(pre[4:]); {
-	case binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || (v != tcpVersion1 && v != tcpVersion2):
+	v := binary.LittleEndian.Uint32(pre[4:])
+	switch {
+	case binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || (v != StreamVersion1 && v != StreamVersion2):
 		in.c.Discard(transport.Protocol)
 		return false, nil
-	case v == tcpVersion2:
+	case v == StreamVersion2:
 		wv = wireV2
 		if n, err := io.ReadFull(conn, pre[8:]); err != nil {
 			in.preambleFailed(conn, 8+n, err)
@@ -243,6 +259,9 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 		}
 	}
 	conn.SetReadDeadline(time.Time{})
+	in.versions[v].Add(1)
+	in.logger().Info("readout input accepted a stream", "input", "tcp://"+in.ln.Addr().String(),
+		"remote", conn.RemoteAddr().String(), "version", v, "open", in.open.Load())
 	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1), batch: int64(in.cfg.CreditWindow / 8), wire: wv}
 	tc.onFree = tc.returnCredit
 	done := make(chan struct{})

@@ -81,14 +81,14 @@ func (s *holdSink) releaseOldest() {
 // sender; version 2's frames must be handed on at addresses that are
 // multiples of 64, as they are in the stream.
 func TestTCPMixedSizesHeldFramesIntact(t *testing.T) {
-	for _, version := range []uint32{tcpVersion1, tcpVersion2} {
+	for _, version := range []int{StreamVersion1, StreamVersion2} {
 		for _, window := range []int64{8 << 20, 256 << 10} {
 			t.Run(fmt.Sprintf("v%d/%s", version, conf.ByteSize(window)), func(t *testing.T) { testMixedSizes(t, version, window) })
 		}
 	}
 }
 
-func testMixedSizes(t *testing.T, version uint32, window int64) {
+func testMixedSizes(t *testing.T, version int, window int64) {
 	sz := chunkSizesFor(window)
 	sizes := []int{40, 3000, sz.chunk * 7 / 10, sz.chunk * 65 / 100, 200, sz.chunk + 12345, 5000, sz.minRead, 17}
 	var want [][]byte
@@ -106,12 +106,12 @@ func testMixedSizes(t *testing.T, version uint32, window int64) {
 		t.Fatal(err)
 	}
 	sink := &holdSink{want: want, hold: 3}
-	if version == tcpVersion2 {
+	if version == StreamVersion2 {
 		sink.align = wireAlign
 	}
 	_, errc := transporttest.Run(t, in, sink)
 	ctx := context.Background()
-	s, err := dial(ctx, in.Addr().String(), 0, version)
+	s, err := DialVersion(ctx, in.Addr().String(), 0, version)
 	if err != nil {
 		t.Fatal(err)
 	}

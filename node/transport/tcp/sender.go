@@ -19,7 +19,7 @@ import (
 type Stream struct {
 	addr    string
 	sobuf   int
-	version uint32 // tcpVersion2, or tcpVersion1 for a test of an old sender
+	version int // StreamVersion2, or StreamVersion1 for a receiver that reads only it
 	wire    wire
 	conn    *net.TCPConn
 	bw      *bufio.Writer
@@ -42,14 +42,22 @@ const ReconnectTimeout = 10 * time.Second
 // of version 2 of the stream and waits for the first credit grant.
 // socketBuffer is the SO_SNDBUF requested (0: the system default).
 func Dial(ctx context.Context, addr string, socketBuffer int) (*Stream, error) {
-	return dial(ctx, addr, socketBuffer, tcpVersion2)
+	return DialVersion(ctx, addr, socketBuffer, StreamVersion2)
 }
 
-// dial is Dial sending version (tcpVersion1 or tcpVersion2).
-func dial(ctx context.Context, addr string, socketBuffer int, version uint32) (*Stream, error) {
-	s := &Stream{addr: addr, sobuf: socketBuffer, version: version, wire: wireV1}
-	if version == tcpVersion2 {
+// DialVersion is Dial sending stream version (StreamVersion1, as older
+// senders do and as a receiver that reads only version 1 wants, or
+// StreamVersion2). Errors: a version that is neither, or a failure to
+// connect within ReconnectTimeout.
+func DialVersion(ctx context.Context, addr string, socketBuffer, version int) (*Stream, error) {
+	s := &Stream{addr: addr, sobuf: socketBuffer, version: version}
+	switch version {
+	case StreamVersion1:
+		s.wire = wireV1
+	case StreamVersion2:
 		s.wire = wireV2
+	default:
+		return nil, fmt.Errorf("readout tcp://%s: stream version %d: want %d or %d", addr, version, StreamVersion1, StreamVersion2)
 	}
 	if err := s.connect(ctx); err != nil {
 		return nil, err
@@ -85,7 +93,7 @@ func (s *Stream) start(ctx context.Context, c *net.TCPConn) error {
 	}
 	pre := make([]byte, 8, preambleV2)
 	binary.LittleEndian.PutUint32(pre[0:], tcpMagic)
-	binary.LittleEndian.PutUint32(pre[4:], s.version)
+	binary.LittleEndian.PutUint32(pre[4:], uint32(s.version))
 	if s.wire == wireV2 {
 		pre = pre[:preambleV2] // the reserved bytes, zero
 	}

@@ -177,7 +177,7 @@ func rawStream(addr string, frame []byte, n int) error {
 	}
 	defer c.Close()
 	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-	pre = binary.LittleEndian.AppendUint32(pre, tcpVersion1)
+	pre = binary.LittleEndian.AppendUint32(pre, StreamVersion1)
 	if _, err := c.Write(pre); err != nil {
 		return err
 	}

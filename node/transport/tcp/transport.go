@@ -39,7 +39,7 @@ var Transport = transport.Transport{
 		if u.Option("framing") == FramingFEROL {
 			return NewFEROLSender(ctx, u.Target, so.Connections, sources, int(so.SocketBuffer))
 		}
-		return NewSender(ctx, u.Target, so.Connections, sources, int(so.SocketBuffer))
+		return NewSender(ctx, u.Target, *so, sources)
 	},
 }
 
@@ -199,9 +199,15 @@ type SenderOptions struct {
 	// SocketBuffer is the SO_SNDBUF requested (default 4 MiB; 0: the
 	// system's).
 	SocketBuffer conf.ByteSize `yaml:"socket_buffer" doc:"SO_SNDBUF requested"`
+	// StreamVersion is the readout stream version sent (the package
+	// documentation): StreamVersion2 (0 too), or StreamVersion1 for a
+	// receiver that reads only version 1 (it closes a version 2 stream as
+	// a protocol violation). A FEROL stream (?framing=ferol) has none.
+	StreamVersion int `yaml:"stream_version" doc:"readout stream version sent: 2 (0 = 2), or 1 for a receiver that reads only version 1"`
 }
 
-// Check wants 0 to 1024 connections and a port to send to.
+// Check wants 0 to 1024 connections, a stream version of 0, 1 or 2 (none
+// with ?framing=ferol) and a port to send to.
 func (o *SenderOptions) Check(u transport.URI) conf.Problems {
 	var ps conf.Problems
 	if want := transport.SendPortWant(u); want != "" {
@@ -209,6 +215,12 @@ func (o *SenderOptions) Check(u transport.URI) conf.Problems {
 	}
 	if o.Connections < 0 || o.Connections > 1024 {
 		ps.Add("connections", o.Connections, "want 0 (default) .. 1024 TCP connections")
+	}
+	switch {
+	case o.StreamVersion < 0 || o.StreamVersion > StreamVersion2:
+		ps.Add("stream_version", o.StreamVersion, "want %d or %d (0: %d)", StreamVersion1, StreamVersion2, StreamVersion2)
+	case o.StreamVersion != 0 && u.Option("framing") == FramingFEROL:
+		ps.Add("stream_version", o.StreamVersion, "a FEROL stream (?framing=ferol) has no stream version")
 	}
 	return ps
 }
@@ -219,16 +231,21 @@ type Sender struct {
 	conns []*Stream
 }
 
-// NewSender opens connections streams to addr (0: min(sources, 4)), each
-// with an SO_SNDBUF of socketBuffer bytes (0: the system's).
-func NewSender(ctx context.Context, addr string, connections, sources, socketBuffer int) (*Sender, error) {
-	k := connections
+// NewSender opens o.Connections streams of version o.StreamVersion to
+// addr (0: min(sources, 4) streams of version 2), each with an SO_SNDBUF
+// of o.SocketBuffer bytes (0: the system's). Errors: those of DialVersion.
+func NewSender(ctx context.Context, addr string, o SenderOptions, sources int) (*Sender, error) {
+	k := o.Connections
 	if k <= 0 {
 		k = max(min(sources, 4), 1)
 	}
+	version := o.StreamVersion
+	if version == 0 {
+		version = StreamVersion2
+	}
 	s := &Sender{}
 	for range k {
-		c, err := Dial(ctx, addr, socketBuffer)
+		c, err := DialVersion(ctx, addr, int(o.SocketBuffer), version)
 		if err != nil {
 			for _, c := range s.conns {
 				c.conn.Close()
