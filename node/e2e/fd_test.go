@@ -32,6 +32,8 @@ type inputStatus struct {
 	Open         int64             `json:"connections_open"`
 	Refused      uint64            `json:"connections_refused"`
 	AcceptErrors map[string]uint64 `json:"accept_errors"`
+	// ByVersion: streams accepted by readout stream version ("1", "2").
+	ByVersion map[string]uint64 `json:"connections_by_version"`
 }
 
 func inputOf(t *testing.T, addr string) inputStatus {
