@@ -7,8 +7,11 @@
 //
 // One connection per source or board; any number at once; a sender that
 // loses its connection reconnects and starts a new stream. The sender
-// declares the version in its preamble; the receiver reads both, Dial
-// sends version 2. Little-endian throughout.
+// declares the version in its preamble; the receiver reads both (and
+// counts and logs each stream's, Stats.ConnectionsByVersion), Dial sends
+// version 2, DialVersion and SenderOptions.StreamVersion either. A
+// receiver that reads only version 1 closes a version 2 stream as a
+// protocol violation. Little-endian throughout.
 //
 // Version 2: the preamble, every record's header and every payload with
 // its padding are multiples of 64 bytes, so every payload starts at a
