@@ -33,7 +33,7 @@ func (t *tracker) status(now time.Time) InputStatus {
 	s := InputStatus{Packets: st.Packets, Bytes: st.Bytes, IdleSeconds: now.Sub(t.activity).Seconds(), Done: t.done,
 		Open: st.Open, Refused: st.Refused, AcceptErrors: st.AcceptErrors, ConnectionsClosed: st.Closed,
 		ConnectionsByVersion: st.ConnectionsByVersion,
-		StreamsExpected: st.ExpectStreams, StreamsEnded: st.Streams, Flagged: st.Flagged,
+		StreamsExpected:      st.ExpectStreams, StreamsEnded: st.Streams, Flagged: st.Flagged,
 		StreamsLost:         st.StreamsLost,
 		BackpressureSeconds: float64(st.SinkWaitNs) / 1e9}
 	if l, ok := t.in.(transport.Listener); ok {
