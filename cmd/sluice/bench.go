@@ -219,7 +219,9 @@ func seq(n int) []uint32 {
 // runBench runs the node and measures it.
 func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 	log, limiter := node.NewLogger(os.Stderr, cfg.Log)
-	applyMemoryLimit(cfg)
+	if err := applyMemoryLimit(cfg); err != nil {
+		return benchResult{}, err
+	}
 	cpu0, wall0 := cpuSeconds(), time.Now()
 	n, err := node.New(cfg, node.Options{Logger: log, Limiter: limiter})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluice-daq/sluice/node"
@@ -46,5 +47,14 @@ func TestBenchSmall(t *testing.T) {
 	}
 	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin); err == nil {
 		t.Fatal("--events not a multiple of 100 x packing accepted")
+	}
+	// A budget that cannot hold this process's fixed memory is refused
+	// before the run, naming the minimum and what it is made of (it once
+	// ran and peaked at 2x a 128MiB budget).
+	out, err = run(t, "bench", "--events", "400", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
+		"--plugin", plugin, "--memory-budget", "128MiB")
+	if err == nil || !strings.Contains(err.Error(), "node.memory_budget: 128MiB: want at least") ||
+		!strings.Contains(err.Error(), "this executable's mapped pages") || !strings.Contains(err.Error(), "the Go runtime's floor 96MiB") {
+		t.Fatalf("bench with a 128MiB budget: %v\n%s", err, out)
 	}
 }

@@ -73,7 +73,9 @@ otherwise. A summary that does not balance exits with status 2.`,
 				return &exitError{code: exitConfig, err: err}
 			}
 			log, _ := node.NewLogger(os.Stderr, cfg.Log)
-			applyMemoryLimit(cfg)
+			if err := applyMemoryLimit(cfg); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			stop := onSignals(func(bool) { log.Info("signal: stopping replay after the current batch"); cancel() })

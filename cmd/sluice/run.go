@@ -92,7 +92,9 @@ its first event with status 4 (its ledger says it did not start, and why).`,
 				progress = nil
 			}
 			log, limiter := node.NewLogger(logw, cfg.Log)
-			applyMemoryLimit(cfg)
+			if err := applyMemoryLimit(cfg); err != nil {
+				return err
+			}
 			raiseFileLimit(log)
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
@@ -189,10 +191,18 @@ func startTrace(file string) (stop func(), err error) {
 // what lies outside the Go heap (config.MemoryPlan.GoMemLimit), so the
 // garbage collector works harder before the heap takes more than its
 // parts, unless GOMEMLIMIT says otherwise.
-func applyMemoryLimit(cfg *config.Config) {
+//
+// It refuses (a configuration error) a budget below the least that holds
+// this process's fixed memory (its executable's pages, the runtime's
+// floor) and the parts' minimums: config.MinimumBudget.
+func applyMemoryLimit(cfg *config.Config) error {
+	if err := cfg.CheckMemoryMinimum(config.MeasureFixedMemory()); err != nil {
+		return &exitError{code: exitConfig, err: err}
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(cfg.Memory().GoMemLimit))
 	}
+	return nil
 }
 
 // finishLedger prints the ledger, writes the summary and turns the run's

@@ -123,7 +123,8 @@ func (f *storeFlags) open() (*storage.Store, error) {
 	return storage.Open(storage.Options{Dir: f.path, ReadOnly: true, MemoryBytes: mem})
 }
 
-// memory parses --memory-budget, sets Go's soft memory limit to it less the
+// memory parses --memory-budget (refused below config.StoreMinimumBudget),
+// sets Go's soft memory limit to it less the
 // store's mapped files (unless GOMEMLIMIT is set) and returns the store's
 // share: the same split as a node's, whose other parts a store command
 // does not have, go to the Go heap (export's decoded batches).
@@ -131,6 +132,10 @@ func (f *storeFlags) memory() (int64, error) {
 	b, err := humanize.ParseBytes(f.budget)
 	if err != nil || b < 64<<20 {
 		return 0, &exitError{code: exitConfig, err: fmt.Errorf("--memory-budget %q: want a byte size of at least 64MiB, e.g. 512MiB", f.budget)}
+	}
+	if min, what := config.StoreMinimumBudget(config.MeasureFixedMemory()); b < min {
+		return 0, &exitError{code: exitConfig, err: fmt.Errorf("--memory-budget %s: want at least %s, the memory this process holds whatever the split: %s",
+			f.budget, humanize.IBytes(min), what)}
 	}
 	store := int64(config.DefaultMemorySplit().Store.Of(b))
 	if os.Getenv("GOMEMLIMIT") == "" {

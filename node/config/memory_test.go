@@ -125,3 +125,27 @@ func TestMemorySplitFractions(t *testing.T) {
 		}
 	}
 }
+
+// The least budget holds the fixed memory and each part's minimum, the
+// inputs' at least what they create, and a budget below it is refused
+// naming the minimum and its parts.
+func TestMinimumBudget(t *testing.T) {
+	c := Default() // a 64MiB ring
+	f := FixedMemory{Executable: 60 << 20, Runtime: RuntimeFloor}
+	min, what := c.MinimumBudget(f)
+	if want := uint64(60<<20 + RuntimeFloor + 4<<20 + 4<<20 + 64<<20 + 16<<20 + minHeap); min != want {
+		t.Errorf("minimum %d, want %d (%s)", min, want, what)
+	}
+	if err := c.CheckMemoryMinimum(f); err != nil { // 512MiB
+		t.Errorf("512MiB: %v", err)
+	}
+	c.Node.MemoryBudget = 256 << 20
+	err := c.CheckMemoryMinimum(f)
+	if err == nil || !strings.Contains(err.Error(), "want at least 276MiB") || !strings.Contains(err.Error(), "this executable's mapped pages 60MiB") ||
+		!strings.Contains(err.Error(), "inputs (what they create) 64MiB") {
+		t.Errorf("256MiB with a 64MiB ring: %v", err)
+	}
+	if m := MeasureFixedMemory(); m.Executable == 0 || m.Runtime != RuntimeFloor {
+		t.Errorf("measured %+v", m)
+	}
+}
