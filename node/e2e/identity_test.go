@@ -238,9 +238,15 @@ warnings: {interval: 1s}
 		t.Errorf("no warning naming source 15 as the one missing:\n%s", p.log())
 	}
 	// (c) No event waited for the reset source: the events without it went
-	// out at the timeout. The p99 of the build latency stays below
-	// timeout + behind_wait (1.3 s): waiting for source 15 as for a source
-	// behind would hold them 3 s each, its distance in time.
+	// out at the timeout. The builder's count of events that waited for a
+	// source behind them is the exact check (waiting for source 15 as for
+	// a source behind counted every event without it); the build latency's
+	// p99 stays well below the 3 s such waiting held them (its distance in
+	// time): below timeout + behind_wait (1.3 s) on an idle machine, with
+	// 1.2 s more for a loaded one's scheduling (1.4 s seen at load ~20).
+	if l.EventsWaitedBehind != 0 {
+		t.Errorf("%d events waited for a source behind them: want 0 (source 15 was reset, not behind)", l.EventsWaitedBehind)
+	}
 	var build *node.LatencyStatus
 	for i := range last.Latency {
 		if last.Latency[i].Name == "event_build" {
@@ -251,7 +257,7 @@ warnings: {interval: 1s}
 		t.Fatalf("no event_build latency in the last /status: %+v", last.Latency)
 	}
 	t.Logf("event_build p50 %.3f s, p99 %.3f s over %d events; %d waited behind", build.P50, build.P99, build.Count, l.EventsWaitedBehind)
-	if build.P99 > 1.3 {
-		t.Errorf("event_build p99 %.2f s, above timeout + behind_wait (1.3 s); %d events waited behind", build.P99, l.EventsWaitedBehind)
+	if build.P99 > 2.5 {
+		t.Errorf("event_build p99 %.2f s, above timeout + behind_wait + 1.2 s (2.5 s); %d events waited behind", build.P99, l.EventsWaitedBehind)
 	}
 }
