@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -236,26 +234,6 @@ func TestParquetExportHugeEvents(t *testing.T) {
 	}
 	out = filepath.Join(t.TempDir(), "group64.arrow")
 	runOK(t, "store", "export", "--path", store, "--format", "arrow", "--out", out)
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := ipc.NewFileReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var recs []arrow.RecordBatch
-	for i := range r.NumRecords() {
-		rec, err := r.RecordBatchAt(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rec.Release()
-		recs = append(recs, rec)
-	}
-	tbl = array.NewTableFromRecords(r.Schema(), recs)
-	defer tbl.Release()
+	tbl = readArrowTable(t, out)
 	sameEvents(t, "arrow", tableEvents(t, tbl), stored)
 }

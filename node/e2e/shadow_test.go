@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
@@ -91,13 +93,14 @@ log: {format: json}
 	}
 	out := filepath.Join(t.TempDir(), "shadow.arrow")
 	runOK(t, "store", "export", "--path", store, "--stream", "shadow", "--format", "arrow", "--out", out)
-	if n := countArrowRows(t, out); uint64(n) != listed {
+	if n := readArrowTable(t, out).NumRows(); uint64(n) != listed {
 		t.Fatalf("export --stream shadow wrote %d events, ls listed %d", n, listed)
 	}
 }
 
-// countArrowRows counts the rows of an Arrow IPC file.
-func countArrowRows(t *testing.T, path string) int64 {
+// readArrowTable reads a whole Arrow IPC file (an export) into a table,
+// released at the end of the test.
+func readArrowTable(t *testing.T, path string) arrow.Table {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -109,13 +112,16 @@ func countArrowRows(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var n int64
+	var recs []arrow.RecordBatch
 	for i := range r.NumRecords() {
-		rec, err := r.RecordBatch(i)
+		rec, err := r.RecordBatchAt(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n += rec.NumRows()
+		defer rec.Release()
+		recs = append(recs, rec)
 	}
-	return n
+	tbl := array.NewTableFromRecords(r.Schema(), recs)
+	t.Cleanup(tbl.Release)
+	return tbl
 }
