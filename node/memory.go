@@ -158,3 +158,30 @@ func procStatusBytes(field string) uint64 {
 	}
 	return 0
 }
+
+// sampleHeap samples the Go runtime's memory (what the heap part counts)
+// every memorySamplePeriod until the returned stop is called, which
+// returns the peak in bytes.
+func sampleHeap() (stop func() uint64) {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	var peak uint64
+	read := func() {
+		metrics.Read(s)
+		peak = max(peak, s[0].Value.Uint64()-s[1].Value.Uint64())
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(memorySamplePeriod)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(quit); <-done; read(); return peak }
+}

@@ -56,6 +56,9 @@ type ReplaySummary struct {
 	// batch (a store another process holds, a plugin that does not
 	// start): nothing was replayed, and there is no balance to keep.
 	NotStarted string `json:"not_started,omitempty"`
+	// Memory is the memory budget's parts a replay has and their peaks,
+	// as in a run's ledger (nil when it did not start).
+	Memory *MemoryStatus `json:"memory,omitempty"`
 }
 
 // countDeferred counts the deferred events in sel (a key-only scan).
@@ -188,7 +191,26 @@ func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, l
 	defer chain.Close()
 	opts := replayOptions(cfg)
 	opts.Selection, opts.Progress, opts.Mem = sel, progress, arena
-	return Replay(ctx, st, chain, opts)
+	stop := sampleHeap()
+	s, err := Replay(ctx, st, chain, opts)
+	s.Memory = replayMemory(cfg, arena, st, stop())
+	return s, err
+}
+
+// replayMemory is a replay's memory, in the shape of a run's: the budget,
+// Go's limit, the parts a replay has (batches: the plugin arena's touched
+// bytes; store; heap: the Go runtime's sampled peak) and the VmHWM.
+func replayMemory(cfg *config.Config, arena *plugins.Arena, st *storage.Store, heapPeak uint64) *MemoryStatus {
+	p := cfg.Memory()
+	return &MemoryStatus{
+		BudgetBytes: p.Budget, GoMemLimitBytes: p.GoMemLimit,
+		Parts: []MemoryPart{
+			{Name: "batches", BoundBytes: p.Batches, PeakBytes: uint64(max(arena.HighWater(), 0))},
+			{Name: "store", BoundBytes: p.Store, PeakBytes: uint64(st.Memory().MappedPeakBytes)},
+			{Name: "heap", BoundBytes: p.GoMemLimit, PeakBytes: heapPeak},
+		},
+		PeakResidentBytes: procStatusBytes("VmHWM"),
+	}
 }
 
 // replayDurableWait bounds the wait for a committed batch to be synced

@@ -237,6 +237,13 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 		verdict = "NO"
 	}
 	fmt.Fprintf(tw, "balanced with the store ledger\t%s\t\n", verdict)
+	if m := s.Memory; m != nil {
+		mib := func(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
+		fmt.Fprintf(tw, "memory budget, MiB (peak resident)\t%s (%s)\t\n", mib(m.BudgetBytes), mib(m.PeakResidentBytes))
+		for _, p := range m.Parts {
+			fmt.Fprintf(tw, "  %s, MiB (peak / bound)\t%s / %s\t\n", p.Name, mib(p.PeakBytes), mib(p.BoundBytes))
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -123,4 +123,3 @@ func StoreMinimumBudget(f FixedMemory) (uint64, string) {
 
 // roundMiB rounds n up to a whole MiB.
 func roundMiB(n uint64) uint64 { return (n + 1<<20 - 1) &^ (1<<20 - 1) }
-

@@ -186,6 +186,11 @@ func TestDemoOnRealMDF(t *testing.T) {
 	if !rs.Balanced || rs.Replayed != l.EventsStoredDeferred || rs.Accepted+rs.Rejected != rs.Replayed || rs.Remaining != 0 || rs.Rejected == 0 {
 		t.Fatalf("replay summary %s", b)
 	}
+	// The replay's memory, in the shape of the run's ledger.memory.
+	if m := rs.Memory; m == nil || l.Memory == nil || m.BudgetBytes != l.Memory.BudgetBytes || m.PeakResidentBytes == 0 || len(m.Parts) != 3 ||
+		m.Parts[0].Name != "batches" || m.Parts[2].Name != "heap" || m.Parts[2].PeakBytes == 0 || m.Parts[2].BoundBytes != m.GoMemLimitBytes {
+		t.Fatalf("replay summary's memory %s", b)
+	}
 	if st := storeStat(t, store); st["deferred"] != 0 || st["accepted"] != l.EventsStoredAccepted+rs.Accepted {
 		t.Fatalf("after replay: store %v", st)
 	}
