@@ -166,7 +166,8 @@ func (cg *memCgroup) peak(t *testing.T) string {
 
 // TestDemoWithinMemoryBudget runs the demo (shortened) and its replay
 // inside a memory cgroup limited to node.memory_budget + 10 %, plugin
-// processes included: nothing is OOM-killed and both ledgers balance.
+// processes included, a fresh cgroup per command: nothing is OOM-killed,
+// both ledgers balance and each command's peak is reported.
 func TestDemoWithinMemoryBudget(t *testing.T) {
 	const budget = 512 << 20
 	file, _ := demoConfig(t, "300") // ~0.6 GB through the node
@@ -184,8 +185,10 @@ func TestDemoWithinMemoryBudget(t *testing.T) {
 	if err := os.WriteFile(file, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cg := newMemCgroup(t, budget+budget/10)
 	for _, cmd := range []string{"run", "replay"} {
+		// A cgroup of its own per command: its peak is that command's
+		// alone (a shared one reported the run's peak for the replay too).
+		cg := newMemCgroup(t, budget+budget/10)
 		summary := filepath.Join(t.TempDir(), cmd+".json")
 		// The shell enters the cgroup and then becomes sluice, so every byte
 		// sluice and its plugins touch is charged there.
@@ -208,7 +211,11 @@ func TestDemoWithinMemoryBudget(t *testing.T) {
 		if cmd == "run" && l.EventsStored == 0 {
 			t.Fatalf("sluice run stored nothing: %s", l.String())
 		}
-		t.Logf("sluice %s: cgroup peak %s bytes (limit %d)", cmd, cg.peak(t), budget+budget/10)
+		peak := cg.peak(t)
+		if p, err := strconv.ParseUint(peak, 10, 64); err != nil || p == 0 || p > budget+budget/10 {
+			t.Fatalf("sluice %s: cgroup peak %q bytes, want one reported within the limit %d", cmd, peak, budget+budget/10)
+		}
+		t.Logf("sluice %s: cgroup peak %s bytes (limit %d)", cmd, peak, budget+budget/10)
 	}
 }
 
