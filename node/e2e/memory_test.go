@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-daq/sluice/node"
 )
 
 // memCgroup is a memory cgroup made for one test: v2 (memory.max) or v1
@@ -170,7 +172,7 @@ func (cg *memCgroup) peak(t *testing.T) string {
 // both ledgers balance and each command's peak is reported.
 func TestDemoWithinMemoryBudget(t *testing.T) {
 	const budget = 512 << 20
-	file, _ := demoConfig(t, "300") // ~0.6 GB through the node
+	file, store := demoConfig(t, "300") // ~0.6 GB through the node
 	text, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +187,13 @@ func TestDemoWithinMemoryBudget(t *testing.T) {
 	if err := os.WriteFile(file, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The same run without a limit, on a store of its own: the baseline
+	// of the constrained run's throughput.
+	free := filepath.Join(t.TempDir(), "free.yaml")
+	if err := os.WriteFile(free, bytes.Replace(text, []byte("path: "+store), []byte("path: "+filepath.Join(t.TempDir(), "store")), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var constrained float64
 	for _, cmd := range []string{"run", "replay"} {
 		// A cgroup of its own per command: its peak is that command's
 		// alone (a shared one reported the run's peak for the replay too).
@@ -211,12 +220,65 @@ func TestDemoWithinMemoryBudget(t *testing.T) {
 		if cmd == "run" && l.EventsStored == 0 {
 			t.Fatalf("sluice run stored nothing: %s", l.String())
 		}
+		if cmd == "run" {
+			constrained = runRate(l)
+		}
 		peak := cg.peak(t)
 		if p, err := strconv.ParseUint(peak, 10, 64); err != nil || p == 0 || p > budget+budget/10 {
 			t.Fatalf("sluice %s: cgroup peak %q bytes, want one reported within the limit %d", cmd, peak, budget+budget/10)
 		}
 		t.Logf("sluice %s: cgroup peak %s bytes (limit %d)", cmd, peak, budget+budget/10)
 	}
+	// At least 0.9 of the unconstrained run's events/s; the machine is
+	// shared (ratios of 0.86 to 1.15 measured on one loaded machine), so a
+	// shortfall is measured again, up to three rounds (both runs, --rerun),
+	// and the best of each kept.
+	unconstrained := freeRun(t, free, false)
+	for round := 0; round < 3 && constrained < 0.9*unconstrained; round++ {
+		unconstrained = max(unconstrained, freeRun(t, free, true))
+		summary := filepath.Join(t.TempDir(), "again.json")
+		cg := newMemCgroup(t, budget+budget/10)
+		c := exec.Command("/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg.dir,
+			filepath.Join(bin, "sluice"), "run", "--rerun", "--config", file, "--summary-json", summary)
+		c.Dir = repo
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("sluice run --rerun under the limit: %v\n%s", err, tail(string(out), 30))
+		}
+		constrained = max(constrained, runRate(readLedger(t, summary)))
+	}
+	t.Logf("events/s under the limit %.0f, without %.0f: ratio %.2f", constrained, unconstrained, constrained/unconstrained)
+	if constrained < 0.9*unconstrained {
+		t.Fatalf("under budget + 10 %%: %.0f events/s, less than 0.9 of the unconstrained run's %.0f", constrained, unconstrained)
+	}
+}
+
+// runRate is a run's events built per second from its inputs opening to
+// the end of the drain.
+func runRate(l node.Ledger) float64 {
+	if d := l.DurationSeconds - l.StartupSeconds; d > 0 {
+		return float64(l.EventsBuilt) / d
+	}
+	return 0
+}
+
+// freeRun runs config file with no memory limit and returns its events/s.
+func freeRun(t *testing.T, file string, rerun bool) float64 {
+	t.Helper()
+	summary := filepath.Join(t.TempDir(), "free.json")
+	args := []string{"run", "--config", file, "--summary-json", summary}
+	if rerun {
+		args = append(args, "--rerun")
+	}
+	c := exec.Command(filepath.Join(bin, "sluice"), args...)
+	c.Dir = repo
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("sluice run without a limit: %v\n%s", err, tail(string(out), 30))
+	}
+	l := readLedger(t, summary)
+	if !l.Balanced {
+		t.Fatalf("sluice run without a limit: ledger does not balance: %s", l.String())
+	}
+	return runRate(l)
 }
 
 func tail(s string, n int) string {
