@@ -101,7 +101,7 @@ func farmConfig(t *testing.T, node, farmID, etcd, token, loop string, accept boo
 		"bin/plugins/":                filepath.Join(bin, "plugins") + "/",
 		"shm://sluice-" + node:        "shm://" + shmName(t) + "-" + node,
 		"min_free_bytes: 2GiB":        "min_free_bytes: 256MiB",
-		"memory_budget: 512MiB":       "memory_budget: 256MiB",
+		"memory_budget: 512MiB":       "memory_budget: 320MiB", // above the least budget a farm node holds (farm pools beside the fixed memory)
 		"ring_size: 64MiB":            "ring_size: 32MiB",
 		"format: auto":                "format: json",
 		"id: demo":                    "id: " + farmID,
