@@ -68,28 +68,24 @@ func MeasureFixedMemory() FixedMemory {
 // inputs create), and what it is made of, for a message.
 func (c *Config) MinimumBudget(f FixedMemory) (uint64, string) {
 	p := c.Memory()
-	inputs := max(uint64(1<<20), p.InputsUsed)
+	inputs := max(uint64(minInputs), p.InputsUsed)
 	parts := []struct {
 		name string
 		n    uint64
 	}{
 		{"this executable's mapped pages", f.Executable},
 		{"the Go runtime's floor", f.Runtime},
-		{"builder", 4 << 20},
-		{"batches", 4 << 20},
+		{"builder", minBuilder},
+		{"batches", minBatches},
 		{"inputs (what they create)", inputs},
 		{"store", storage.MinMemoryBytes},
 		{"Go heap", minHeap},
 	}
 	if p.Farm > 0 {
-		farmMin := uint64(minFarmPool)
-		if p.FarmSend > 0 && p.FarmReceive > 0 {
-			farmMin *= 2
-		}
 		parts = append(parts, struct {
 			name string
 			n    uint64
-		}{"farm", farmMin})
+		}{"farm", p.farmMinimum()})
 	}
 	var sum uint64
 	var what []string

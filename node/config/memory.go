@@ -56,6 +56,13 @@ type MemorySplit struct {
 // names none (with the default split's other parts the Go heap keeps 15 %).
 var DefaultFarmShare = Percent(15)
 
+// The least the builder's, the batches' and the inputs' parts may be.
+const (
+	minBuilder = 4 << 20
+	minBatches = 4 << 20
+	minInputs  = 1 << 20
+)
+
 // minFarmPool is the least each farm pool may be: room for a few data
 // messages (an RU's part of one assignment each).
 const minFarmPool = 8 << 20
@@ -153,6 +160,15 @@ type MemoryPlan struct {
 	// budget less what lies outside the Go heap (the plugin arena, the
 	// rings, the store's mapped files).
 	GoMemLimit uint64 `json:"go_memory_limit_bytes"`
+}
+
+// farmMinimum is the least the farm's part may be: minFarmPool for each
+// of its pools (send and receive, or the one a role has).
+func (p MemoryPlan) farmMinimum() uint64 {
+	if p.FarmSend > 0 && p.FarmReceive > 0 {
+		return 2 * minFarmPool
+	}
+	return minFarmPool
 }
 
 // minHeap is the least the Go heap's part may be: the runtime, the HTTP
@@ -253,16 +269,13 @@ func (c *Config) validateMemory(ps *conf.Problems) {
 		bytes uint64
 		min   uint64
 	}{
-		{"builder", s.Builder, p.Builder, 4 << 20},
-		{"batches", s.Batches, p.Batches, 4 << 20},
-		{"inputs", s.Inputs, p.Inputs, 1 << 20},
+		{"builder", s.Builder, p.Builder, minBuilder},
+		{"batches", s.Batches, p.Batches, minBatches},
+		{"inputs", s.Inputs, p.Inputs, minInputs},
 		{"store", s.Store, p.Store, storage.MinMemoryBytes},
 	}
 	if c.Farm.Enabled() {
-		farmMin := uint64(minFarmPool)
-		if p.FarmSend > 0 && p.FarmReceive > 0 {
-			farmMin *= 2
-		}
+		farmMin := p.farmMinimum()
 		sh := s.Farm
 		if sh.zero() {
 			sh = DefaultFarmShare
