@@ -65,6 +65,7 @@ type instance struct {
 	rpc    pluginpb.TriggerClient
 	pid    int
 	desc   sdk.Description
+	proto  int        // the handshake version negotiated: wire.ProtocolVersion or wire.ProtocolPipelined
 	depth  int        // Decide calls it takes at once: CallsInFlight, or 1 (wire.ProtocolVersion, or no arena)
 	output []*lineLog // what the plugin writes to os.Stdout and os.Stderr once serving
 
@@ -128,8 +129,9 @@ func startInstance(ctx context.Context, cfg *instanceConfig) (*instance, error) 
 	if err != nil {
 		return fail("does not serve the trigger service", err)
 	}
-	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output, depth: 1}
-	if c.NegotiatedVersion() == wire.ProtocolPipelined && cfg.arena != nil && !cfg.inline {
+	in := &instance{cfg: cfg, client: c, rpc: raw.(pluginpb.TriggerClient), pid: cmd.Process.Pid, output: output,
+		proto: c.NegotiatedVersion(), depth: 1}
+	if in.proto == wire.ProtocolPipelined && cfg.arena != nil && !cfg.inline {
 		// Batches in the arena travel as the places of their own buffers;
 		// one copied into the region (or inline) holds the instance's one
 		// buffer until answered, so without an arena a second call would

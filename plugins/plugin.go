@@ -98,6 +98,11 @@ func (p *Plugin) Description() sdk.Description { return p.in.desc }
 // Pid is the plugin's process id.
 func (p *Plugin) Pid() int { return p.in.pid }
 
+// Protocol is the handshake version the plugin and this host settled on:
+// ProtocolPipelined for a plugin that speaks it (every plugin built with
+// plugins/sdk), else ProtocolVersion.
+func (p *Plugin) Protocol() int { return p.in.proto }
+
 // Configure passes the parameters to the plugin.
 func (p *Plugin) Configure(ctx context.Context, params map[string]string) error {
 	return p.in.configure(ctx, params)

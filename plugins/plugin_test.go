@@ -59,6 +59,51 @@ func TestPassthroughRoundTrip(t *testing.T) {
 	}
 }
 
+// TestProtocolNegotiated: the host settles on handshake version 2 with a
+// plugin built with the SDK and sends it CallsInFlight calls at once when
+// batches are in an arena; a plugin that speaks only version 1 gets version
+// 1 and one call at a time, and still decides.
+func TestProtocolNegotiated(t *testing.T) {
+	arena, err := NewArena(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	ctx := context.Background()
+	for _, c := range []struct {
+		plugin       string
+		proto, depth int
+	}{
+		{"passthrough", ProtocolPipelined, CallsInFlight},
+		{"v1only", ProtocolVersion, 1},
+	} {
+		p, err := Start(ctx, pluginPath(c.plugin), Options{Arena: arena, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Protocol() != c.proto || p.in.depth != c.depth {
+			t.Errorf("%s: handshake version %d, %d calls in flight; want %d, %d", c.plugin, p.Protocol(), p.in.depth, c.proto, c.depth)
+		}
+		p.Close()
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{Events: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	p, err := Start(ctx, pluginPath("v1only"), Options{Inline: true, Allocator: mem, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Decide(ctx, rec)
+	if err != nil || len(res) != 10 || res[9].Decision != schemas.DecisionAccept {
+		t.Fatalf("v1only decided %v, %v", res, err)
+	}
+}
+
 // TestLargeInlineBatch sends a 64 MiB batch inside the gRPC request: the
 // message limits are raised on both sides.
 func TestLargeInlineBatch(t *testing.T) {

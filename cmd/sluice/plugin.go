@@ -171,6 +171,22 @@ func notBuilt(bin string) string {
 	return ""
 }
 
+// protocolLine names the service and the handshake version the plugin
+// settled on with this host (triggertest.Binary's runner is the
+// *plugins.Plugin that plugins.Start returns), and what that version means
+// for a node.
+func protocolLine(r triggertest.Runner) string {
+	p, ok := r.(*plugins.Plugin)
+	if !ok {
+		return "sluice.trigger.v1, handshake version unknown"
+	}
+	what := "one call at a time"
+	if p.Protocol() == plugins.ProtocolPipelined {
+		what = fmt.Sprintf("pipelined: a node with an arena sends up to %d calls at once", plugins.CallsInFlight)
+	}
+	return fmt.Sprintf("sluice.trigger.v1, handshake version %d (%s)", p.Protocol(), what)
+}
+
 // checkStage labels the plugin's log lines (plugins.Options.Stage).
 const checkStage = "check"
 
@@ -192,8 +208,8 @@ func checkPlugin(cmd *cobra.Command, path string, params map[string]string, even
 	if len(d.Columns) > 0 {
 		columns = strings.Join(d.Columns, ", ")
 	}
-	fmt.Fprintf(out, "plugin   %s\nname     %s\nversion  %s\nprotocol sluice.trigger.v%d (handshake ok)\nlines    %s\ncolumns  %s\n",
-		path, d.Name, d.Version, plugins.ProtocolVersion, strings.Join(d.Lines, ", "), columns)
+	fmt.Fprintf(out, "plugin   %s\nname     %s\nversion  %s\nprotocol %s (handshake ok)\nlines    %s\ncolumns  %s\n",
+		path, d.Name, d.Version, protocolLine(r), strings.Join(d.Lines, ", "), columns)
 	// What the plugin was given, row by row in the order of res.
 	var bytes []int
 	var status []schemas.EventStatus

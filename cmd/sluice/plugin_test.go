@@ -283,6 +283,31 @@ func TestPluginCheckRefusesNonPlugins(t *testing.T) {
 	}
 }
 
+// TestPluginCheckPrintsNegotiatedProtocol: plugin check prints the
+// handshake version the plugin settled on, not the host's base version: 2
+// (pipelined) for a plugin built with the SDK, 1 for one that speaks only
+// version 1.
+func TestPluginCheckPrintsNegotiatedProtocol(t *testing.T) {
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "../../plugins/examples/passthrough", "../../plugins/internal/testplugins/v1only")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"passthrough", "\nprotocol sluice.trigger.v1, handshake version 2 (pipelined: a node with an arena sends up to 2 calls at once) (handshake ok)\n"},
+		{"v1only", "\nprotocol sluice.trigger.v1, handshake version 1 (one call at a time) (handshake ok)\n"},
+	} {
+		// v1only decodes inline batches only.
+		out, err := run(t, "plugin", "check", "--inline", "--events", "4", filepath.Join(bin, c.name))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.name, err, out)
+		}
+		if !strings.Contains(out, c.want) || !strings.Contains(out, "4 events:") {
+			t.Errorf("%s: want %q in\n%s", c.name, c.want, out)
+		}
+	}
+}
+
 // TestPluginCheckRealEvents: plugin check decides the events of a file of
 // any format sluice splits (--from, gzipped too) or of a store (--store),
 // at most --events of them, and warns when the plugin reads source groups
