@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,4 +246,62 @@ func (p *Child) Wait(b *testing.B) {
 	if !p.out.Scan() || p.out.Text() != "ok" {
 		b.Fatalf("bench child failed: %q", p.out.Text())
 	}
+}
+
+// Pid is the child's process id.
+func (p *Child) Pid() int { return p.cmd.Process.Pid }
+
+// SelfCPU is this process's user+system CPU time.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ProcCPU is another process's CPU time, all its threads (ProcUsage).
+func ProcCPU(pid int) time.Duration { return ProcUsage(pid).CPU }
+
+// Usage is what a process has used so far: CPU time and times scheduled
+// in, summed over its threads (/proc/PID/task/*/schedstat), and system
+// calls, read-like and write-like (syscr + syscw of /proc/PID/io, its
+// finished threads included). Zero for what cannot be read.
+type Usage struct {
+	CPU      time.Duration
+	Switches uint64 // times a thread was scheduled in: wake-ups and preemptions
+	Syscalls uint64
+}
+
+// Sub is u minus an earlier reading of the same process.
+func (u Usage) Sub(earlier Usage) Usage {
+	return Usage{CPU: u.CPU - earlier.CPU, Switches: u.Switches - earlier.Switches, Syscalls: u.Syscalls - earlier.Syscalls}
+}
+
+// Add is u plus v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{CPU: u.CPU + v.CPU, Switches: u.Switches + v.Switches, Syscalls: u.Syscalls + v.Syscalls}
+}
+
+// ProcUsage reads process pid's Usage.
+func ProcUsage(pid int) Usage {
+	var u Usage
+	dir := "/proc/" + strconv.Itoa(pid)
+	tasks, _ := os.ReadDir(dir + "/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/task/" + task.Name() + "/schedstat")
+		if f := strings.Fields(string(b)); err == nil && len(f) == 3 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			n, _ := strconv.ParseUint(f[2], 10, 64)
+			u.CPU += time.Duration(ns)
+			u.Switches += n
+		}
+	}
+	b, _ := os.ReadFile(dir + "/io")
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		if k == "syscr" || k == "syscw" {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			u.Syscalls += n
+		}
+	}
+	return u
 }

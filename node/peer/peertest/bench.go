@@ -7,13 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/node/peer"
 )
 
@@ -264,34 +262,5 @@ func (bn *Bench) PlainData(b *testing.B, n, size int) {
 
 // CPU is the CPU time used so far by this process and the sink process.
 func (bn *Bench) CPU() time.Duration {
-	return SelfCPU() + ProcCPU(bn.child.cmd.Process.Pid)
-}
-
-// SelfCPU is this process's user+system CPU time.
-func SelfCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// ProcCPU is another process's CPU time, all its threads (the sum of
-// /proc/PID/task/*/schedstat, in ns; 0 if it cannot be read).
-func ProcCPU(pid int) time.Duration {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	var sum int64
-	for _, task := range tasks {
-		b, err := os.ReadFile(dir + "/" + task.Name() + "/schedstat")
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			ns, _ := strconv.ParseInt(f[0], 10, 64)
-			sum += ns
-		}
-	}
-	return time.Duration(sum)
+	return transporttest.SelfCPU() + transporttest.ProcCPU(bn.child.cmd.Process.Pid)
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-daq/sluice/builder"
 	"github.com/sluice-daq/sluice/internal/benchratio"
@@ -67,7 +71,12 @@ func benchTCP(b *testing.B, sink transport.Sink, perOp int, expect func(n int) f
 	if err != nil {
 		b.Fatal(err)
 	}
-	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	// The baseline's receive buffers are set as the input sets its own:
+	// on the listening socket, before the handshake.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, sobuf) })
+	}}
+	plain, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,7 +90,6 @@ func benchTCP(b *testing.B, sink transport.Sink, perOp int, expect func(n int) f
 			if err != nil {
 				return
 			}
-			c.(*net.TCPConn).SetReadBuffer(sobuf)
 			go func() {
 				defer c.Close()
 				buf := make([]byte, benchPacket)
@@ -103,15 +111,31 @@ func benchTCP(b *testing.B, sink transport.Sink, perOp int, expect func(n int) f
 	defer func() { cancel(); <-done }()
 	child := transporttest.StartChild(b, "tcp", in.Addr().String(), plain.Addr().String(), strconv.Itoa(sobuf))
 	b.SetBytes(int64(perOp) * benchPacket)
-	benchratio.Compare(b, func(n int) {
+	// What both processes use, each side's rounds summed.
+	var used [2]transporttest.Usage
+	measured := func(side int, run func(n int)) func(n int) {
+		return func(n int) {
+			u0 := transporttest.ProcUsage(os.Getpid()).Add(transporttest.ProcUsage(child.Pid()))
+			run(n)
+			u1 := transporttest.ProcUsage(os.Getpid()).Add(transporttest.ProcUsage(child.Pid()))
+			used[side] = used[side].Add(u1.Sub(u0))
+		}
+	}
+	benchratio.Compare(b, measured(0, func(n int) {
 		await := expect(n * perOp)
 		child.Do(b, "s", n*perOp)
 		await()
 		child.Wait(b)
-	}, func(n int) {
+	}), measured(1, func(n int) {
 		plainTarget.Store(plainBytes.Load() + int64(n*perOp)*benchPacket)
 		child.Do(b, "b", n*perOp)
 		<-plainReached
 		child.Wait(b)
-	})
+	}))
+	bytes := float64(b.N) * float64(perOp) * benchPacket
+	for side, prefix := range []string{"", "baseline_"} {
+		b.ReportMetric(float64(used[side].CPU.Nanoseconds())/bytes, prefix+"cpu_ns/B")
+		b.ReportMetric(float64(used[side].Syscalls)/bytes*(1<<20), prefix+"syscalls/MiB")
+		b.ReportMetric(float64(used[side].Switches)/bytes*(1<<20), prefix+"switches/MiB")
+	}
 }
