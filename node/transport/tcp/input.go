@@ -90,6 +90,7 @@ type Input struct {
 	versions    [StreamVersion2 + 1]atomic.Uint64 // streams accepted, by the version of their preamble
 	log         *slog.Logger
 	sizes       chunkSizes
+	frames      sync.Pool // *frameRef, released frames for reuse
 }
 
 // Listen listens on addr (HOST:PORT; port 0 picks one, see Addr) with the
@@ -107,7 +108,7 @@ func Listen(addr string, cfg Options) (*Input, error) {
 		return nil, fmt.Errorf("readout tcp://%s: %w", addr, err)
 	}
 	ln := l.(*net.TCPListener)
-	in := &Input{ln: ln, cfg: cfg, sizes: chunkSizesFor(int64(cfg.CreditWindow))}
+	in := &Input{ln: ln, cfg: cfg, sizes: chunkSizesFor(int64(cfg.CreditWindow)), frames: sync.Pool{New: newFrameRef}}
 	in.pool.Held = &in.c
 	return in, nil
 }
@@ -218,7 +219,6 @@ type tcpConn struct {
 	batch    int64        // grant once this much was returned (or see due)
 	wire     wire         // the stream's version
 	wake     chan struct{}
-	onFree   func(int) // returnCredit, built once per connection
 }
 
 // serve reads one connection's frames. It returns whether the stream ended
@@ -263,7 +263,6 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	in.logger().Info("readout input accepted a stream", "input", "tcp://"+in.ln.Addr().String(),
 		"remote", conn.RemoteAddr().String(), "version", v, "open", in.open.Load())
 	tc := &tcpConn{in: in, conn: conn, wake: make(chan struct{}, 1), batch: int64(in.cfg.CreditWindow / 8), wire: wv}
-	tc.onFree = tc.returnCredit
 	done := make(chan struct{})
 	grantsDone := make(chan struct{})
 	go tc.grants(done, grantsDone)
@@ -340,17 +339,12 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 			in.c.Hold(l)
 			ch.refs.Add(1)
 			ch.held.Add(l)
-			c := ch
-			release := func() {
-				in.c.Hold(-l)
-				c.held.Add(-l)
-				tc.returnCredit(int(l))
-				c.unref()
-			}
+			f := in.frames.Get().(*frameRef)
+			f.tc, f.c, f.l = tc, ch, l
 			frame := ch.b[r+wv.header : r+wv.header+int(l) : r+wv.header+int(l)]
 			r += need
 			need = wv.header
-			if err := in.c.Deliver(ctx, sink, frame, release); err != nil {
+			if err := in.c.Deliver(ctx, sink, frame, f.release); err != nil {
 				if ctx.Err() != nil {
 					return false, nil
 				}
@@ -388,6 +382,35 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 			return false, nil
 		}
 	}
+}
+
+// frameRef is what releases one frame handed to the sink: its bytes from
+// the held count and its chunk, its credit back to its connection. The
+// input reuses them (Input.frames), each with its release func made once,
+// so that handing on a frame allocates nothing.
+type frameRef struct {
+	tc      *tcpConn
+	c       *chunk
+	l       int64
+	release func() // f.done, bound once when f is made
+}
+
+func newFrameRef() any {
+	f := &frameRef{}
+	f.release = f.done
+	return f
+}
+
+// done releases the frame and puts f back for another; the sink calls it
+// (as the release func it was handed) exactly once.
+func (f *frameRef) done() {
+	tc, c, l := f.tc, f.c, f.l
+	f.tc, f.c = nil, nil
+	tc.in.frames.Put(f)
+	tc.in.c.Hold(-l)
+	c.held.Add(-l)
+	tc.returnCredit(int(l))
+	c.unref()
 }
 
 // chunkSizes are the sizes of an input's receive chunks, from its credit
