@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -73,8 +74,15 @@ func (s *pinSink) expire(all bool) {
 // before. Before, each connection read into 1 MiB chunks whatever its
 // window, and a chunk stayed until its last frame was released, so 1000
 // streams of 64 KiB windows pinned about 1000 × 256 KiB here (and without
-// bound as they ran longer) against the 70 MiB planned.
+// bound as they ran longer) against the 70 MiB planned. Both stream
+// versions: version 2's 64-byte record headers and its batched grants.
 func TestManyStreamsMemory(t *testing.T) {
+	for _, version := range []int{StreamVersion1, StreamVersion2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { testManyStreamsMemory(t, version) })
+	}
+}
+
+func testManyStreamsMemory(t *testing.T, version int) {
 	const streams, frames, frameSize = 1000, 128, 2 << 10
 	if testing.Short() {
 		t.Skip("1000 connections")
@@ -126,12 +134,11 @@ func TestManyStreamsMemory(t *testing.T) {
 	cancel, errc := transporttest.Run(t, in, sink)
 	defer cancel()
 
-	frame := binary.LittleEndian.AppendUint32(nil, frameSize)
-	frame = append(frame, transporttest.MFP(1, frameSize)...)
+	mfp := transporttest.MFP(1, frameSize)
 	errs := make(chan error, streams)
 	var wg sync.WaitGroup
 	for range streams {
-		wg.Go(func() { errs <- rawStream(in.Addr().String(), frame, frames) })
+		wg.Go(func() { errs <- rawStream(in.Addr().String(), version, mfp, frames) })
 	}
 	wg.Wait()
 	close(errs)
@@ -151,6 +158,9 @@ func TestManyStreamsMemory(t *testing.T) {
 	peak := vmHWM(t) - base
 	st := in.Stats()
 	t.Logf("%d streams: peak resident +%s, planned %s; %d packets, %d pinned at most", streams, conf.ByteSize(peak), conf.ByteSize(budget), st.Packets, sink.peak)
+	if v := st.ConnectionsByVersion[version]; v != streams {
+		t.Fatalf("%d streams of version %d accepted (%v), want %d", v, version, st.ConnectionsByVersion, streams)
+	}
 	if st.Packets != streams*frames {
 		t.Fatalf("%d packets delivered, %d sent (discarded %v)", st.Packets, streams*frames, st.Discarded)
 	}
@@ -167,35 +177,52 @@ func TestManyStreamsMemory(t *testing.T) {
 }
 
 // rawStream is a minimal sender (no write buffer of its own, unlike
-// Stream's 256 KiB, which would dwarf what is measured): preamble, n
-// frames within the credit granted, the end of the stream, then it waits
-// for the receiver to close.
-func rawStream(addr string, frame []byte, n int) error {
+// Stream's 256 KiB, which would dwarf what is measured) of stream version
+// version: the preamble, n frames of mfp within the credit granted (a
+// version 2 stream says it waits for credit, as Stream does), the end of
+// the stream, then it waits for the receiver to close.
+func rawStream(addr string, version int, mfp []byte, n int) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	pre := binary.LittleEndian.AppendUint32(nil, tcpMagic)
-	pre = binary.LittleEndian.AppendUint32(pre, StreamVersion1)
+	w := wireV1
+	if version == StreamVersion2 {
+		w = wireV2
+	}
+	pre := make([]byte, 8, preambleV2)
+	binary.LittleEndian.PutUint32(pre, tcpMagic)
+	binary.LittleEndian.PutUint32(pre[4:], uint32(version))
+	frame := binary.LittleEndian.AppendUint32(nil, uint32(len(mfp)))
+	frame = append(frame, mfp...)
+	if w == wireV2 {
+		pre, frame = pre[:preambleV2], v2Frame(mfp)
+	}
 	if _, err := c.Write(pre); err != nil {
 		return err
 	}
 	var g [8]byte
-	avail, l := int64(0), int64(len(frame)-4)
+	avail, l, granted := int64(0), int64(len(mfp)), false // granted: the window came
 	for range n {
 		for avail < l {
+			if w == wireV2 && granted {
+				if _, err := c.Write(v2CreditWanted(int(l))); err != nil {
+					return err
+				}
+			}
 			if _, err := io.ReadFull(c, g[:]); err != nil {
 				return err
 			}
 			avail += int64(binary.LittleEndian.Uint64(g[:]))
+			granted = true
 		}
 		if _, err := c.Write(frame); err != nil {
 			return err
 		}
 		avail -= l
 	}
-	if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil {
+	if _, err := c.Write(make([]byte, w.header)); err != nil {
 		return err
 	}
 	_, err = io.Copy(io.Discard, c)
