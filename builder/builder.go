@@ -54,6 +54,9 @@ type Builder struct {
 	taken   uint64        // events ever taken for assembly
 	sent    uint64        // events ever delivered on out
 	flushTo uint64        // the emitter closes partial batches until taken reaches this
+	// relieved: flushTo was moved by Relieve; the next partial batch taken
+	// counts in Ledger.BatchesRelieved.
+	relieved bool
 
 	// Timeslice mode: per source the highest timestamp seen, and their minimum.
 	wm    []uint64
@@ -664,6 +667,26 @@ func (b *Builder) flushLocked() uint64 {
 	b.signal()
 	b.checkLocked("flush")
 	return b.moved
+}
+
+// Relieve closes the current batch now, partial, when events wait in it:
+// the readout's buffer they hold (transport.Relieving) is then released
+// once it is assembled, not after BatchLatency. A batch so closed counts
+// in Ledger.BatchesRelieved. It reports whether any held fragment is on
+// its way back: events were ready or are being assembled (false: every
+// held event is still open).
+func (b *Builder) Relieve() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.ready) == 0 {
+		return b.taken > b.sent // a batch being assembled drops its references
+	}
+	if b.flushTo < b.moved {
+		b.flushTo = b.moved
+		b.relieved = true
+		b.signal()
+	}
+	return true
 }
 
 // Flush emits every open event now (incomplete ones flagged, as at their

@@ -120,6 +120,10 @@ func (b *Builder) takeLocked(now time.Time, dst []*event) []*event {
 	if n < b.cfg.BatchEvents && now.Sub(b.readyAt) < b.cfg.BatchLatency && b.taken >= b.flushTo && b.waiters == 0 && !b.closed {
 		return dst
 	}
+	if n < b.cfg.BatchEvents && b.relieved && b.taken < b.flushTo && now.Sub(b.readyAt) < b.cfg.BatchLatency && b.waiters == 0 && !b.closed {
+		b.led.BatchesRelieved++
+	}
+	b.relieved = b.relieved && b.taken+uint64(min(n, b.cfg.BatchEvents)) < b.flushTo
 	n = min(n, b.cfg.BatchEvents)
 	dst = append(dst, b.ready[:n]...)
 	rest := copy(b.ready, b.ready[n:])

@@ -57,6 +57,10 @@ type Ledger struct {
 	OverlapCopies     uint64 // timeslice mode: fragments also given to the previous timeslice
 	OverlapLate       uint64 // timeslice mode: overlap copies not made, the previous timeslice was already emitted
 	BatchesBuilt      uint64 // record batches assembled
+	// BatchesRelieved counts the batches closed partial, before
+	// BatchEvents and BatchLatency, because an input's buffer was held by
+	// their events (Relieve: a readout ring smaller than a batch).
+	BatchesRelieved uint64
 	// SuspectBySource splits Discarded["suspect_id"] by source id; only
 	// sources with suspect fragments are present.
 	SuspectBySource map[uint32]uint64

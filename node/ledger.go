@@ -48,6 +48,10 @@ type Ledger struct {
 	// EventsWaitedBehind counts events that waited past builder.timeout
 	// for a source still sending behind the others (builder.behind_wait).
 	EventsWaitedBehind uint64 `json:"events_waited_behind,omitempty"`
+	// BatchesRelieved counts the batches the builder closed partial,
+	// before batch_events and batch_latency, because a readout ring was
+	// held by their events (a ring smaller than a batch's bytes).
+	BatchesRelieved uint64 `json:"batches_relieved,omitempty"`
 	// InputLosses are counted by the inputs before anything reached the
 	// builder (a UDP packet never received, a TCP packet cut by a
 	// disconnect, a packet that failed to decode), by "input/reason".
@@ -347,6 +351,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	}
 	if l.EventsWaitedBehind != 0 {
 		row("  waited past the timeout for a source behind", l.EventsWaitedBehind)
+	}
+	if l.BatchesRelieved != 0 {
+		row("  in batches closed early to free the readout ring (batches)", l.BatchesRelieved)
 	}
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)

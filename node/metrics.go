@@ -47,6 +47,7 @@ var metricDefs = []metricDef{
 	{"sluice_builder_resyncs_total", "Event-counter resets (resyncs) the builder detected.", nil},
 	{"sluice_source_event_id_resets_total", "Event-counter resets of one source alone (its ids went back below the others' while they went on), by source; its fragments until it catches up are discarded as reset.", []string{"source"}},
 	{"sluice_builder_events_waited_behind_total", "Events that waited past the builder timeout for a source still sending behind the others.", nil},
+	{"sluice_builder_batches_relieved_total", "Batches the builder closed partial because a readout ring was held by their events (a ring smaller than a batch).", nil},
 	{"sluice_fragments_open", "Fragments held in events still under construction.", nil},
 	{"sluice_input_losses_total", "Packets or fragments lost before the builder (e.g. UDP loss, cut TCP packet), by input and reason.", []string{"input", "reason"}},
 	{"sluice_fragment_payload_bytes_total", "Payload bytes of the fragments handed to the event builder: fragment and multi-fragment packet headers excluded, so less than sluice_input_wire_bytes_total.", nil},
@@ -143,6 +144,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_source_event_id_resets_total", v, strconv.FormatUint(uint64(s), 10))
 	}
 	counter("sluice_builder_events_waited_behind_total", l.EventsWaitedBehind)
+	counter("sluice_builder_batches_relieved_total", l.BatchesRelieved)
 	gauge("sluice_fragments_open", float64(l.FragmentsOpen))
 	for k, v := range l.InputLosses {
 		input, reason := splitLossKey(k)

@@ -547,7 +547,7 @@ func (n *Node) snapshot() Ledger {
 		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen+bl.FragmentsWaiting
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
 		l.FragmentsSuspect, l.Resyncs, l.EventsWaitedBehind = bl.SuspectBySource, bl.Resyncs, bl.EventsWaitedBehind
-		l.CounterResets, l.FragmentsLate = bl.ResetsBySource, bl.LateBySource
+		l.CounterResets, l.FragmentsLate, l.BatchesRelieved = bl.ResetsBySource, bl.LateBySource, bl.BatchesRelieved
 		l.EventsBuilt, l.EventsComplete = bl.EventsBuilt, bl.EventsComplete
 		l.EventsIncomplete, l.EventsCorrupt, l.EventsSourceError = bl.EventsIncomplete, bl.EventsCorrupt, bl.EventsSourceError
 	}

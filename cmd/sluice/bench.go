@@ -71,6 +71,7 @@ func newBenchCmd() *cobra.Command {
 		packing, instances  int
 		accept              float64
 		budget, plugins     string
+		ringSize            string
 		cpuProfile          string
 		traceFile           string
 		asJSON              bool
@@ -121,7 +122,7 @@ as the baseline, with the ratio.`,
 			}); err != nil {
 				return fmt.Errorf("bench: generating the events: %w", err)
 			}
-			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, budget)
+			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, budget, ringSize)
 			if err != nil {
 				return err
 			}
@@ -176,6 +177,7 @@ as the baseline, with the ratio.`,
 	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
 	f.IntVar(&instances, "instances", 1, "plugin processes of the trigger stage (trigger.stages[].instances)")
 	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
+	f.StringVar(&ringSize, "ring-size", "16MiB", "the readout ring's data region (inputs[].emulator.ring_size), a power of two")
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node's start-up and run (node and embedded emulator; not the event generation nor the memcpy baseline) to this file")
@@ -185,12 +187,12 @@ as the baseline, with the ratio.`,
 
 // benchConfig is the node configuration of a bench run, parsed and
 // checked like any other.
-func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget string) (*config.Config, error) {
+func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget, ringSize string) (*config.Config, error) {
 	text := fmt.Sprintf(`
 node: {id: bench, memory_budget: %q}
 inputs:
   - uri: shm://sluice-bench-%d
-    emulator: {from: %q, loop: %d, ring_size: 16MiB}
+    emulator: {from: %q, loop: %d, ring_size: %s}
 sources: [{name: tracker, sources: "0-%d"}]
 builder: {batch_events: 64}
 trigger:
@@ -199,7 +201,7 @@ trigger:
 store: {path: %q, sync: never, min_free_bytes: 256MiB, gc_interval: 1h}
 http: {address: "off"}
 log: {level: warn}
-`, budget, os.Getpid(), sample, loop, sources-1, plugin, instances, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
+`, budget, os.Getpid(), sample, loop, ringSize, sources-1, plugin, instances, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
 	c, err := config.Parse([]byte(text))
 	if err == nil {
 		err = c.Preflight()

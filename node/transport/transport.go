@@ -15,6 +15,18 @@ type Sink interface {
 	AddPacket(ctx context.Context, p schemas.MFP, release func()) error
 }
 
+// Relieving is a Sink that can hand back, on request, the packets it holds
+// for events that are complete but wait in a partial batch (the builder's
+// batch_events / batch_latency): an input whose buffer (a readout ring) is
+// held by the sink while it has nothing new to read calls Relieve, so that
+// its writer is not held up until the batch's latency ends. Relieve
+// reports whether held packets are on their way back (false: every packet
+// held belongs to an event still open, which only its missing fragments
+// or its timeout complete). Safe for concurrent use; it does not block.
+type Relieving interface {
+	Relieve() bool
+}
+
 // Input is the receiving end of a transport: a ring, a listening socket, a
 // file.
 type Input interface {

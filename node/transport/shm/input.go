@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/sluice-daq/sluice/node/transport"
@@ -13,6 +14,10 @@ type Input struct {
 	name string
 	cfg  ReaderConfig
 	c    transport.Counters
+	log  *slog.Logger // nil: none
+	// warned: the ring was found full of packets held for open events
+	// (logged once per Run).
+	warned bool
 
 	mu       sync.Mutex
 	r        *Reader // while attached
@@ -24,9 +29,15 @@ func NewInput(name string, cfg ReaderConfig) *Input {
 	return &Input{name: name, cfg: cfg}
 }
 
+// SetLogger gives the input the node's logger (transport.Logged).
+func (in *Input) SetLogger(l *slog.Logger) { in.log = l }
+
 // Run waits for the ring to exist, attaches as its reader and hands every
 // packet to sink zero-copy; ring space is acknowledged as the sink releases
-// packets. It returns nil when the writer closed the ring and every packet
+// packets. A sink that is transport.Relieving is asked to hand back what it
+// holds whenever the reader has caught up with the writer while the ring is
+// about full of unacknowledged packets: a ring smaller than the builder's batch
+// would otherwise hold the writer up for each batch's whole latency. It returns nil when the writer closed the ring and every packet
 // has been read, or when ctx ends; ErrWriterDead when the writer died. The
 // ring stays mapped until the sink released every packet it holds.
 func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
@@ -47,6 +58,9 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 		in.mu.Unlock()
 		r.Close()
 	}()
+	if relief, ok := sink.(transport.Relieving); ok {
+		r.held = func(held, size uint64) { in.relieve(held, size, relief) }
+	}
 	for {
 		p, release, err := r.Next(ctx)
 		if err == io.EOF || ctx.Err() != nil {
@@ -58,6 +72,19 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 		if err := in.c.Deliver(ctx, sink, p, release); err != nil {
 			return err
 		}
+	}
+}
+
+// relieve asks the sink to hand back ring space: the reader has read
+// everything written and the ring is about full (Reader.held). When
+// the sink holds nothing it can hand back and the writer has no room left
+// (the ring is smaller than an event), it logs that once: those events
+// complete only at the builder's timeout.
+func (in *Input) relieve(held, size uint64, sink transport.Relieving) {
+	if !sink.Relieve() && held+coalesce(size) > size && !in.warned && in.log != nil {
+		in.warned = true
+		in.log.Warn("readout ring full of packets held for open events: events larger than the ring wait for the builder's timeout; raise the ring size",
+			"ring", in.name, "ring_bytes", size, "held_bytes", held)
 	}
 }
 

@@ -26,7 +26,12 @@ type Reader struct {
 	m    mapping
 	cfg  ReaderConfig
 	pid  uint32
-	read uint64    // read cursor, free-running bytes; starts at the ack pointer
+	read uint64 // read cursor, free-running bytes; starts at the ack pointer
+	// held, when set, is called by Next's goroutine before each wait for
+	// the writer while the ring is about full (less than two coalesced
+	// wake-ups' worth free: a writer waiting for space waits for one), with
+	// the unacknowledged bytes and the data region's size.
+	held func(held, size uint64)
 	idle time.Time // last liveness check of the writer
 	stop chan struct{}
 	beat chan struct{}
@@ -183,6 +188,11 @@ func (r *Reader) wait(ctx context.Context) error {
 			return nil
 		}
 		return io.EOF
+	}
+	if size := uint64(len(m.data)); r.held != nil {
+		if held := m.u64(offWrite).Load() - m.u64(offAck).Load(); held+2*coalesce(size) > size {
+			r.held(held, size)
+		}
 	}
 	// Until a coalesced wake-up's worth is written, or at most
 	// coalesceLatency (as a reader asleep in futex would be woken).
