@@ -67,7 +67,7 @@ var metricDefs = []metricDef{
 	{"sluice_input_packets_total", "Packets received per input.", []string{"input"}},
 	{"sluice_input_idle_seconds", "Seconds since an input last received a packet.", []string{"input"}},
 	{"sluice_input_connections_open", "Connections open per network input.", []string{"input"}},
-	{"sluice_input_connections_refused_total", "Connections a network input refused: tcp, closed at once because its max_connections were open; peer, hellos refused (another farm, different tokens, another protocol version, a full accept queue).", []string{"input"}},
+	{"sluice_input_connections_refused_total", "Connections a network input refused, by reason (tcp: max_connections, closed at once because its max_connections were open; peer: hellos refused, farm, token, version, node, accept_queue, malformed).", []string{"input", "reason"}},
 	{"sluice_input_streams_lost_total", "Senders a peer input lost without a complete goodbye, by reason (reset: the connection failed or ended before the data the sender counted arrived; heartbeat: silent for peer_timeout; protocol): what they had in flight is in no other counter.", []string{"input", "reason"}},
 	{"sluice_input_connections_closed_total", "Connections a tcp input closed before their stream began, by reason (preamble_timeout: no preamble within its preamble_timeout).", []string{"input", "reason"}},
 	{"sluice_input_accept_errors_total", "Failed accepts a network input backed off from and survived, by reason (emfile: out of file descriptors).", []string{"input", "reason"}},
@@ -174,7 +174,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge("sluice_input_idle_seconds", in.IdleSeconds, in.URI)
 		if in.Address != "" {
 			gauge("sluice_input_connections_open", float64(in.Open), in.URI)
-			counter("sluice_input_connections_refused_total", in.Refused, in.URI)
+		}
+		for r, v := range in.Refused {
+			counter("sluice_input_connections_refused_total", v, in.URI, r)
 		}
 		for r, v := range in.AcceptErrors {
 			counter("sluice_input_accept_errors_total", v, in.URI, r)

@@ -69,11 +69,13 @@ type InputStatus struct {
 	// waiting (its senders throttled meanwhile).
 	BackpressureSeconds float64 `json:"backpressure_seconds"`
 	Done                bool    `json:"done"` // a finite input that reached its end
-	// Network inputs: connections open now, connections refused over
-	// max_connections, and accept(2) failures survived by reason
-	// ("emfile": out of file descriptors; see transport.Stats).
-	Open    int64  `json:"connections_open,omitempty"`
-	Refused uint64 `json:"connections_refused,omitempty"`
+	// Network inputs: connections open now, connections refused by
+	// reason (tcp: "max_connections", present at 0 until one is; peer:
+	// the hello's "farm", "token", "version", "node", "accept_queue",
+	// "malformed"), and accept(2) failures survived by reason ("emfile":
+	// out of file descriptors; see transport.Stats).
+	Open    int64             `json:"connections_open,omitempty"`
+	Refused map[string]uint64 `json:"connections_refused,omitempty"`
 	// ConnectionsByVersion: a TCP input, the streams it accepted by their
 	// readout stream version (1, 2; JSON keys "1", "2").
 	ConnectionsByVersion map[int]uint64 `json:"connections_by_version,omitempty"`

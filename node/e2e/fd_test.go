@@ -30,7 +30,7 @@ log: {format: json}
 type inputStatus struct {
 	Address      string            `json:"address"`
 	Open         int64             `json:"connections_open"`
-	Refused      uint64            `json:"connections_refused"`
+	Refused      map[string]uint64 `json:"connections_refused"` // by reason
 	AcceptErrors map[string]uint64 `json:"accept_errors"`
 	// ByVersion: streams accepted by readout stream version ("1", "2").
 	ByVersion map[string]uint64 `json:"connections_by_version"`
@@ -158,8 +158,8 @@ func TestMaxConnections(t *testing.T) {
 	idle := idleConnections(t, input, 16)
 	// A connection kept is counted open once its stream's goroutine runs,
 	// which a loaded machine may schedule after the refusals.
-	in := waitInput(t, node, addr, "8 open and 8 refused", func(in inputStatus) bool { return in.Refused >= 8 && in.Open == 8 })
-	if in.Refused != 8 || len(in.AcceptErrors) != 0 {
+	in := waitInput(t, node, addr, "8 open and 8 refused", func(in inputStatus) bool { return in.Refused["max_connections"] >= 8 && in.Open == 8 })
+	if in.Refused["max_connections"] != 8 || len(in.Refused) != 1 || len(in.AcceptErrors) != 0 {
 		t.Fatalf("input after 16 connections with max_connections 8: %+v", in)
 	}
 	// The record is written after the count /status shows.
@@ -186,8 +186,8 @@ func TestConnectionsBeyondPlan(t *testing.T) {
 	addr := node.httpAddr(t)
 	input := waitInput(t, node, addr, "the input's address", func(in inputStatus) bool { return in.Address != "" }).Address
 	idle := idleConnections(t, input, 6)
-	in := waitInput(t, node, addr, "4 open and 2 refused", func(in inputStatus) bool { return in.Refused >= 2 && in.Open == 4 })
-	if in.Refused != 2 {
+	in := waitInput(t, node, addr, "4 open and 2 refused", func(in inputStatus) bool { return in.Refused["max_connections"] >= 2 && in.Open == 4 })
+	if in.Refused["max_connections"] != 2 || len(in.Refused) != 1 {
 		t.Fatalf("input after 6 connections planned for 4: %+v", in)
 	}
 	// The record is written after the count /status shows.

@@ -70,12 +70,12 @@ func TestMaxConnectionsRefusesExtras(t *testing.T) {
 	if refused != 3 {
 		t.Fatalf("%d extra connections refused, want 3", refused)
 	}
-	in := waitInput(t, node, addr, "3 refused", func(in inputStatus) bool { return in.Refused == 3 })
+	in := waitInput(t, node, addr, "3 refused", func(in inputStatus) bool { return in.Refused["max_connections"] == 3 })
 	if in.Open != 4 || len(in.AcceptErrors) != 0 {
 		t.Fatalf("input after 3 connections beyond max_connections 4: %+v", in)
 	}
 	m := scrape(t, addr)
-	if want := fmt.Sprintf("sluice_input_connections_refused_total{input=%q} 3\n", "tcp://127.0.0.1:0"); !strings.Contains(m, want) {
+	if want := fmt.Sprintf("sluice_input_connections_refused_total{input=%q,reason=\"max_connections\"} 3\n", "tcp://127.0.0.1:0"); !strings.Contains(m, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 	// The records are written after the counts /status shows.
@@ -112,7 +112,7 @@ func TestMaxConnectionsRefusesExtras(t *testing.T) {
 	// The 4 streams go on after the extras closed.
 	after := built()
 	waitFor(t, "events built after the extras closed", time.Minute, func() bool { return built() >= after+50 })
-	if in := inputOf(t, addr); in.Open != 4 || in.Refused != 3 {
+	if in := inputOf(t, addr); in.Open != 4 || in.Refused["max_connections"] != 3 {
 		t.Fatalf("input after the extras closed: %+v", in)
 	}
 	if code := w.wait(t, 2*time.Minute); code != 0 {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -194,15 +195,15 @@ func (in *Input) Peer() peer.Transport { return in.tr }
 
 // Stats are the input's counters; packets cut off by a lost peer count as
 // truncated_at_disconnect, and peers whose hello failed (another farm, a
-// wrong token, ...) as Refused.
+// wrong token, ...) as Refused, by the peer transport's reasons.
 func (in *Input) Stats() transport.Stats {
 	s := in.c.Snapshot()
 	ps := in.tr.Stats()
 	if n := ps.DataTruncated; n > 0 {
 		s.Discarded[transport.TruncatedAtDisconnect] += n
 	}
-	for _, n := range ps.Refused {
-		s.Refused += n
+	if len(ps.Refused) > 0 {
+		s.Refused = maps.Clone(ps.Refused)
 	}
 	s.ExpectStreams = in.o.ExpectStreams
 	return s

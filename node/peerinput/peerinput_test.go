@@ -205,11 +205,12 @@ func TestInputCountsRefusedPeers(t *testing.T) {
 			t.Fatalf("farm %q token %q: %v, want refused", set[0], set[1], err)
 		}
 	}
-	for in.Stats().Refused < 2 && ctx.Err() == nil {
+	refused := func() map[string]uint64 { return in.Stats().Refused }
+	for refused()[peer.RefusedToken]+refused()[peer.RefusedFarm] < 2 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := in.Stats().Refused; n != 2 {
-		t.Errorf("refused %d, want 2", n)
+	if r := refused(); r[peer.RefusedToken] != 1 || r[peer.RefusedFarm] != 1 || len(r) != 2 {
+		t.Errorf("refused %v, want token 1 and farm 1", r)
 	}
 	cancel()
 	<-done

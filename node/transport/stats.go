@@ -91,10 +91,12 @@ type Stats struct {
 	// survived, by reason ("emfile": out of file descriptors, "enfile",
 	// "enobufs", "enomem", "econnaborted", "other"); absent when none.
 	AcceptErrors map[string]uint64
-	// Refused: TCP, connections closed at once because max_connections
-	// were open; peer, peers whose hello was refused (another farm, a
-	// wrong token, ...).
-	Refused uint64
+	// Refused counts connections refused, by reason: TCP,
+	// "max_connections" (closed at once because its max_connections were
+	// open; present from the start, at 0 until one is); peer, hellos
+	// refused (the peer package's reasons: "farm", "token", "version",
+	// "node", "accept_queue", "malformed"), absent when none.
+	Refused map[string]uint64
 	// Closed: TCP, connections the input closed itself before their
 	// stream began, by reason ("preamble_timeout": no complete preamble
 	// within the input's preamble_timeout); absent when none.
@@ -126,13 +128,13 @@ type Counters struct {
 	connections, streams            atomic.Uint64
 	held, open                      atomic.Int64
 	discarded                       [numReasons]atomic.Uint64
-	refused                         atomic.Uint64
 
 	mu           sync.Mutex
 	acceptErrors map[string]uint64 // rare: a map under a lock
 	flagged      map[string]uint64 // as rare
 	streamsLost  map[string]uint64
 	closed       map[string]uint64
+	refused      map[string]uint64
 }
 
 // Snapshot returns the counters as Stats.
@@ -148,7 +150,6 @@ func (c *Counters) Snapshot() Stats {
 			s.Discarded[Reason(i)] = v
 		}
 	}
-	s.Refused = c.refused.Load()
 	c.mu.Lock()
 	if len(c.acceptErrors) > 0 {
 		s.AcceptErrors = maps.Clone(c.acceptErrors)
@@ -162,12 +163,14 @@ func (c *Counters) Snapshot() Stats {
 	if len(c.closed) > 0 {
 		s.Closed = maps.Clone(c.closed)
 	}
+	if len(c.refused) > 0 {
+		s.Refused = maps.Clone(c.refused)
+	}
 	c.mu.Unlock()
 	return s
 }
 
-// AcceptError counts one failed accept(2) by reason; Refuse one connection
-// refused over the input's limit.
+// AcceptError counts one failed accept(2) by reason.
 func (c *Counters) AcceptError(reason string) {
 	c.mu.Lock()
 	if c.acceptErrors == nil {
@@ -176,7 +179,16 @@ func (c *Counters) AcceptError(reason string) {
 	c.acceptErrors[reason]++
 	c.mu.Unlock()
 }
-func (c *Counters) Refuse() { c.refused.Add(1) }
+
+// Refuse counts one connection refused, for reason (Stats.Refused).
+func (c *Counters) Refuse(reason string) {
+	c.mu.Lock()
+	if c.refused == nil {
+		c.refused = map[string]uint64{}
+	}
+	c.refused[reason]++
+	c.mu.Unlock()
+}
 
 // Close counts one connection the input closed before its stream began,
 // for reason (Stats.Closed).

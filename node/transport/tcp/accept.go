@@ -66,17 +66,21 @@ func (in *Input) acceptFailed(ctx context.Context, err error, delay time.Duratio
 	return delay
 }
 
+// RefusedMaxConnections is the Stats.Refused reason of a connection
+// closed at once because Options.MaxConnections were open.
+const RefusedMaxConnections = "max_connections"
+
 // refuse closes conn at once (a reset: the sender sees its connection
 // refused, not a stream that stalls) because as many connections are open
 // as the input takes (Options.MaxConnections), naming the setting the
 // limit comes from.
 func (in *Input) refuse(conn *net.TCPConn) {
-	in.c.Refuse()
+	in.c.Refuse(RefusedMaxConnections)
 	_ = conn.SetLinger(0)
 	_ = conn.Close()
 	limit, from := in.cfg.streams()
 	in.logger().Warn("readout input refused a connection: max_connections open", "input", "tcp://"+in.ln.Addr().String(),
-		"reason", "max_connections", "max_connections", limit, "from", from, "remote", conn.RemoteAddr().String())
+		"reason", RefusedMaxConnections, "max_connections", limit, "from", from, "remote", conn.RemoteAddr().String())
 }
 
 // ClosedPreambleTimeout is the Stats.Closed reason of a connection that

@@ -142,6 +142,12 @@ func (in *Input) Stats() transport.Stats {
 			s.ConnectionsByVersion[v] = n
 		}
 	}
+	// The one reason a TCP input refuses for, at 0 until it occurs, so that
+	// its metric exists from the start.
+	if s.Refused == nil {
+		s.Refused = map[string]uint64{}
+	}
+	s.Refused[RefusedMaxConnections] += 0
 	if in.cfg.Framing == FramingFEROL {
 		// Every reason a FEROL input flags, at 0 until it occurs, so that
 		// its metrics exist from the start.

@@ -113,8 +113,8 @@ func TestPreambleTimeout(t *testing.T) {
 			t.Errorf("remote %s: logged %v with %d preamble bytes, want %d", r, ok, got, want)
 		}
 	}
-	if st := in.Stats(); st.Refused != 0 {
-		t.Fatalf("refused %d connections, want 0", st.Refused)
+	if st := in.Stats(); st.Refused[RefusedMaxConnections] != 0 || len(st.Refused) != 1 {
+		t.Fatalf("refused %v, want max_connections 0 only", st.Refused)
 	}
 
 	ctx := context.Background()

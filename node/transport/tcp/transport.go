@@ -87,7 +87,7 @@ type Options struct {
 	// ended their stream cleanly (0: it runs until it is stopped).
 	ExpectStreams int `yaml:"expect_streams" doc:"end the input after this many senders finished (0 = never)"`
 	// MaxConnections: a connection accepted while this many are open is
-	// closed at once and counted (Stats.Refused): the bound on the
+	// closed at once and counted (Stats.Refused["max_connections"]): the bound on the
 	// descriptors and receive buffers one input takes, and the streams its
 	// memory is planned for (MemoryBytes). 0: ExpectStreams when that is
 	// set, else DefaultStreams. Every stream's buffers are in the memory
