@@ -319,9 +319,13 @@ func (a *assembler) copyPart(evs []*event, nf []uint32, p *assemblyPart) {
 	for i := p.lo; i < p.hi; i++ {
 		if a.b.isTS {
 			nf[i] = uint32(a.copySlice(evs[i], i, p))
-		} else {
-			a.copyEvent(evs[i], i, p)
+			continue
 		}
+		var next *event
+		if i+1 < p.hi {
+			next = evs[i+1]
+		}
+		a.copyEvent(evs[i], next, i, p)
 	}
 }
 
@@ -330,11 +334,14 @@ func (a *assembler) copyPart(evs []*event, nf []uint32, p *assemblyPart) {
 // record its size, list it as missing or corrupt, drop its reference and
 // clear the slot. Rows are independent: this row's bytes, sizes and
 // missing ids have their own places.
+// The next fragment (of this event, or the first of next, the part's next
+// row) is prefetched while one is copied.
 // Invariant: off is where the next payload byte of group g goes, and
 // a.po[g][row] <= off <= a.po[g][row+1].
-func (a *assembler) copyEvent(ev *event, row int, p *assemblyPart) {
+func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 	b := a.b
 	mv, mc := a.mv, a.mo[row]
+	last := len(ev.slots) - 1
 	for g := range a.pay {
 		data, sizes := a.pay[g], a.sv[g]
 		gs, ge := b.gstart[g], b.gstart[g+1]
@@ -347,6 +354,11 @@ func (a *assembler) copyEvent(ev *event, row int, p *assemblyPart) {
 				mv[mc] = b.ids[k]
 				mc++
 			} else {
+				if k < last {
+					prefetchFragment(&ev.slots[k+1])
+				} else if next != nil {
+					prefetchFragment(&next.slots[0])
+				}
 				dst := data[off : off+int64(s.n)]
 				copy(dst, s.payload())
 				if schemas.Checksum(dst) != ev.crcs[k] {
