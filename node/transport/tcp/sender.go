@@ -27,6 +27,12 @@ type Stream struct {
 	avail   atomic.Int64 // credit granted and not yet used
 	wake    chan struct{}
 	closed  chan struct{} // closed when the receiver side of conn ends
+	// A frame's header and the writev of a large frame, kept so that
+	// sending allocates nothing: hdr's first u32 is the frame's length,
+	// the rest zero.
+	hdr  [wireAlign]byte
+	iovs [3][]byte
+	iov  net.Buffers
 	// ThrottleNs is the time Send waited for credit; Reconnects counts new
 	// connections after the first; Resent counts packets sent again after
 	// a connection failed under them.
@@ -195,9 +201,8 @@ var zeros [wireAlign]byte
 // writeFrame writes the header of p and its first cut bytes, and the
 // padding after them when that is all of p.
 func (s *Stream) writeFrame(p []byte, cut int) error {
-	var h [wireAlign]byte // length, then (version 2) the record kind, recordFrame, and reserved zeros
-	binary.LittleEndian.PutUint32(h[:], uint32(len(p)))
-	hdr := h[:s.wire.header]
+	binary.LittleEndian.PutUint32(s.hdr[:], uint32(len(p))) // the rest stays zero: recordFrame, reserved
+	hdr := s.hdr[:s.wire.header]
 	var pad []byte
 	if cut == len(p) {
 		pad = zeros[:s.wire.record(len(p))-s.wire.header-len(p)]
@@ -212,8 +217,10 @@ func (s *Stream) writeFrame(p []byte, cut int) error {
 	if err := s.bw.Flush(); err != nil {
 		return err
 	}
-	bufs := net.Buffers{hdr, p[:cut], pad}
-	_, err := bufs.WriteTo(s.conn)
+	s.iovs = [3][]byte{hdr, p[:cut], pad}
+	s.iov = s.iovs[:]
+	_, err := s.iov.WriteTo(s.conn) // consumes s.iov, not s.iovs
+	s.iovs = [3][]byte{}            // keeps no reference to p
 	return err
 }
 
