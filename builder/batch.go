@@ -361,14 +361,13 @@ func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 				}
 				dst := data[off : off+int64(s.n)]
 				copy(dst, s.payload())
-				if schemas.Checksum(dst) != ev.crcs[k] {
+				if schemas.Checksum(dst) != s.crc {
 					p.corrupt = append(p.corrupt, corruptSource{row, b.ids[k]})
 				}
 				sizes[j] = s.n
 				off += int64(s.n)
 				if s.state&slotRef != 0 {
-					ev.refs[k].drop()
-					ev.refs[k] = nil
+					s.ref.drop()
 				}
 			}
 			*s = slot{}

@@ -432,13 +432,11 @@ func (b *Builder) placeEventLocked(src int32, id uint64, flags schemas.FragmentF
 	state := slotPresent
 	if ref != nil {
 		state |= slotRef
-		ev.refs[src] = ref
 	}
-	ev.crcs[src] = crc
 	if flags&(schemas.FlagSourceError|schemas.FlagTruncated) != 0 {
 		ev.status |= schemas.StatusSourceError
 	}
-	s.set(payload, state)
+	s.set(payload, crc, ref, state)
 	ev.present++
 	ev.frags++
 	ev.bytes += int64(len(payload))
@@ -516,8 +514,6 @@ func (b *Builder) openLocked(key uint64, ep uint32, now *time.Time) *event {
 			ev.coreN = make([]uint32, b.nsrc)
 		} else {
 			ev.slots = make([]slot, b.nsrc)
-			ev.refs = make([]*pktRef, b.nsrc)
-			ev.crcs = make([]uint32, b.nsrc)
 		}
 	}
 	if now.IsZero() {

@@ -45,26 +45,27 @@ func (r *pktRef) drop() {
 // slot states (event mode).
 const (
 	slotPresent uint8 = 1 << iota
-	slotRef           // refs[k] holds the fragment's reference
+	slotRef           // ref holds the fragment's reference
 )
 
 // slot is one source's fragment in an event (event mode): a reference to
-// the caller's bytes, copied only at batch assembly. It is 16 bytes (a
-// pointer and a length rather than a slice header, the rarely needed
-// release reference in a parallel array) because the adder and the emitter
-// each touch one slot per fragment, in arrays of 1000+ sources per event
-// that alternate between the two goroutines' cores: every byte saved here
-// is cache traffic saved on the hot path. The fragment's CRC-32C, checked
-// at assembly where the bytes are read anyway, is in another parallel
-// array (event.crcs).
+// the caller's bytes, copied only at batch assembly, the CRC-32C its
+// source sent (checked at assembly, where the bytes are read anyway) and
+// its packet's release reference. It is 32 bytes, two to a cache line
+// (a pointer and a length rather than a slice header): placing a fragment
+// touches one line of its event, where slot, CRC and reference in three
+// parallel arrays took three (a ring or TCP packet always has a
+// reference), and assembly reads the slots in order.
 type slot struct {
 	data  unsafe.Pointer // first payload byte (nil for an empty payload)
+	ref   *pktRef        // with slotRef: the packet's reference
 	n     uint32         // payload length
+	crc   uint32         // the CRC-32C the source sent
 	state uint8
 }
 
-func (s *slot) set(payload []byte, state uint8) {
-	s.data, s.n, s.state = unsafe.Pointer(unsafe.SliceData(payload)), uint32(len(payload)), state
+func (s *slot) set(payload []byte, crc uint32, ref *pktRef, state uint8) {
+	s.data, s.n, s.crc, s.ref, s.state = unsafe.Pointer(unsafe.SliceData(payload)), uint32(len(payload)), crc, ref, state
 }
 
 func (s *slot) payload() []byte { return unsafe.Slice((*byte)(s.data), s.n) }
@@ -102,11 +103,9 @@ type event struct {
 	bytes   int64   // payload bytes referenced (against MaxBufferedBytes)
 	gbytes  []int64 // payload bytes per source group
 
-	slots   []slot    // event mode: by source index
-	refs    []*pktRef // event mode: by source index, set when the slot has slotRef
-	crcs    []uint32  // event mode: by source index, the CRC-32C the source sent
-	coreN   []uint32  // timeslice mode: core fragments by source index
-	tsFrags []tsFrag  // timeslice mode: every placement, in arrival order
+	slots   []slot   // event mode: by source index
+	coreN   []uint32 // timeslice mode: core fragments by source index
+	tsFrags []tsFrag // timeslice mode: every placement, in arrival order
 
 	prev, next *event // FIFO of open events in order of first arrival
 

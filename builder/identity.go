@@ -334,8 +334,7 @@ func (b *Builder) dissolveLocked(ev *event) {
 			b.ident.suspectBy[k]++
 		}
 		if s.state&slotRef != 0 {
-			b.drops = append(b.drops, ev.refs[k])
-			ev.refs[k] = nil
+			b.drops = append(b.drops, s.ref)
 		}
 		*s = slot{}
 	}
