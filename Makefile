@@ -36,14 +36,15 @@ invariants:
 	$(GO) test -tags invariants -timeout 20m $(INVARIANT_PKGS)
 
 # The tests of large memory use, which the unit run skips under the race
-# detector: peak resident memory (VmHWM, of `sluice bench` at its least
-# budget too; the detector's shadow memory
-# swamps it) and exports of events of 64 MiB and more (minutes with it),
-# the last also through a real node and `sluice store export` (node/e2e).
+# detector: peak resident memory (VmHWM, of `sluice bench` and of the
+# demo's run and replay (node/e2e) at their least budgets too; the
+# detector's shadow memory swamps it) and exports of events of 64 MiB and
+# more (minutes with it), the last also through a real node and `sluice
+# store export` (node/e2e).
 MEMORY_TESTS ?= ./node/transport/tcp/ ./schemas/table/ ./cmd/sluice/
 memory:
 	$(GO) test $(GOTAGS) -run 'Memory|Huge' -timeout 10m $(MEMORY_TESTS)
-	$(GO) test $(GOTAGS) -run 'Huge' -timeout 10m ./node/e2e/
+	$(GO) test $(GOTAGS) -run 'Huge|MemoryAtMinimum' -timeout 10m ./node/e2e/
 
 # A short run of every fuzz target over its seed corpus and beyond.
 fuzz:

@@ -65,7 +65,9 @@ func MeasureFixedMemory() FixedMemory {
 
 // MinimumBudget is the least node.memory_budget that holds the fixed
 // memory and every part at its minimum (the inputs' part at least what the
-// inputs create), and what it is made of, for a message.
+// inputs create), plus the rings embedded emulators map a second time in
+// the process (MemoryPlan.RingsMappedTwice), and what it is made of, for a
+// message.
 func (c *Config) MinimumBudget(f FixedMemory) (uint64, string) {
 	p := c.Memory()
 	inputs := max(uint64(minInputs), p.InputsUsed)
@@ -86,6 +88,12 @@ func (c *Config) MinimumBudget(f FixedMemory) (uint64, string) {
 			name string
 			n    uint64
 		}{"farm", p.farmMinimum()})
+	}
+	if p.RingsMappedTwice > 0 {
+		parts = append(parts, struct {
+			name string
+			n    uint64
+		}{"the embedded emulators' rings mapped again", p.RingsMappedTwice})
 	}
 	var sum uint64
 	var what []string

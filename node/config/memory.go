@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-daq/sluice/internal/conf"
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/node/transport"
+	"github.com/sluice-daq/sluice/node/transport/shm"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -156,6 +157,12 @@ type MemoryPlan struct {
 	// InputsUsed is what the inputs are configured to create (rings,
 	// receive windows), within Inputs.
 	InputsUsed uint64 `json:"inputs_configured_bytes"`
+	// RingsMappedTwice is the bytes of the rings embedded emulators write
+	// to shm:// inputs of the same node: the process maps each twice (the
+	// emulator's mapping and the input's), and its resident figures
+	// (VmRSS, VmHWM) count every mapping. Outside the Go heap and the
+	// parts, like the fixed memory.
+	RingsMappedTwice uint64 `json:"rings_mapped_twice_bytes,omitempty"`
 	// GoMemLimit is the Go runtime's soft limit `sluice run` sets: the
 	// budget less what lies outside the Go heap (the plugin arena, the
 	// rings, the store's mapped files).
@@ -194,9 +201,10 @@ func (c *Config) Memory() MemoryPlan {
 		u := inputMemory(in)
 		p.InputsUsed += u.total
 		shared += u.shared
+		p.RingsMappedTwice += u.twice
 	}
 	// The farm's pools are mmap'd: outside the Go heap too.
-	outside := shared + uint64(c.Store.WithMemory(int64(p.Store)).MappedBound()) + p.Farm
+	outside := shared + p.RingsMappedTwice + uint64(c.Store.WithMemory(int64(p.Store)).MappedBound()) + p.Farm
 	if len(c.OnlineStages()) > 0 || c.Replay.InterFill > 0 {
 		outside += p.Batches
 	}
@@ -231,7 +239,9 @@ func (c *Config) farmMemory(p *MemoryPlan) {
 	}
 }
 
-type inputMem struct{ total, shared uint64 }
+// inputMem is what one input creates: in all, of it shared memory, and
+// of that what the process maps a second time (RingsMappedTwice).
+type inputMem struct{ total, shared, twice uint64 }
 
 // inputMemory is what one input and its emulator create on the node.
 func inputMemory(in Input) inputMem {
@@ -249,6 +259,10 @@ func inputMemory(in Input) inputMem {
 			m.total += n
 			if mb.SharedMemory() {
 				m.shared += n
+			}
+			// The shm:// input maps the ring its emulator created and maps.
+			if _, ok := in.Emulator.Sender.(*shm.SenderOptions); ok {
+				m.twice += n
 			}
 		}
 	}

@@ -26,7 +26,8 @@ func TestDefaultMemorySplitAddsUp(t *testing.T) {
 
 // The default configuration's plan: the ring (64MiB) within the inputs'
 // part, and Go's limit the budget less the arena-free shared and mapped
-// memory (no stages: the arena is not created).
+// memory (no stages: the arena is not created), the ring twice: its
+// embedded emulator maps it in the node's process as the input does.
 func TestDefaultMemoryPlan(t *testing.T) {
 	c := Default()
 	if err := c.Validate(); err != nil {
@@ -34,11 +35,11 @@ func TestDefaultMemoryPlan(t *testing.T) {
 	}
 	p := c.Memory()
 	b := uint64(512 << 20)
-	if p.Budget != b || p.Builder != Percent(15).Of(b) || p.Batches != b/4 || p.Inputs != uint64(80530637) || p.InputsUsed != 64<<20 {
+	if p.Budget != b || p.Builder != Percent(15).Of(b) || p.Batches != b/4 || p.Inputs != uint64(80530637) || p.InputsUsed != 64<<20 || p.RingsMappedTwice != 64<<20 {
 		t.Fatalf("plan %+v", p)
 	}
 	mapped := uint64(c.Store.WithMemory(int64(p.Store)).MappedBound())
-	if want := b - 64<<20 - mapped; p.GoMemLimit != want {
+	if want := b - 2*64<<20 - mapped; p.GoMemLimit != want {
 		t.Errorf("GoMemLimit %d, want %d (mapped %d)", p.GoMemLimit, want, mapped)
 	}
 }
@@ -127,22 +128,32 @@ func TestMemorySplitFractions(t *testing.T) {
 }
 
 // The least budget holds the fixed memory and each part's minimum, the
-// inputs' at least what they create, and a budget below it is refused
-// naming the minimum and its parts.
+// inputs' at least what they create, an embedded emulator's ring once more
+// (the process maps it twice), and a budget below it is refused naming the
+// minimum and its parts.
 func TestMinimumBudget(t *testing.T) {
-	c := Default() // a 64MiB ring
+	c := Default() // a 64MiB ring its embedded emulator writes
 	f := FixedMemory{Executable: 60 << 20, Runtime: RuntimeFloor}
 	min, what := c.MinimumBudget(f)
-	if want := uint64(60<<20 + RuntimeFloor + 4<<20 + 4<<20 + 64<<20 + 16<<20 + minHeap); min != want {
+	if want := uint64(60<<20 + RuntimeFloor + 4<<20 + 4<<20 + 64<<20 + 16<<20 + minHeap + 64<<20); min != want {
 		t.Errorf("minimum %d, want %d (%s)", min, want, what)
+	}
+	// A ring another process writes is mapped once: no second mapping.
+	other := Default()
+	other.Inputs[0].Emulator = nil
+	if p := other.Memory(); p.RingsMappedTwice != 0 {
+		t.Errorf("no emulator: rings mapped twice %d, want 0", p.RingsMappedTwice)
+	}
+	if min, what := other.MinimumBudget(f); min != uint64(60<<20+RuntimeFloor+4<<20+4<<20+minInputs+16<<20+minHeap) || strings.Contains(what, "mapped again") {
+		t.Errorf("no emulator: minimum %d (%s)", min, what)
 	}
 	if err := c.CheckMemoryMinimum(f); err != nil { // 512MiB
 		t.Errorf("512MiB: %v", err)
 	}
 	c.Node.MemoryBudget = 256 << 20
 	err := c.CheckMemoryMinimum(f)
-	if err == nil || !strings.Contains(err.Error(), "want at least 276MiB") || !strings.Contains(err.Error(), "this executable's mapped pages 60MiB") ||
-		!strings.Contains(err.Error(), "inputs (what they create) 64MiB") {
+	if err == nil || !strings.Contains(err.Error(), "want at least 340MiB") || !strings.Contains(err.Error(), "this executable's mapped pages 60MiB") ||
+		!strings.Contains(err.Error(), "inputs (what they create) 64MiB") || !strings.Contains(err.Error(), "the embedded emulators' rings mapped again 64MiB") {
 		t.Errorf("256MiB with a 64MiB ring: %v", err)
 	}
 	if m := MeasureFixedMemory(); m.Executable == 0 || m.Runtime != RuntimeFloor {

@@ -39,7 +39,7 @@ func demoConfig(t *testing.T, loop string) (file, store string) {
 		"address: 127.0.0.1:9464": "address: 127.0.0.1:0",
 		"shm://sluice-demo":       "shm://" + shmName(t),
 		"min_free_bytes: 2GiB":    "min_free_bytes: 256MiB",
-		"memory_budget: 512MiB":   "memory_budget: 256MiB",
+		"memory_budget: 512MiB":   "memory_budget: 320MiB",
 		"ring_size: 64MiB":        "ring_size: 32MiB",
 		"format: auto":            "format: json",
 	} {
