@@ -14,7 +14,9 @@ import (
 	"github.com/sluice-daq/sluice/plugins/internal/wire"
 )
 
-type server struct{ pluginpb.UnimplementedTriggerServer }
+type server struct {
+	pluginpb.UnimplementedTriggerServer
+}
 
 func (server) Describe(context.Context, *pluginpb.DescribeRequest) (*pluginpb.Description, error) {
 	return &pluginpb.Description{Name: "v1only", Version: "0.1.0", Lines: []string{"all"}}, nil
