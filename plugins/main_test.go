@@ -17,7 +17,7 @@ var pluginPackages = []string{
 	"./internal/testplugins/panicky", "./internal/testplugins/hang",
 	"./internal/testplugins/wrongproto", "./internal/testplugins/notplugin",
 	"./internal/testplugins/orphanhost", "./internal/testplugins/chatty", "./internal/testplugins/longline",
-	"./internal/testplugins/talker", "./internal/testplugins/v1only",
+	"./internal/testplugins/talker", "./internal/testplugins/v1only", "./internal/testplugins/procs",
 }
 
 func TestMain(m *testing.M) {

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"testing"
 
@@ -101,6 +102,40 @@ func TestProtocolNegotiated(t *testing.T) {
 	res, err := p.Decide(ctx, rec)
 	if err != nil || len(res) != 10 || res[9].Decision != schemas.DecisionAccept {
 		t.Fatalf("v1only decided %v, %v", res, err)
+	}
+}
+
+// TestPluginOneProcessor: a plugin built with the SDK runs with GOMAXPROCS
+// 1 (it decides one batch at a time on the node's cores) unless the
+// environment it inherits from the node sets GOMAXPROCS.
+func TestPluginOneProcessor(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec, err := synthbatch.Synthetic(mem, synthbatch.Spec{Events: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	reason := func() string {
+		ctx := context.Background()
+		p, err := Start(ctx, pluginPath("procs"), Options{Allocator: mem, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		res, err := p.Decide(ctx, rec)
+		if err != nil || len(res) != 3 {
+			t.Fatalf("decided %v, %v", res, err)
+		}
+		return res[2].Reason.Text
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	if got := reason(); got != "GOMAXPROCS=3" {
+		t.Errorf("with GOMAXPROCS=3 in the environment the plugin says %q", got)
+	}
+	os.Unsetenv("GOMAXPROCS") // t.Setenv restores it after the test
+	if got := reason(); got != "GOMAXPROCS=1" {
+		t.Errorf("without GOMAXPROCS in the environment the plugin says %q, want GOMAXPROCS=1", got)
 	}
 }
 

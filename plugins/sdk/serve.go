@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,7 +23,20 @@ import (
 // os.Stderr or descriptor 1 becomes a record "plugin stdout" or "plugin
 // stderr" in the node's log (level INFO, rate-limited, cut at 4 KiB); use
 // Logger for messages with a level and fields.
+//
+// Serve runs the plugin with GOMAXPROCS 1 unless the GOMAXPROCS
+// environment variable says otherwise: a plugin decides one batch at a time
+// on the node's own cores, and with one processor each call's hand-offs
+// between goroutines (frame reader, Decide, response writer) stay on the
+// thread already awake instead of waking a second one to look for work.
+// That costs about a quarter less CPU per call (measured with the
+// passthrough plugin and 64-event batches). A trigger that runs goroutines
+// of its own in Decide sets GOMAXPROCS in the node's environment, which
+// its plugins inherit.
 func Serve(t Trigger) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	log := Logger(t.Describe().Name)
 	go exitWithParent(log)
 	// One server for both protocol versions: it decides the calls one at a
