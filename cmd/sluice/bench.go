@@ -74,6 +74,7 @@ func newBenchCmd() *cobra.Command {
 		ringSize            string
 		cpuProfile          string
 		traceFile           string
+		memProfile          string
 		asJSON              bool
 	)
 	cmd := &cobra.Command{
@@ -152,6 +153,11 @@ as the baseline, with the ratio.`,
 			if err != nil {
 				return err
 			}
+			if memProfile != "" {
+				if err := writeAllocsProfile(memProfile); err != nil {
+					return err
+				}
+			}
 			r.Events, r.Sources, r.EventBytes = events, sources, eventBytes
 			r.MemcpyGBPerSec = memcpyGBPerSec(uint64(r.GBPerSecond*1e9*r.Seconds), eventBytes/sources)
 			if r.MemcpyGBPerSec > 0 {
@@ -181,6 +187,7 @@ as the baseline, with the ratio.`,
 	f.StringVar(&plugins, "plugin", "", "passthrough plugin binary (default: plugins/passthrough beside this executable)")
 	f.BoolVar(&asJSON, "json", false, "print the figures as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the node's start-up and run (node and embedded emulator; not the event generation nor the memcpy baseline) to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write a Go allocation profile (every allocation since the start, sampled; go tool pprof -sample_index=alloc_space) to this file after the run, before the memcpy baseline")
 	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the node's start-up and run (not the memcpy baseline) to this file (go tool trace: where goroutines wait)")
 	return cmd
 }

@@ -23,9 +23,13 @@ func TestBenchSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := run(t, "bench", "--events", "400", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
-		"--accept", "0.25", "--plugin", plugin, "--json")
+		"--accept", "0.25", "--plugin", plugin, "--json", "--memprofile", filepath.Join(dir, "allocs.pprof"))
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	// A pprof profile is gzipped protocol buffers.
+	if b, err := os.ReadFile(filepath.Join(dir, "allocs.pprof")); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--memprofile wrote %d bytes (%v), not a gzipped profile", len(b), err)
 	}
 	var r benchResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {

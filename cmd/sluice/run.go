@@ -174,6 +174,20 @@ func startCPUProfile(file string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// writeAllocsProfile writes the allocation profile (every sampled
+// allocation since the process started) to file.
+func writeAllocsProfile(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // startTrace writes a Go execution trace to file until stop is called.
 func startTrace(file string) (stop func(), err error) {
 	f, err := os.Create(file)
