@@ -7,7 +7,11 @@ GO=${GO:-go}
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+# Sections that run tests (failover, streams) note a failure here; the
+# script runs every section and then exits 1 if any failed.
+failed=""
 # The peer transports' benchmarks run apart, PEER_COUNT times (below).
+echo "go benchmarks: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v -e '/node/peer/' -e '/node/peerinput$')
 "$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 $pkgs 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
 awk '
@@ -21,6 +25,7 @@ awk '
   if (fig == "") fig=sprintf("%s ns/op", $3)
   printf "%-60s %-24s %s\n", name, fig, (ratio == "" ? "" : "ratio " ratio)
 }' "$out"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Peer transports (node/peer/...) and event building over them
 # (node/peerinput: BenchmarkBuild, four sender processes into one builder):
 # each benchmark PEER_COUNT times (5 by default); figure and ratio as min /
@@ -99,7 +104,7 @@ fi
 # crossovers, and a PNG plot (FARM_PLOT, default farm-bench.png).
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then
   echo "farm: push vs pull through a shaped link (sluice farm bench)"
-  bin/sluice farm bench --plot "${FARM_PLOT:-farm-bench.png}"
+  bin/sluice farm bench --plot "${FARM_PLOT:-farm-bench.png}" || failed="$failed farm-bench"
 else
   echo "farm: push vs pull skipped: sluice farm bench needs root, ip and tc (iproute2)"
 fi
@@ -109,7 +114,8 @@ fi
 # same-run baseline: detection by the membership lease alone, measured on
 # an EM candidate killed at the same moment (nothing fences it).
 echo "farm: BU failover time ($(cut -d' ' -f1-3 /proc/loadavg) load average)"
-SLUICE_FAILOVER_RUNS=${FAILOVER_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -run '^TestFarmFailoverTimes$' ./node/e2e/ 2>&1 | grep -e '^farm failover' -e '^--- FAIL' -e '^FAIL' || true
+SLUICE_FAILOVER_RUNS=${FAILOVER_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -run '^TestFarmFailoverTimes$' ./node/e2e/ > "$out" 2>&1 || failed="$failed TestFarmFailoverTimes"
+grep -e '^farm failover' -e '^--- FAIL' -e '^FAIL' "$out" || true
 # Many TCP streams (issue 16's scale, real processes: one readout process
 # with 1000 connections of one source each at 500 Hz into a node with its
 # builder, a trigger stage and its store), STREAMS_RUNS times (3 by
@@ -117,4 +123,9 @@ SLUICE_FAILOVER_RUNS=${FAILOVER_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -coun
 # connections: complete events, late fragments, the rate reached, VmHWM
 # against the budget, the node's CPU per fragment, min / median / max.
 echo "streams: 1000 x 1000 sources at 500 Hz ($(cut -d' ' -f1-3 /proc/loadavg) load average)"
-SLUICE_STREAMS_RUNS=${STREAMS_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -timeout 60m -run '^TestStreamsScale$' ./node/e2e/ 2>&1 | grep -e '^streams' -e '^--- FAIL' -e '^FAIL' -e 'streams_test.go' || true
+SLUICE_STREAMS_RUNS=${STREAMS_RUNS:-3} "$GO" test ${TAGS:+-tags "$TAGS"} -count 1 -v -timeout 60m -run '^TestStreamsScale$' ./node/e2e/ > "$out" 2>&1 || failed="$failed TestStreamsScale"
+grep -e '^streams' -e '^--- FAIL' -e '^FAIL' -e 'streams_test.go' "$out" || true
+if [ -n "$failed" ]; then
+  echo "bench: FAILED:$failed" >&2
+  exit 1
+fi
