@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ func TestBenchSmall(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if !r.Balanced || r.Events != 400 || r.Accepted != 100 || r.Stored != 100 || r.EventsPerSecond <= 0 ||
-		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 320<<20 {
+		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 320<<20 || r.BatchesRelieved != 0 {
 		t.Fatalf("bench result %+v", r)
 	}
 	lat := map[string]node.LatencyStatus{}
@@ -50,6 +51,26 @@ func TestBenchSmall(t *testing.T) {
 	}
 	if s := lat["event_build"]; s.Count != r.Events || s.P99 <= 0 {
 		t.Fatalf("event building latency %+v (events %d)", s, r.Events)
+	}
+	// A 1MiB ring holds fewer packets than a batch of these events: the
+	// builder closes batches early to free it, and bench reports how many
+	// (in the JSON and in the text).
+	out, err = run(t, "bench", "--events", "2000", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
+		"--accept", "0.25", "--plugin", plugin, "--memory-budget", "320MiB", "--ring-size", "1MiB", "--json")
+	if err != nil {
+		t.Fatalf("bench --ring-size 1MiB: %v\n%s", err, out)
+	}
+	r = benchResult{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || !strings.Contains(out, `"batches_relieved"`) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !r.Balanced || r.Stored != 500 || r.BatchesRelieved == 0 {
+		t.Fatalf("bench --ring-size 1MiB: %+v", r)
+	}
+	var text strings.Builder
+	printBench(&text, r)
+	if want := fmt.Sprintf("batches relieved    %8d", r.BatchesRelieved); !strings.Contains(text.String(), want) {
+		t.Fatalf("bench text lacks %q:\n%s", want, text.String())
 	}
 	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin, "--memory-budget", "320MiB"); err == nil {
 		t.Fatal("--events not a multiple of 100 x packing accepted")

@@ -76,14 +76,16 @@ func (in *Input) Run(ctx context.Context, sink transport.Sink) error {
 }
 
 // relieve asks the sink to hand back ring space: the reader has read
-// everything written and the ring is about full (Reader.held). When
-// the sink holds nothing it can hand back and the writer has no room left
-// (the ring is smaller than an event), it logs that once: those events
-// complete only at the builder's timeout.
+// everything written and the ring is about full (Reader.held). The sink
+// closes its open batch early when events in it hold packets (counted in
+// batches_relieved). When it holds nothing it can hand back (every held
+// packet is in an event still open) and the writer has no room left, it
+// logs that once: the writer waits until more of those events complete,
+// or until the builder's timeout when the ring cannot hold all of them.
 func (in *Input) relieve(held, size uint64, sink transport.Relieving) {
 	if !sink.Relieve() && held+coalesce(size) > size && !in.warned && in.log != nil {
 		in.warned = true
-		in.log.Warn("readout ring full of packets held for open events: events larger than the ring wait for the builder's timeout; raise the ring size",
+		in.log.Warn("readout ring full of packets of events still open, none built to hand back: the writer waits until they complete (or reach the builder's timeout if the ring holds fewer bytes than the events in flight at once); batches closed early to free the ring are counted in batches_relieved; a larger ring avoids the wait",
 			"ring", in.name, "ring_bytes", size, "held_bytes", held)
 	}
 }

@@ -105,7 +105,7 @@ func TestRingSmallerThanEventLogged(t *testing.T) {
 	if rows != events || !l.Balanced() {
 		t.Fatalf("%d rows of %d events, balanced %v", rows, events, l.Balanced())
 	}
-	if n := strings.Count(log, "readout ring full of packets held for open events"); n != 1 || !strings.Contains(log, "ring_bytes=4096") {
+	if n := strings.Count(log, "readout ring full of packets of events still open, none built to hand back"); n != 1 || !strings.Contains(log, "ring_bytes=4096") {
 		t.Fatalf("want one warning naming the ring's 4096 bytes, got %q", log)
 	}
 }
