@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -149,13 +150,56 @@ func printFarmBench(cmd *cobra.Command, r *farmbench.Result) {
 	}
 	tw.Flush()
 	for _, q := range c.Queues {
-		m := "none"
-		if s := r.Measured[q]; s > 0 {
-			m = humanize.IBytes(uint64(s))
-		}
-		fmt.Fprintf(w, "queue %s: crossover predicted %s ((queue + burst) / (credits × RUs)), measured %s (pull ≥ %.1f× push from there up)\n",
-			humanize.IBytes(uint64(q)), humanize.IBytes(uint64(r.Predicted[q])), m, farmbench.Margin)
+		fmt.Fprintf(w, "queue %s: crossover predicted %s ((queue + burst) / (credits × RUs)), measured %s\n",
+			humanize.IBytes(uint64(q)), humanize.IBytes(uint64(r.Predicted[q])), measuredCrossover(r, q))
 	}
+}
+
+// measuredCrossover says the measured crossover of queue q, or why there
+// is none: the crossover is the smallest size from which pull builds at
+// least farmbench.Margin times push's events per second and no fewer than
+// push at any larger size below the queue limit, so one larger size where
+// pull is slower (noise, or the link's burst) leaves none even when a
+// smaller size shows pull far ahead.
+func measuredCrossover(r *farmbench.Result, q int) string {
+	if s := r.Measured[q]; s > 0 {
+		return fmt.Sprintf("%s (pull ≥ %.1f× push there, and ≥ push at every larger size below the queue)", humanize.IBytes(uint64(s)), farmbench.Margin)
+	}
+	rate := map[[2]int]float64{}
+	var sizes []int
+	for _, p := range r.Points {
+		if p.Queue != q || p.Size >= q {
+			continue
+		}
+		if p.Protocol == "pull" {
+			rate[[2]int{p.Size, 1}] = p.EventsPerSec
+		} else {
+			rate[[2]int{p.Size, 0}] = p.EventsPerSec
+			sizes = append(sizes, p.Size)
+		}
+	}
+	slices.Sort(sizes)
+	best, bestSize := 0.0, 0
+	for i := len(sizes) - 1; i >= 0; i-- {
+		push, pull := rate[[2]int{sizes[i], 0}], rate[[2]int{sizes[i], 1}]
+		if pull < push {
+			m := fmt.Sprintf("none: pull/push %.2f at %s, below the queue limit; the crossover wants pull ≥ %.1f× push at a size and ≥ push at every larger one",
+				pull/push, humanize.IBytes(uint64(sizes[i])), farmbench.Margin)
+			for _, s := range sizes[:i] {
+				if rs := rate[[2]int{s, 1}] / rate[[2]int{s, 0}]; rs >= farmbench.Margin && rs > best {
+					best, bestSize = rs, s
+				}
+			}
+			if bestSize > 0 {
+				m += fmt.Sprintf(" (pull/push %.2f at the smaller %s)", best, humanize.IBytes(uint64(bestSize)))
+			}
+			return m
+		}
+	}
+	if len(sizes) == 0 {
+		return "none: no fragment size below the queue limit was run"
+	}
+	return fmt.Sprintf("none: pull < %.1f× push at every fragment size below the queue limit", farmbench.Margin)
 }
 
 // newFarmBenchUnitCmd is one process of farm bench (hidden: the bench
