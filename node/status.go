@@ -85,9 +85,11 @@ type InputStatus struct {
 	StreamsExpected int               `json:"streams_expected,omitempty"`
 	StreamsEnded    uint64            `json:"streams_ended,omitempty"`
 	AcceptErrors    map[string]uint64 `json:"accept_errors,omitempty"`
-	// ConnectionsClosed: tcp inputs, connections the input closed before
-	// their stream began, by reason ("preamble_timeout": no preamble
-	// within preamble_timeout).
+	// ConnectionsClosed: tcp inputs, every connection accepted and since
+	// closed, by reason (preamble_timeout, eof_before_preamble,
+	// eof_in_preamble, bad_preamble, end_of_stream, peer_closed,
+	// read_error, truncated, protocol, sink_error, shutdown; see the tcp
+	// package's Closed* constants), each at 0 until one occurs.
 	ConnectionsClosed map[string]uint64 `json:"connections_closed,omitempty"`
 	// StreamsLost: peer inputs, senders lost without a complete goodbye,
 	// by reason (reset, heartbeat, protocol): what they had in flight

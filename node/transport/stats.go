@@ -97,9 +97,9 @@ type Stats struct {
 	// refused (the peer package's reasons: "farm", "token", "version",
 	// "node", "accept_queue", "malformed"), absent when none.
 	Refused map[string]uint64
-	// Closed: TCP, connections the input closed itself before their
-	// stream began, by reason ("preamble_timeout": no complete preamble
-	// within the input's preamble_timeout); absent when none.
+	// Closed: TCP, every connection the input accepted and that closed
+	// since, by reason (the tcp package's Closed* constants:
+	// "preamble_timeout", "bad_preamble", "peer_closed", ...).
 	Closed map[string]uint64
 	// Flagged counts fragments handed on flagged schemas.FlagSourceError
 	// by the input itself, by reason (TCP ?framing=ferol: "fed_crc" a FED
@@ -190,8 +190,7 @@ func (c *Counters) Refuse(reason string) {
 	c.mu.Unlock()
 }
 
-// Close counts one connection the input closed before its stream began,
-// for reason (Stats.Closed).
+// Close counts one connection that closed, for reason (Stats.Closed).
 func (c *Counters) Close(reason string) {
 	c.mu.Lock()
 	if c.closed == nil {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -83,22 +84,120 @@ func (in *Input) refuse(conn *net.TCPConn) {
 		"reason", RefusedMaxConnections, "max_connections", limit, "from", from, "remote", conn.RemoteAddr().String())
 }
 
-// ClosedPreambleTimeout is the Stats.Closed reason of a connection that
-// sent no complete preamble within Options.PreambleTimeout.
-const ClosedPreambleTimeout = "preamble_timeout"
+// Reasons of Stats.Closed: every connection the input accepted (and did
+// not refuse) is counted under one of them once it closes.
+const (
+	// ClosedPreambleTimeout: no complete preamble within
+	// Options.PreambleTimeout; the input closed it.
+	ClosedPreambleTimeout = "preamble_timeout"
+	// ClosedEOFBeforePreamble: the sender closed (or reset) it before
+	// sending a byte.
+	ClosedEOFBeforePreamble = "eof_before_preamble"
+	// ClosedEOFInPreamble: the sender closed (or reset) it after part of
+	// a preamble.
+	ClosedEOFInPreamble = "eof_in_preamble"
+	// ClosedBadPreamble: the first 8 bytes are not a readout stream's
+	// magic and version (an HTTP request, a FEROL stream on a readout
+	// input); the input reset it.
+	ClosedBadPreamble = "bad_preamble"
+	// ClosedEndOfStream: the stream ended cleanly (its end-of-stream
+	// frame; FEROL: the sender closed it between fragments).
+	ClosedEndOfStream = "end_of_stream"
+	// ClosedPeerClosed: the sender closed it between records, without an
+	// end-of-stream frame.
+	ClosedPeerClosed = "peer_closed"
+	// ClosedReadError: a read failed other than at the sender's close (a
+	// reset: ECONNRESET, ETIMEDOUT).
+	ClosedReadError = "read_error"
+	// ClosedTruncated: the sender closed or reset it inside a record
+	// (counted as well as a TruncatedAtDisconnect discard).
+	ClosedTruncated = "truncated"
+	// ClosedProtocol: the stream broke the protocol (a record kind it
+	// does not have, a frame beyond its credit, FEROL framing that does
+	// not decode); the input closed it.
+	ClosedProtocol = "protocol"
+	// ClosedSinkError: the sink failed; the input stops.
+	ClosedSinkError = "sink_error"
+	// ClosedShutdown: the input stopped (its context ended, or its
+	// expected streams ended) while the connection was open.
+	ClosedShutdown = "shutdown"
+)
 
-// preambleFailed handles a connection whose preamble did not arrive: got
-// bytes of it came before the read failed with err. A sender that closed
-// before saying anything lost nothing and is not counted; one still
-// silent at the deadline is closed (by serve) and counted and logged
-// (rate-limited by the node, per input and reason), naming its remote
-// address and the deadline.
-func (in *Input) preambleFailed(conn *net.TCPConn, got int, err error) {
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
+// closedReasons are the Stats.Closed keys, present from the start.
+var closedReasons = []string{
+	ClosedPreambleTimeout, ClosedEOFBeforePreamble, ClosedEOFInPreamble, ClosedBadPreamble, ClosedEndOfStream,
+	ClosedPeerClosed, ClosedReadError, ClosedTruncated, ClosedProtocol, ClosedSinkError, ClosedShutdown,
+}
+
+// connEnd is how one connection ended: the Stats.Closed reason, the error
+// that says why (nil when the reason does), and the bytes received on it.
+type connEnd struct {
+	reason   string
+	err      error
+	rx       int64
+	preamble bool // it ended before its preamble was complete
+}
+
+// preambleFailed: got bytes of the preamble came before the read failed
+// with err.
+func (e *connEnd) preambleFailed(got int, err error) {
+	e.rx, e.preamble = int64(got), true
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		e.reason = ClosedPreambleTimeout
+	case got == 0:
+		e.reason = ClosedEOFBeforePreamble
+	default:
+		e.reason = ClosedEOFInPreamble
+	}
+	if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.Is(err, os.ErrDeadlineExceeded) {
+		e.err = err
+	}
+}
+
+// gone: a read after the preamble failed with err.
+func (e *connEnd) gone(err error) {
+	if err == io.EOF {
+		e.reason = ClosedPeerClosed
 		return
 	}
-	in.c.Close(ClosedPreambleTimeout)
-	in.logger().Warn("readout input closed a connection that sent no preamble in time", "input", "tcp://"+in.ln.Addr().String(),
-		"reason", ClosedPreambleTimeout, "remote", conn.RemoteAddr().String(), "preamble_timeout", in.cfg.PreambleTimeout.String(),
-		"preamble_bytes_received", got)
+	e.reason, e.err = ClosedReadError, err
+}
+
+func (e *connEnd) protocol(err error) { e.reason, e.err = ClosedProtocol, err }
+
+// connClosed counts (Stats.Closed) and logs a connection that ends as end
+// says, before the input closes it; the node limits repeated records per
+// input and reason. A connection that ends while the input stops is
+// counted as ClosedShutdown whatever its read saw. Clean ends and
+// shutdowns log at Info, the rest at Warn, each naming the remote address
+// and the bytes received.
+func (in *Input) connClosed(ctx context.Context, conn *net.TCPConn, end *connEnd) {
+	reason := end.reason
+	if ctx.Err() != nil && reason != ClosedEndOfStream && reason != ClosedSinkError {
+		reason, end.err = ClosedShutdown, nil
+	}
+	if reason == "" {
+		reason = ClosedReadError // not reached: every return of serve says why
+	}
+	in.c.Close(reason)
+	input := "tcp://" + in.ln.Addr().String()
+	if in.cfg.Framing == FramingFEROL {
+		input = in.uri()
+	}
+	args := []any{"input", input, "reason", reason, "remote", conn.RemoteAddr().String(), "bytes_received", end.rx}
+	if end.err != nil {
+		args = append(args, "error", end.err.Error())
+	}
+	if end.preamble {
+		args = append(args, "preamble_bytes_received", end.rx)
+	}
+	if reason == ClosedPreambleTimeout {
+		args = append(args, "preamble_timeout", in.cfg.PreambleTimeout.String())
+	}
+	if reason == ClosedEndOfStream || reason == ClosedShutdown {
+		in.logger().Info("readout input closed a connection", args...)
+		return
+	}
+	in.logger().Warn("readout input closed a connection", args...)
 }

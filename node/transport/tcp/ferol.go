@@ -53,10 +53,12 @@ const (
 type endReader struct {
 	r   io.Reader
 	err error
+	end *connEnd // its rx counts the bytes read
 }
 
 func (e *endReader) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
+	e.end.rx += int64(n)
 	if err != nil {
 		if e.err == nil {
 			e.err = err
@@ -69,8 +71,8 @@ func (e *endReader) Read(p []byte) (int, error) {
 // serveFEROL reads one FEROL stream. It returns whether the stream ended
 // cleanly (the sender closed it between fragments), and an error only when
 // the sink failed.
-func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transport.Sink) (bool, error) {
-	src := &endReader{r: conn}
+func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transport.Sink, end *connEnd) (bool, error) {
+	src := &endReader{r: conn, end: end}
 	fr := cms.NewFEROLReader(bufio.NewReaderSize(src, in.sizes.chunk))
 	fr.MaxFragment = int(in.cfg.CreditWindow)
 	var events cms.EventUnwrapper
@@ -78,14 +80,20 @@ func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transpo
 		f, err := fr.Next()
 		if err == io.EOF {
 			if src.err != io.EOF {
+				end.gone(src.err)
 				return false, nil // reset or closed by the node: not a clean end
 			}
 			in.c.StreamEnded()
+			end.reason = ClosedEndOfStream
 			return true, nil
 		}
 		if err != nil {
 			if ctx.Err() == nil {
 				in.ferolStreamBroken(conn, err, src.err)
+			}
+			end.protocol(err)
+			if errors.Is(err, schemas.ErrTruncated) {
+				end.reason = ClosedTruncated
 			}
 			return false, nil
 		}
@@ -121,6 +129,7 @@ func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transpo
 			if ctx.Err() != nil {
 				return false, nil
 			}
+			end.reason, end.err = ClosedSinkError, err
 			return false, err
 		}
 	}

@@ -148,6 +148,13 @@ func (in *Input) Stats() transport.Stats {
 		s.Refused = map[string]uint64{}
 	}
 	s.Refused[RefusedMaxConnections] += 0
+	// Every reason a connection closes for, likewise.
+	if s.Closed == nil {
+		s.Closed = map[string]uint64{}
+	}
+	for _, r := range closedReasons {
+		s.Closed[r] += 0
+	}
 	if in.cfg.Framing == FramingFEROL {
 		// Every reason a FEROL input flags, at 0 until it occurs, so that
 		// its metrics exist from the start.
@@ -229,6 +236,8 @@ type tcpConn struct {
 
 // serve reads one connection's frames. It returns whether the stream ended
 // with an end-of-stream frame, and an error only when the sink failed.
+// Every connection is counted once it closes, under the reason it closed
+// for (Stats.Closed, connClosed), before the input closes it.
 func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Sink) (bool, error) {
 	in.c.Opened(1)
 	defer in.c.Opened(-1)
@@ -239,30 +248,37 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	defer closeConn()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	var end connEnd
+	count := sync.OnceFunc(func() { in.connClosed(ctx, conn, &end) })
+	defer count()
 	if n, err := sock.Option(conn, unix.SO_RCVBUF); err == nil {
 		in.rcvbuf.Store(int64(n))
 	}
 	if in.cfg.Framing == FramingFEROL {
-		return in.serveFEROL(ctx, conn, sink)
+		return in.serveFEROL(ctx, conn, sink, &end)
 	}
 	var pre [preambleV2]byte
 	conn.SetReadDeadline(time.Now().Add(in.cfg.PreambleTimeout))
 	if n, err := io.ReadFull(conn, pre[:8]); err != nil {
-		in.preambleFailed(conn, n, err)
+		end.preambleFailed(n, err)
 		return false, nil // gone, or silent, before saying anything: nothing lost
 	}
+	end.rx = 8
 	wv := wireV1
 	v := binary.LittleEndian.Uint32(pre[4:])
 	switch {
 	case binary.LittleEndian.Uint32(pre[0:]) != tcpMagic || (v != StreamVersion1 && v != StreamVersion2):
 		in.c.Discard(transport.Protocol)
+		end.reason = ClosedBadPreamble
+		end.err = fmt.Errorf("preamble % x is not a readout stream's (magic %08x, version %d or %d)", pre[:8], tcpMagic, StreamVersion1, StreamVersion2)
 		return false, nil
 	case v == StreamVersion2:
 		wv = wireV2
 		if n, err := io.ReadFull(conn, pre[8:]); err != nil {
-			in.preambleFailed(conn, 8+n, err)
+			end.preambleFailed(8+n, err)
 			return false, nil // gone before its first frame: nothing lost
 		}
+		end.rx = preambleV2
 	}
 	conn.SetReadDeadline(time.Time{})
 	in.versions[v].Add(1)
@@ -274,6 +290,7 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	go tc.grants(done, grantsDone)
 	defer func() {
 		close(done)
+		count()
 		closeConn() // unblocks a grant write to a sender that stopped reading
 		<-grantsDone
 		in.outstanding.Add(-tc.avail.Load())
@@ -281,7 +298,7 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 	tc.returned.Add(int64(in.cfg.CreditWindow)) // the initial grant goes out like any other
 	tc.signal()
 
-	return in.readFrames(ctx, tc, sink)
+	return in.readFrames(ctx, tc, sink, &end)
 }
 
 // readFrames reads the connection's records into chunks and hands each
@@ -297,7 +314,7 @@ func (in *Input) serve(ctx context.Context, conn *net.TCPConn, sink transport.Si
 // held by the builder pin at most the window's bytes of chunks, not a
 // chunk each. It returns whether the stream ended cleanly, and an error
 // only when the sink failed.
-func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sink) (bool, error) {
+func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sink, end *connEnd) (bool, error) {
 	sz, wv := in.sizes, tc.wire
 	ch := in.newChunk(sz.chunk)
 	defer func() { tc.leave(ch) }()
@@ -316,6 +333,7 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 			case kind == recordCreditWanted:
 				if l == 0 || l > int64(in.cfg.CreditWindow) {
 					in.c.Discard(transport.Protocol) // wants what no grant can give
+					end.protocol(fmt.Errorf("credit wanted for %d bytes, credit window %d", l, in.cfg.CreditWindow))
 					return false, nil
 				}
 				if need = wv.record(0); w-r < need {
@@ -327,12 +345,15 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 				continue
 			case kind != recordFrame:
 				in.c.Discard(transport.Protocol)
+				end.protocol(fmt.Errorf("record kind %d", kind))
 				return false, nil
 			case l == 0:
 				in.c.StreamEnded()
+				end.reason = ClosedEndOfStream
 				return true, nil
 			case l > tc.avail.Load():
 				in.c.Discard(transport.Protocol) // sender ignored its credit
+				end.protocol(fmt.Errorf("frame of %d bytes with %d bytes of credit", l, tc.avail.Load()))
 				return false, nil
 			}
 			need = wv.record(int(l))
@@ -354,6 +375,7 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 				if ctx.Err() != nil {
 					return false, nil
 				}
+				end.reason, end.err = ClosedSinkError, err
 				return false, err
 			}
 		}
@@ -374,17 +396,22 @@ func (in *Input) readFrames(ctx context.Context, tc *tcpConn, sink transport.Sin
 		// Read up to maxRead bytes, or, for a record of at least minRead,
 		// up to its end and the next header: the read that completes a
 		// large frame then leaves only a header behind to move above.
-		end := w + sz.maxRead
+		upto := w + sz.maxRead
 		if need >= sz.minRead {
-			end = r + need + wv.header
+			upto = r + need + wv.header
 		}
-		end = min(end, len(ch.b))
-		n, err := tc.conn.Read(ch.b[w:end])
+		upto = min(upto, len(ch.b))
+		n, err := tc.conn.Read(ch.b[w:upto])
 		w += n
+		end.rx += int64(n)
 		if err != nil && n == 0 {
 			if w > r && !(wv == wireV2 && w-r >= 8 && binary.LittleEndian.Uint32(ch.b[r+4:]) == recordCreditWanted) {
 				in.c.Discard(transport.TruncatedAtDisconnect)
+				end.gone(err)
+				end.reason = ClosedTruncated
+				return false, nil
 			}
+			end.gone(err)
 			return false, nil
 		}
 	}
