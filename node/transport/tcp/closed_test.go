@@ -139,3 +139,38 @@ func TestConnectionsClosedCounted(t *testing.T) {
 		t.Errorf("logged closes for %v, want %v", logged, want)
 	}
 }
+
+// TestSenderRefusedNamesMaxConnections: a sender of 3 connections to an
+// input with max_connections 2 fails on its third once it stops retrying,
+// with one error that names the stream once, says the receiver closed its
+// connections before granting credit and points at max_connections; the
+// input counted the refusals.
+func TestSenderRefusedNamesMaxConnections(t *testing.T) {
+	in, err := Listen("127.0.0.1:0", Options{CreditWindow: 1 << 20, MaxConnections: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.SetLogger(slog.New(slog.DiscardHandler))
+	transporttest.Run(t, in, transporttest.NewCountSink())
+	saved := reconnectTimeout
+	reconnectTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { reconnectTimeout = saved })
+
+	_, err = NewSender(context.Background(), in.Addr().String(), SenderOptions{Connections: 3}, 3)
+	if err == nil {
+		t.Fatal("3 connections to an input that takes 2: no error")
+	}
+	msg := err.Error()
+	t.Logf("error: %s", msg)
+	if n := strings.Count(msg, "readout tcp://"); n != 1 {
+		t.Errorf("error %q names the stream %d times, want once", msg, n)
+	}
+	for _, w := range []string{"closed every connection before granting credit", "max_connections", "connection 3 of 3"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not say %q", msg, w)
+		}
+	}
+	if r := in.Stats().Refused[RefusedMaxConnections]; r == 0 {
+		t.Errorf("the input refused no connection (refused %v)", in.Stats().Refused)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-daq/sluice/node/transport"
@@ -44,6 +46,9 @@ type Stream struct {
 // ReconnectTimeout bounds how long a sender retries connecting.
 const ReconnectTimeout = 10 * time.Second
 
+// reconnectTimeout is ReconnectTimeout, shorter in tests.
+var reconnectTimeout = ReconnectTimeout
+
 // Dial connects to a TCP input at addr (HOST:PORT), sends the preamble
 // of version 2 of the stream and waits for the first credit grant.
 // socketBuffer is the SO_SNDBUF requested (0: the system default).
@@ -73,7 +78,7 @@ func DialVersion(ctx context.Context, addr string, socketBuffer, version int) (*
 
 // connect dials (retrying until ReconnectTimeout) and waits for the window.
 func (s *Stream) connect(ctx context.Context) error {
-	deadline := time.Now().Add(ReconnectTimeout)
+	deadline := time.Now().Add(reconnectTimeout)
 	var d net.Dialer
 	for {
 		c, err := d.DialContext(ctx, "tcp", s.addr)
@@ -87,6 +92,10 @@ func (s *Stream) connect(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
+			if errors.Is(err, errReceiverClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+				return fmt.Errorf("readout tcp://%s: the receiver accepted and closed every connection before granting credit, retried for %s: it refused them (check the node's max_connections against the connections sent) or is not a readout input: %w",
+					s.addr, reconnectTimeout, err)
+			}
 			return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -135,6 +144,10 @@ func (s *Stream) readGrants(c *net.TCPConn, wake chan<- struct{}, closed chan<- 
 	}
 }
 
+// errReceiverClosed: the receiver closed the connection while the sender
+// waited for credit (the callers name the stream).
+var errReceiverClosed = errors.New("receiver closed the connection")
+
 // waitCredit waits until n bytes of credit are available, flushing what is
 // buffered first so the receiver can release it. ask: a version 2 stream
 // says so first (a "credit wanted" record), so that the receiver, which
@@ -162,7 +175,7 @@ func (s *Stream) waitCredit(ctx context.Context, n int64, ask bool) error {
 			if s.avail.Load() >= n {
 				return nil
 			}
-			return fmt.Errorf("readout tcp://%s: receiver closed the connection", s.addr)
+			return errReceiverClosed
 		case <-s.wake:
 		}
 	}
@@ -230,7 +243,7 @@ func (s *Stream) writeFrame(p []byte, cut int) error {
 // truncated_at_disconnect.
 func (s *Stream) SendTruncated(ctx context.Context, p []byte, cut int) error {
 	if err := s.waitCredit(ctx, int64(len(p)), true); err != nil {
-		return err
+		return fmt.Errorf("readout tcp://%s: %w", s.addr, err)
 	}
 	err := s.writeFrame(p, cut)
 	if err == nil {

@@ -233,7 +233,8 @@ type Sender struct {
 
 // NewSender opens o.Connections streams of version o.StreamVersion to
 // addr (0: min(sources, 4) streams of version 2), each with an SO_SNDBUF
-// of o.SocketBuffer bytes (0: the system's). Errors: those of DialVersion.
+// of o.SocketBuffer bytes (0: the system's). Errors: those of DialVersion,
+// naming which of the connections failed.
 func NewSender(ctx context.Context, addr string, o SenderOptions, sources int) (*Sender, error) {
 	k := o.Connections
 	if k <= 0 {
@@ -244,13 +245,16 @@ func NewSender(ctx context.Context, addr string, o SenderOptions, sources int) (
 		version = StreamVersion2
 	}
 	s := &Sender{}
-	for range k {
+	for i := range k {
 		c, err := DialVersion(ctx, addr, int(o.SocketBuffer), version)
 		if err != nil {
 			for _, c := range s.conns {
 				c.conn.Close()
 			}
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w (connection %d of %d)", err, i+1, k)
 		}
 		s.conns = append(s.conns, c)
 	}
