@@ -134,7 +134,8 @@ func readoutConfig(cmd *cobra.Command, cfg *emulator.Config, nodeConfig, groups,
 	if !cmd.Flags().Changed("events") && cfg.Duration == 0 && cfg.From == "" {
 		cfg.Events = defaultReadoutEvents
 	}
-	if cfg.Sender, err = senderOptions(cmd, cfg.To, settings); err != nil {
+	var from map[string]string
+	if cfg.Sender, from, err = senderOptions(cmd, cfg.To, settings); err != nil {
 		return err
 	}
 	if cfg.FragmentSize, err = emulator.ParseSizeDist(sizeDist); err != nil {
@@ -151,9 +152,12 @@ func readoutConfig(cmd *cobra.Command, cfg *emulator.Config, nodeConfig, groups,
 	u, _ := transport.ParseURI(cfg.To) // senderOptions parsed it
 	if ps := cfg.Sender.Check(u); len(ps) > 0 {
 		for i := range ps {
-			if ps[i].Path == "" {
+			switch f, ok := from[ps[i].Path]; {
+			case ps[i].Path == "":
 				ps[i].Path = "--to " + cfg.To
-			} else {
+			case ok:
+				ps[i].Path = f
+			default:
 				ps[i].Path = "--set " + ps[i].Path
 			}
 		}
@@ -205,14 +209,16 @@ var senderFlags = []struct{ flag, key string }{
 // senderOptions decodes the sender settings given for uri (flags the user
 // set, and --set KEY=VALUE) into its transport's own settings, strictly: a
 // setting the transport does not take is an error naming those it does.
-func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport.SenderOptions, error) {
+// from maps each setting's key to how the user gave it ("--connections",
+// "--set ring_size"), for messages about it.
+func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport.SenderOptions, map[string]string, error) {
 	u, err := transport.ParseURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("--to: %w", err)
+		return nil, nil, fmt.Errorf("--to: %w", err)
 	}
 	t := transport.Lookup(u.Scheme)
 	if t.NewSenderOptions == nil {
-		return nil, fmt.Errorf("--to %s: %s:// has no sender", uri, u.Scheme)
+		return nil, nil, fmt.Errorf("--to %s: %s:// has no sender", uri, u.Scheme)
 	}
 	keys := map[string]yaml.Node{}
 	from := map[string]string{} // key -> how it was given, for messages
@@ -225,7 +231,7 @@ func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport
 	for _, kv := range settings {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--set %q: want KEY=VALUE", kv)
+			return nil, nil, fmt.Errorf("--set %q: want KEY=VALUE", kv)
 		}
 		keys[k] = yaml.Node{Kind: yaml.ScalarNode, Value: v}
 		from[k] = "--set " + k
@@ -237,9 +243,9 @@ func senderOptions(cmd *cobra.Command, uri string, settings []string) (transport
 			p.Path = from[p.Path]
 			msgs[i] = p.String()
 		}
-		return nil, fmt.Errorf("%s:// sender: %s", u.Scheme, strings.Join(msgs, "; "))
+		return nil, nil, fmt.Errorf("%s:// sender: %s", u.Scheme, strings.Join(msgs, "; "))
 	}
-	return opts, nil
+	return opts, from, nil
 }
 
 // transportList lists the registered transports with a sender, one line

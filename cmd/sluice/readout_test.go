@@ -211,3 +211,20 @@ func TestBadEDV0File(t *testing.T) {
 		t.Fatalf("readout printed a summary before its error:\n%s", out)
 	}
 }
+
+// A sender setting given as a flag is named as that flag in the error
+// about its value, not as the --set key it stands for.
+func TestReadoutNamesTheFlagGiven(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		want, not string
+	}{
+		{[]string{"--stream-version", "3"}, "--stream-version", "--set stream_version"},
+		{[]string{"--set", "stream_version=3"}, "--set stream_version", "--stream-version"},
+	} {
+		_, err := run(t, append([]string{"readout", "--to", "tcp://127.0.0.1:9"}, c.args...)...)
+		if exitCode(err) != exitConfig || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.not) {
+			t.Errorf("%v: exit %d, error %v: want exit %d naming %s", c.args, exitCode(err), err, exitConfig, c.want)
+		}
+	}
+}
