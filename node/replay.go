@@ -22,6 +22,11 @@ type ReplayOptions struct {
 	Selection   storage.Selection // runs and event ids to replay (zero: all)
 	Rate        float64           // events per second at most (0: unlimited)
 	BatchEvents int               // events per batch (default: the cursor's, storage.DefaultCursorOptions)
+	// MaxBatchBytes bounds a batch's stored value bytes (at least one
+	// event a batch; default: the cursor's). The store's commit re-encodes
+	// a batch's accepted and kept events into one buffer on the Go heap,
+	// so this bounds what a replay holds live per batch.
+	MaxBatchBytes int64
 	// Mem allocates the replayed batches (default: Go's allocator); give
 	// the replay chain's arena so they reach the plugins without a copy.
 	Mem memory.Allocator
@@ -81,7 +86,7 @@ func Replay(ctx context.Context, st *storage.Store, chain Decider, opts ReplayOp
 	if s.Selected, err = countDeferred(st, opts.Selection); err != nil {
 		return s, err
 	}
-	cur, err := st.NewCursor(storage.Deferred, storage.CursorOptions{Selection: opts.Selection, BatchSize: opts.BatchEvents, Mem: opts.Mem})
+	cur, err := st.NewCursor(storage.Deferred, storage.CursorOptions{Selection: opts.Selection, BatchSize: opts.BatchEvents, MaxBatchBytes: opts.MaxBatchBytes, Mem: opts.Mem})
 	if err != nil {
 		return s, err
 	}
@@ -154,9 +159,20 @@ func newReplayChain(ctx context.Context, cfg *config.Config, log *slog.Logger, a
 	return NewChain(ctx, stages, nil, log, arena, nil)
 }
 
-// replayOptions are cfg's replay settings (rate, batch size).
+// replayBatchHeapParts: a replayed batch's value bytes are at most the
+// heap's share of the budget over this. The batch itself is built in the
+// plugin arena (the batches part), but the store's commit copies its
+// accepted and kept events into a reused buffer on the Go heap, and the
+// garbage collector lets the heap grow to about twice what is live: at the
+// cursor's default (256 events, 64 MiB) a batch of ~200 kB events held
+// ~100 MB live and took the heap past the budget at small budgets.
+const replayBatchHeapParts = 4
+
+// replayOptions are cfg's replay settings (rate, batch size), and the
+// batch bytes bounded by the heap's share (replayBatchHeapParts).
 func replayOptions(cfg *config.Config) ReplayOptions {
-	return ReplayOptions{Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents}
+	return ReplayOptions{Rate: cfg.Replay.Rate, BatchEvents: cfg.Replay.BatchEvents,
+		MaxBatchBytes: max(int64(cfg.Memory().Heap/replayBatchHeapParts), 1)}
 }
 
 // RunReplay is `sluice replay`: it replays the deferred events in sel of
