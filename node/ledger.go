@@ -403,6 +403,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		for _, p := range m.Parts {
 			row("  "+p.Name+" peak / bound", mib(p.PeakBytes)+" / "+mib(p.BoundBytes))
 		}
+		row("  Go soft limit (heap peak's bound)", mib(m.GoMemLimitBytes))
 	}
 	if l.Balanced {
 		row("balanced", "yes")

@@ -15,8 +15,14 @@ import (
 // MemoryStatus is the memory budget's split (node.memory_split resolved)
 // and the peak each part reached, in /status and the ledger.
 type MemoryStatus struct {
-	BudgetBytes     uint64       `json:"budget_bytes"`
-	GoMemLimitBytes uint64       `json:"go_memory_limit_bytes"` // the Go runtime's soft limit `sluice run` set
+	BudgetBytes uint64 `json:"budget_bytes"`
+	// GoMemLimitBytes is the Go runtime's soft limit `sluice run` and
+	// `sluice replay` set (unless GOMEMLIMIT does): the budget less what
+	// lies outside the Go heap, so the heap's share plus the parts that
+	// live on the Go heap (the store's memtables and caches, socket
+	// inputs' receive buffers). The heap part's peak, all the Go
+	// runtime's memory, is kept within this, not within the heap's share.
+	GoMemLimitBytes uint64       `json:"go_memory_limit_bytes"`
 	Parts           []MemoryPart `json:"parts"`
 	// PeakResidentBytes is the node process's VmHWM: everything resident
 	// at its peak, shared memory and mapped files included (the plugin
@@ -34,10 +40,10 @@ type MemoryPart struct {
 	// and the batch bytes between builder and store; inputs, what they
 	// create (rings, receive windows); store, the resident pages of its
 	// mapped files (its memtables and caches are within their sizes, on
-	// the Go heap); heap, the Go runtime's memory, whose bound is the soft
-	// limit (GOMEMLIMIT): the heap's share plus what of the other parts
-	// lives on the Go heap (the store's memtables and caches, the receive
-	// buffers of socket inputs).
+	// the Go heap); heap, the Go runtime's memory. Every part's bound is
+	// its share of the split, so the bounds add up to the budget; the
+	// heap's peak also counts what of the other parts lives on the Go heap
+	// and is bounded by MemoryStatus.GoMemLimitBytes.
 	PeakBytes uint64 `json:"peak_bytes"`
 }
 
@@ -113,7 +119,7 @@ func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
 			{Name: "batches", BoundBytes: p.Batches, PeakBytes: batches},
 			{Name: "inputs", BoundBytes: p.Inputs, PeakBytes: p.InputsUsed},
 			{Name: "store", BoundBytes: p.Store, PeakBytes: store},
-			{Name: "heap", BoundBytes: p.GoMemLimit, PeakBytes: heapPeak},
+			{Name: "heap", BoundBytes: p.Heap, PeakBytes: heapPeak},
 		},
 		PeakResidentBytes: procStatusBytes("VmHWM"),
 	}

@@ -299,11 +299,16 @@ func TestLedgerMemorySplit(t *testing.T) {
 	if m == nil || m.BudgetBytes != 128<<20 || m.GoMemLimitBytes != p.GoMemLimit || len(m.Parts) != 5 {
 		t.Fatalf("memory %+v", m)
 	}
-	want := map[string]uint64{"builder": p.Builder, "batches": p.Batches, "inputs": p.Inputs, "store": p.Store, "heap": p.GoMemLimit}
+	want := map[string]uint64{"builder": p.Builder, "batches": p.Batches, "inputs": p.Inputs, "store": p.Store, "heap": p.Heap}
+	var sum uint64
 	for _, part := range m.Parts {
 		if part.BoundBytes != want[part.Name] {
 			t.Errorf("%s bound %d, want %d", part.Name, part.BoundBytes, want[part.Name])
 		}
+		sum += part.BoundBytes
+	}
+	if sum > m.BudgetBytes || p.Heap >= p.GoMemLimit {
+		t.Errorf("the parts' bounds add up to %d of a %d budget; heap share %d, Go's soft limit %d", sum, m.BudgetBytes, p.Heap, p.GoMemLimit)
 	}
 	if b := m.Parts[1]; b.PeakBytes == 0 || b.PeakBytes > p.Batches/2 {
 		t.Errorf("batches peak %d: want within the queue's half of %d", b.PeakBytes, p.Batches)

@@ -215,7 +215,8 @@ func RunReplay(ctx context.Context, cfg *config.Config, sel storage.Selection, l
 
 // replayMemory is a replay's memory, in the shape of a run's: the budget,
 // Go's limit, the parts a replay has (batches: the plugin arena's touched
-// bytes; store; heap: the Go runtime's sampled peak) and the VmHWM.
+// bytes; store; heap: the Go runtime's sampled peak, bounded by the
+// heap's share, and Go's soft limit) and the VmHWM.
 func replayMemory(cfg *config.Config, arena *plugins.Arena, st *storage.Store, heapPeak uint64) *MemoryStatus {
 	p := cfg.Memory()
 	return &MemoryStatus{
@@ -223,7 +224,7 @@ func replayMemory(cfg *config.Config, arena *plugins.Arena, st *storage.Store, h
 		Parts: []MemoryPart{
 			{Name: "batches", BoundBytes: p.Batches, PeakBytes: uint64(max(arena.HighWater(), 0))},
 			{Name: "store", BoundBytes: p.Store, PeakBytes: uint64(st.Memory().MappedPeakBytes)},
-			{Name: "heap", BoundBytes: p.GoMemLimit, PeakBytes: heapPeak},
+			{Name: "heap", BoundBytes: p.Heap, PeakBytes: heapPeak},
 		},
 		PeakResidentBytes: procStatusBytes("VmHWM"),
 	}

@@ -243,6 +243,7 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 		for _, p := range m.Parts {
 			fmt.Fprintf(tw, "  %s, MiB (peak / bound)\t%s / %s\t\n", p.Name, mib(p.PeakBytes), mib(p.BoundBytes))
 		}
+		fmt.Fprintf(tw, "  Go soft limit, MiB (heap peak's bound)\t%s\t\n", mib(m.GoMemLimitBytes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
