@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-daq/sluice/internal/conf"
@@ -107,6 +108,10 @@ as the baseline, with the ratio.`,
 				}
 				plugin = filepath.Join(filepath.Dir(exe), "plugins", "passthrough")
 			}
+			budgetBytes, err := parseBenchBudget(budget)
+			if err != nil {
+				return err
+			}
 			dir, err := os.MkdirTemp("", "sluice-bench-")
 			if err != nil {
 				return err
@@ -128,9 +133,15 @@ as the baseline, with the ratio.`,
 			}); err != nil {
 				return fmt.Errorf("bench: generating the events: %w", err)
 			}
-			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, budget, ringSize)
+			cfg, err := benchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, budgetBytes, ringSize)
+			if least, what := leastBenchBudget(func(b uint64) (*config.Config, error) {
+				return parseBenchConfig(dir, plugin, sample, events/perLoop, sources, eventBytes, packing, instances, accept, b, ringSize)
+			}); least > 0 && budgetBytes < least {
+				return &exitError{code: exitConfig, err: fmt.Errorf("bench: --memory-budget %s: want at least %s for these flags (--ring-size %s): %s",
+					budget, conf.ByteSize(least), ringSize, what)}
+			}
 			if err != nil {
-				return err
+				return &exitError{code: exitConfig, err: err}
 			}
 			if !asJSON {
 				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %d events x %d B from %d sources (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
@@ -197,11 +208,63 @@ as the baseline, with the ratio.`,
 	return cmd
 }
 
-// benchConfig is the node configuration of a bench run, parsed and
-// checked like any other.
-func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget, ringSize string) (*config.Config, error) {
+// parseBenchBudget parses --memory-budget s, a byte size ("256MiB"); a
+// malformed or zero size is a configuration error (exitConfig) naming the
+// flag.
+func parseBenchBudget(s string) (uint64, error) {
+	b, err := humanize.ParseBytes(s)
+	if err != nil || b == 0 {
+		return 0, &exitError{code: exitConfig, err: fmt.Errorf("bench: --memory-budget %q: want a byte size such as 256MiB or 1GiB", s)}
+	}
+	return b, nil
+}
+
+// leastBenchBudget is the least memory budget, in bytes rounded up to a
+// MiB, at which mk's configuration validates (each part of the split at
+// its minimum: the inputs' share must hold the ring) and holds this
+// process's fixed memory (config.MinimumBudget), with what the latter is
+// made of; 0 when no budget up to 64GiB validates (another flag's
+// problem, which the configuration reports).
+func leastBenchBudget(mk func(budget uint64) (*config.Config, error)) (uint64, string) {
+	const maxMiB = 64 << 10
+	valid := func(mib uint64) bool { _, err := mk(mib << 20); return err == nil }
+	if !valid(maxMiB) {
+		return 0, ""
+	}
+	lo, hi := uint64(0), uint64(maxMiB) // lo refused (or 0), hi valid
+	for hi-lo > 1 {
+		if m := (lo + hi) / 2; valid(m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	cfg, err := mk(hi << 20)
+	if err != nil {
+		return 0, ""
+	}
+	min, what := cfg.MinimumBudget(config.MeasureFixedMemory())
+	if split := hi << 20; split > min {
+		return split, fmt.Sprintf("the memory split's shares need %dMiB (each part at its minimum, the inputs' share holding the ring)", hi)
+	}
+	return (min + 1<<20 - 1) &^ (1<<20 - 1), what
+}
+
+// benchConfig is the node configuration of a bench run, with a memory
+// budget of budget bytes, parsed and checked like any other.
+func benchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget uint64, ringSize string) (*config.Config, error) {
+	c, err := parseBenchConfig(dir, plugin, sample, loop, sources, eventBytes, packing, instances, accept, budget, ringSize)
+	if err == nil {
+		err = c.Preflight()
+	}
+	return c, err
+}
+
+// parseBenchConfig is benchConfig parsed and validated, not preflighted
+// (the plugin not started).
+func parseBenchConfig(dir, plugin, sample string, loop uint64, sources, eventBytes, packing, instances int, accept float64, budget uint64, ringSize string) (*config.Config, error) {
 	text := fmt.Sprintf(`
-node: {id: bench, memory_budget: %q}
+node: {id: bench, memory_budget: %d}
 inputs:
   - uri: shm://sluice-bench-%d
     emulator: {from: %q, loop: %d, ring_size: %s}
@@ -214,11 +277,7 @@ store: {path: %q, sync: never, min_free_bytes: 256MiB, gc_interval: 1h}
 http: {address: "off"}
 log: {level: warn}
 `, budget, os.Getpid(), sample, loop, ringSize, sources-1, plugin, instances, max(1, int(1/accept+0.5)), filepath.Join(dir, "store"))
-	c, err := config.Parse([]byte(text))
-	if err == nil {
-		err = c.Preflight()
-	}
-	return c, err
+	return config.Parse([]byte(text))
 }
 
 // seq returns the source ids 0..n-1.

@@ -80,8 +80,23 @@ func TestBenchSmall(t *testing.T) {
 	// ran and peaked at 2x a 128MiB budget).
 	out, err = run(t, "bench", "--events", "400", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
 		"--plugin", plugin, "--memory-budget", "128MiB")
-	if err == nil || !strings.Contains(err.Error(), "node.memory_budget: 128MiB: want at least") ||
+	if err == nil || exitCode(err) != exitConfig || !strings.Contains(err.Error(), "--memory-budget 128MiB: want at least") ||
 		!strings.Contains(err.Error(), "this executable's mapped pages") || !strings.Contains(err.Error(), "the Go runtime's floor 96MiB") {
 		t.Fatalf("bench with a 128MiB budget: %v\n%s", err, out)
+	}
+	// Below what the split's shares hold (the inputs' 15 % under the
+	// 16MiB ring): the same refusal naming the least budget, not the
+	// split's problems (it exited 1 listing them).
+	if _, err := run(t, "bench", "--events", "400", "--plugin", plugin, "--memory-budget", "80MiB"); err == nil ||
+		exitCode(err) != exitConfig || !strings.Contains(err.Error(), "--memory-budget 80MiB: want at least") || strings.Contains(err.Error(), "memory_split") {
+		t.Fatalf("bench with an 80MiB budget: %v", err)
+	}
+	// Not a size: the flag's error (it was reported at a line of the
+	// configuration bench writes).
+	for _, b := range []string{"0", "-5", "abc"} {
+		if _, err := run(t, "bench", "--events", "400", "--plugin", plugin, "--memory-budget", b); err == nil ||
+			exitCode(err) != exitConfig || !strings.Contains(err.Error(), "--memory-budget \""+b+"\"") || strings.Contains(err.Error(), "line ") {
+			t.Fatalf("bench --memory-budget %s: %v", b, err)
+		}
 	}
 }
