@@ -290,12 +290,13 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestDemoMemoryAtMinimum runs the demo (its own 64MiB ring, shortened)
-// and its replay at the least node.memory_budget they accept, found by
-// bisection over `config validate` (the parts' shares: here the inputs'
-// 15 % must hold the ring) and the refusal `run` gives below the fixed
-// memory's minimum: each command's peak resident memory (VmHWM) must be
-// within that budget + 64MiB and its ledger balance. Before the ring its
+// TestDemoMemoryAtMinimum runs the demo (its own 64MiB ring, and an 8MiB
+// one; shortened) and its replay at the least node.memory_budget they
+// accept, found by bisection over `config validate` (the parts' shares:
+// here the inputs' 15 % must hold the ring) and the refusal `run` gives
+// below the fixed memory's minimum: the run's peak resident memory
+// (VmHWM) must be within that budget + 64MiB, the replay's within the
+// budget, and each ledger balance. Before the ring its
 // emulator maps a second time in the node's process was counted (outside
 // the Go heap's limit and in the minimum), the run peaked at the budget +
 // 34 to 67MiB in three runs (+3 to 18 after). `make memory` runs it.
@@ -372,8 +373,12 @@ func demoMemoryAtMinimum(t *testing.T, ring string) {
 		}
 		peak := l.Memory.PeakResidentBytes
 		t.Logf("sluice %s at its least budget %dMiB: VmHWM %d MiB (budget %+d MiB)", cmd, budget, peak>>20, int(peak>>20)-budget)
-		if peak > uint64(budget)<<20+64<<20 {
-			t.Errorf("sluice %s at its least budget %dMiB: VmHWM %d MiB, want within the budget + 64MiB", cmd, budget, peak>>20)
+		// A replay has no rings nor builder: it peaks within the budget
+		// itself (at 229MiB with an 8MiB ring, 256-event batches of
+		// ~200 kB events took it to +40MiB, bounded by the heap's share
+		// -118MiB).
+		if slack := map[string]uint64{"run": 64 << 20}[cmd]; peak > uint64(budget)<<20+slack {
+			t.Errorf("sluice %s at its least budget %dMiB: VmHWM %d MiB, want within the budget + %dMiB", cmd, budget, peak>>20, slack>>20)
 		}
 	}
 }
