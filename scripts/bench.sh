@@ -14,16 +14,25 @@ failed=""
 echo "go benchmarks: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v -e '/node/peer/' -e '/node/peerinput$')
 "$GO" test ${TAGS:+-tags "$TAGS"} -run '^$' -bench . ${BENCHTIME:+-benchtime "$BENCHTIME"} -count 1 $pkgs 2>&1 | tee "$out" >/dev/null || { cat "$out"; exit 1; }
+# What a line's ratio is against, where its baseline is not the same work
+# done the plain way, and why a line has none.
 awk '
+BEGIN {
+  note["BenchmarkUDPInput"] = "no ratio: the highest rate with no datagram lost (a search), no plain-socket baseline"
+  note["BenchmarkNodePipeline"] = "(baseline memcpy of the bytes; each round also starts and drains a node)"
+  note["BenchmarkEMAssign"] = "(baseline a Go map insert and delete per assignment)"
+  note["BenchmarkFullEventDecodeSplit"] = "(baseline io.ReadFull of the bytes; Adler-32 on every ROB and the event)"
+  note["BenchmarkMDFReadSplitVerify"] = "(baseline io.ReadFull of the bytes; the serial record hash dominates)"
+}
 /^Benchmark/ {
-  name=$1; sub(/-[0-9]+$/, "", name); fig=""; ratio=""
+  name=$1; sub(/-[0-9]+$/, "", name); fig=""; ratio=""; top=name; sub(/\/.*/, "", top)
   for (i=3; i<NF; i++) {
     if ($(i+1) == "ratio") ratio=$i
     else if ($(i+1) == "MB/s") fig=sprintf("%.1f MB/s", $i)
     else if ($(i+1) ~ /\/s$/ && fig == "") fig=sprintf("%s %s", $i, $(i+1))
   }
   if (fig == "") fig=sprintf("%s ns/op", $3)
-  printf "%-60s %-24s %s\n", name, fig, (ratio == "" ? "" : "ratio " ratio)
+  printf "%-60s %-24s %s%s\n", name, fig, (ratio == "" ? "" : "ratio " ratio " "), note[top]
 }' "$out"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Peer transports (node/peer/...) and event building over them
@@ -64,6 +73,9 @@ END {
     if (n in rndvs) printf "   rndv %s", stats(rndvs[n])
     if (n in cpus) printf "   cpu %s ns", stats(cpus[n])
     if (n in bcpus) printf " (baseline %s)", stats(bcpus[n])
+    top = n; sub(/\/.*/, "", top)
+    if (!(n in ratios) && top == "BenchmarkPeerControl") printf "   no ratio: 8-byte control messages per second, no baseline over TCP (BenchmarkControlVsPerftest of the UCX build has one)"
+    else if (!(n in ratios)) printf "   no ratio: no baseline"
     printf "\n"
   }
 }' "$out"
