@@ -32,6 +32,7 @@ BEGIN {
     else if ($(i+1) ~ /\/s$/ && fig == "") fig=sprintf("%s %s", $i, $(i+1))
   }
   if (fig == "") fig=sprintf("%s ns/op", $3)
+  if (ratio == "" && !(top in note)) note[top] = "no ratio: no baseline"
   printf "%-60s %-24s %s%s\n", name, fig, (ratio == "" ? "" : "ratio " ratio " "), note[top]
 }' "$out"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
