@@ -305,3 +305,23 @@ func ProcUsage(pid int) Usage {
 	}
 	return u
 }
+
+// LogBuffer is a log sink an input's goroutines and the test share: the
+// test reads what was logged while the input may still write.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-daq/sluice/builder"
+	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -42,7 +42,7 @@ func ringIntoBuilder(t *testing.T, ringBytes uint64, nsrc, size, events int, cfg
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logged syncBuffer
+	var logged transporttest.LogBuffer
 	in := NewInput(name, ReaderConfig{})
 	in.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
 	// A deadlock (the writer waiting for ring space the builder holds in
@@ -108,22 +108,4 @@ func TestRingSmallerThanEventLogged(t *testing.T) {
 	if n := strings.Count(log, "readout ring full of packets of events still open, none built to hand back"); n != 1 || !strings.Contains(log, "ring_bytes=4096") {
 		t.Fatalf("want one warning naming the ring's 4096 bytes, got %q", log)
 	}
-}
-
-// syncBuffer is a log sink safe for the input's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -26,7 +26,7 @@ func TestConnectionsClosedCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs transporttest.LogBuffer
 	in.SetLogger(slog.New(slog.NewJSONHandler(&logs, nil)))
 	sink := transporttest.NewCountSink()
 	transporttest.Run(t, in, sink)

@@ -1,37 +1,17 @@
 package tcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-daq/sluice/node/internal/transporttest"
 )
-
-// lockedBuffer is a bytes.Buffer the input's connections log to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPreambleTimeout: with max_connections 2 and a preamble_timeout of
 // 300 ms, two connections that send nothing and one that sends 3 bytes
@@ -47,7 +27,7 @@ func TestPreambleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs transporttest.LogBuffer
 	in.SetLogger(slog.New(slog.NewJSONHandler(&logs, nil)))
 	sink := transporttest.NewCountSink()
 	transporttest.Run(t, in, sink)

@@ -1,37 +1,17 @@
 package tcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"maps"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/node/transport"
 )
-
-// syncBuffer is a bytes.Buffer a logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStreamVersionsCountedAndLogged: two senders of SenderOptions
 // StreamVersion 1 (one connection and two) and one of the default (one
@@ -39,7 +19,7 @@ func (s *syncBuffer) String() string {
 // (Stats.ConnectionsByVersion {1: 3, 2: 1}) and logs each accepted stream
 // with its version and the remote address.
 func TestStreamVersionsCountedAndLogged(t *testing.T) {
-	var log syncBuffer
+	var log transporttest.LogBuffer
 	in, err := Listen("127.0.0.1:0", Options{ExpectStreams: 4})
 	if err != nil {
 		t.Fatal(err)
