@@ -172,51 +172,37 @@ func (c *Counters) Snapshot() Stats {
 
 // AcceptError counts one failed accept(2) by reason.
 func (c *Counters) AcceptError(reason string) {
-	c.mu.Lock()
-	if c.acceptErrors == nil {
-		c.acceptErrors = map[string]uint64{}
-	}
-	c.acceptErrors[reason]++
-	c.mu.Unlock()
+	c.count(&c.acceptErrors, reason)
 }
 
 // Refuse counts one connection refused, for reason (Stats.Refused).
 func (c *Counters) Refuse(reason string) {
-	c.mu.Lock()
-	if c.refused == nil {
-		c.refused = map[string]uint64{}
-	}
-	c.refused[reason]++
-	c.mu.Unlock()
+	c.count(&c.refused, reason)
 }
 
 // Close counts one connection that closed, for reason (Stats.Closed).
 func (c *Counters) Close(reason string) {
-	c.mu.Lock()
-	if c.closed == nil {
-		c.closed = map[string]uint64{}
-	}
-	c.closed[reason]++
-	c.mu.Unlock()
+	c.count(&c.closed, reason)
 }
 
 // Flag counts one fragment handed on flagged, for reason (Stats.Flagged).
 func (c *Counters) Flag(reason string) {
-	c.mu.Lock()
-	if c.flagged == nil {
-		c.flagged = map[string]uint64{}
-	}
-	c.flagged[reason]++
-	c.mu.Unlock()
+	c.count(&c.flagged, reason)
 }
 
 // StreamLost counts one sender lost without a complete goodbye, by reason.
 func (c *Counters) StreamLost(reason string) {
+	c.count(&c.streamsLost, reason)
+}
+
+// count adds one to (*m)[reason], making the map on first use: the
+// by-reason counters are absent until something happens to count.
+func (c *Counters) count(m *map[string]uint64, reason string) {
 	c.mu.Lock()
-	if c.streamsLost == nil {
-		c.streamsLost = map[string]uint64{}
+	if *m == nil {
+		*m = map[string]uint64{}
 	}
-	c.streamsLost[reason]++
+	(*m)[reason]++
 	c.mu.Unlock()
 }
 
