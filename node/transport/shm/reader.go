@@ -153,15 +153,13 @@ func (r *Reader) Next(ctx context.Context) ([]byte, func(), error) {
 			n := uint64(binary.LittleEndian.Uint32(h[0:]))
 			switch binary.LittleEndian.Uint32(h[4:]) {
 			case recSkip:
-				r.read += size - pos
-				r.push(r.read, true)
+				r.push(r.read+size-pos, true)
 				continue
 			case recPacket:
 				if pos+recordHeaderSize+n > size {
 					return nil, nil, fmt.Errorf("readout ring %s: %w: record at byte %d claims %d bytes past the end of the data region", m.name, ErrBadRing, pos, n)
 				}
-				r.read += recordSize(int(n))
-				seq := r.push(r.read, false)
+				seq := r.push(r.read+recordSize(int(n)), false)
 				p := m.data[pos+recordHeaderSize : pos+recordHeaderSize+n : pos+recordHeaderSize+n]
 				return p, func() { r.release(seq) }, nil
 			default:
@@ -225,11 +223,16 @@ func (r *Reader) wait(ctx context.Context) error {
 	return nil
 }
 
-// push queues a handed-out record ending at end and returns its sequence
-// number; done records (wrap-around skips) need no release.
+// push moves the read cursor to end and queues the handed-out record
+// ending there, returning its sequence number; done records (wrap-around
+// skips) need no release. The cursor moves under r.mu, with the queue, so
+// that a release on another goroutine (and its invariant check) never sees
+// a cursor past the last queued record. Only Next's goroutine writes
+// r.read, so it reads it without the lock.
 func (r *Reader) push(end uint64, done bool) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.read = end
 	if r.n == len(r.pend) {
 		grown := make([]pending, 2*len(r.pend))
 		for i := 0; i < r.n; i++ {
