@@ -26,7 +26,7 @@ type Reader struct {
 	m    mapping
 	cfg  ReaderConfig
 	pid  uint32
-	read uint64 // read cursor, free-running bytes; starts at the ack pointer
+	read uint64 // read cursor, free-running bytes; starts at the ack pointer; written by Next's goroutine under mu (push)
 	// held, when set, is called by Next's goroutine before each wait for
 	// the writer while the ring is about full (less than two coalesced
 	// wake-ups' worth free: a writer waiting for space waits for one), with
