@@ -188,8 +188,7 @@ func (b *Builder) AddFragment(ctx context.Context, f schemas.Fragment, release f
 	tooLarge := uint64(len(f.Payload)) > math.MaxUint32
 	ref := newRef(release, 2)
 	b.mu.Lock()
-	b.led.FragmentsIn++
-	b.led.BytesIn += uint64(len(f.Payload))
+	b.offeredLocked(len(f.Payload))
 	var err error
 	switch {
 	case b.closed:
@@ -275,11 +274,20 @@ func (b *Builder) yieldToEmitter() {
 	}
 }
 
+// offeredLocked counts one fragment of n payload bytes as offered, and
+// the time of the first (b.mu held).
+func (b *Builder) offeredLocked(n int) {
+	if b.led.FragmentsIn == 0 {
+		b.led.FirstFragmentAt = time.Now()
+	}
+	b.led.FragmentsIn++
+	b.led.BytesIn += uint64(n)
+}
+
 // countRestLocked counts fragments from..N-1 of p as offered and discarded.
 func (b *Builder) countRestLocked(p *schemas.MFP, from int, r reason, ref *pktRef) {
 	for i := from; i < p.N; i++ {
-		b.led.FragmentsIn++
-		b.led.BytesIn += uint64(p.Size(i))
+		b.offeredLocked(p.Size(i))
 		b.discardLocked(r, ref)
 	}
 }
@@ -292,8 +300,7 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 	defer b.checkLocked("addChunk")
 	var now time.Time
 	for i, payload := range pay {
-		b.led.FragmentsIn++
-		b.led.BytesIn += uint64(len(payload))
+		b.offeredLocked(len(payload))
 		if b.closed {
 			b.discardLocked(rClosed, ref)
 			continue
@@ -305,8 +312,7 @@ func (b *Builder) addChunk(ctx context.Context, src int32, first uint64, flags s
 		if err := b.placeLocked(ctx, src, first+uint64(i), flags, payload, crcs[i], ref, &now); err != nil {
 			// Count the rest of the chunk with the same reason.
 			for _, rest := range pay[i+1:] {
-				b.led.FragmentsIn++
-				b.led.BytesIn += uint64(len(rest))
+				b.offeredLocked(len(rest))
 				b.discardLocked(reasonOf(err), ref)
 			}
 			return err

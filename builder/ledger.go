@@ -1,5 +1,7 @@
 package builder
 
+import "time"
+
 // Discard reasons: the keys of Ledger.Discarded.
 const (
 	ReasonDuplicate     = "duplicate"      // same source, same event id (timeslice: same timestamp) seen before; first wins
@@ -40,8 +42,11 @@ var reasonNames = [nReasons]string{ReasonDuplicate, ReasonLate, ReasonUnknownSou
 // A timeslice overlap copy is not a new fragment: it is counted once, in the
 // timeslice whose core holds it.
 type Ledger struct {
-	FragmentsIn       uint64            // every fragment offered to AddFragment/AddPacket
-	BytesIn           uint64            // their payload bytes
+	FragmentsIn uint64 // every fragment offered to AddFragment/AddPacket
+	BytesIn     uint64 // their payload bytes
+	// FirstFragmentAt is when the first fragment was offered (zero until
+	// then): where a run's data flow begins.
+	FirstFragmentAt   time.Time
 	FragmentsInEvents uint64            // fragments inside emitted events, counted when their batch is assembled
 	FragmentsOpen     uint64            // fragments held in events not yet in a batch
 	FragmentsWaiting  uint64            // fragments offered whose Add is blocked on a limit (backpressure); 0 once Adds return

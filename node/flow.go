@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // flow holds the counters of what happened to built events after the
@@ -26,6 +27,25 @@ type flow struct {
 	unacked     uint64
 	dropped     map[string]uint64
 	notStored   []uint64 // ids dropped as not_stored_at_drain
+	// doneAt is when the last batch was finished with: stored and
+	// released, or its last write acknowledged durable.
+	doneAt time.Time
+}
+
+// lastFinished is when the last batch was finished with (zero: none yet).
+func (f *flow) lastFinished() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.doneAt
+}
+
+// finished records that a batch was finished with at t.
+func (f *flow) finished(t time.Time) {
+	f.mu.Lock()
+	if t.After(f.doneAt) {
+		f.doneAt = t
+	}
+	f.mu.Unlock()
 }
 
 func newFlow() *flow {

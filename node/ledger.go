@@ -125,7 +125,15 @@ type Ledger struct {
 	// StartupSeconds of the duration went to opening the store and
 	// starting the plugins, before the inputs opened.
 	StartupSeconds float64 `json:"startup_seconds"`
-	Balanced       bool    `json:"balanced"`
+	// FlowSeconds of the duration is the data's flow: from the first
+	// fragment the builder was offered to the last batch finished with
+	// (stored, or released undecided or rejected, and acknowledged); 0
+	// when no fragment came. What the node moves per second is
+	// BytesReceived/FlowSeconds; before the flow are start-up and the
+	// wait for the first fragment, after it the shutdown (plugin
+	// processes, store close).
+	FlowSeconds float64 `json:"flow_seconds"`
+	Balanced    bool    `json:"balanced"`
 	// NotStarted, when set, says why the run failed before its first
 	// event: before its inputs opened, or with nothing received, built,
 	// stored or sent by its emulators when it failed (an emulator or an
@@ -284,6 +292,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)
 	row("  of which start-up (s)", fmt.Sprintf("%.1f", l.StartupSeconds))
+	row("  of which data flow (s)", fmt.Sprintf("%.1f", l.FlowSeconds))
 	row("fragments received", l.FragmentsReceived)
 	row("  in events", l.FragmentsInEvents)
 	row("  discarded", sum(l.FragmentsDiscarded))

@@ -541,8 +541,10 @@ func (n *Node) snapshot() Ledger {
 	if fn != nil {
 		l.Farm = fn.ledger()
 	}
+	var first time.Time // the data flow's start
 	if b != nil {
 		bl := b.Ledger()
+		first = bl.FirstFragmentAt
 		l.FragmentsReceived, l.BytesReceived = bl.FragmentsIn, bl.BytesIn
 		l.FragmentsInEvents, l.FragmentsOpen = bl.FragmentsInEvents, bl.FragmentsOpen+bl.FragmentsWaiting
 		l.FragmentsDiscarded = maps.Clone(bl.Discarded)
@@ -564,6 +566,9 @@ func (n *Node) snapshot() Ledger {
 		l.DurationSeconds = end.Sub(started).Seconds()
 		if !running.IsZero() {
 			l.StartupSeconds = running.Sub(started).Seconds()
+		}
+		if done := n.flow.lastFinished(); !first.IsZero() && done.After(first) {
+			l.FlowSeconds = done.Sub(first).Seconds()
 		}
 	}
 	return l

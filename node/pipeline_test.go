@@ -808,3 +808,30 @@ func TestReplayInterruptedBalances(t *testing.T) {
 		t.Fatalf("store ledger %+v %v", l, err)
 	}
 }
+
+// The ledger's flow is the data's: from the first fragment to the last
+// batch finished with. An input that waits before its first packet (a
+// board not yet sending) lengthens the run, not the flow.
+func TestLedgerFlowSeconds(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	cfg := testConfig(t, 1)
+	in := &fakeInput{sources: []uint32{0, 1, 2, 3, 10, 11}, events: 500, packing: 5, size: 1000,
+		gate: func(ctx context.Context, sent uint64) error {
+			if sent == 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}}
+	l, _, err := runNode(t, cfg, &Parts{Inputs: []transport.Input{in}, Finite: []bool{true}, Chain: &fakeChain{}}, nil)
+	if err != nil || !l.Balanced || l.EventsBuilt != 500 {
+		t.Fatalf("run: %v\n%s", err, l.String())
+	}
+	run := l.DurationSeconds - l.StartupSeconds
+	if l.FlowSeconds <= 0 || l.FlowSeconds > run-wait.Seconds() {
+		t.Fatalf("flow %.3f s of a %.3f s run whose first %.1f s had no data: want 0 < flow <= run - wait", l.FlowSeconds, run, wait.Seconds())
+	}
+}

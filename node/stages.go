@@ -343,6 +343,7 @@ func (n *Node) store(ctx context.Context, in <-chan batch, acks chan<- pendingAc
 		// Through the view: a shadow plugin still reading the batch is
 		// cut off first (its result for it is discarded), never waited for.
 		b.ev.Release()
+		n.flow.finished(time.Now())
 	}
 }
 
@@ -462,6 +463,9 @@ func (n *Node) acked(a pendingAck) {
 	f.storedBytes += uint64(a.bytes)
 	f.replaced += uint64(a.replaced)
 	f.unacked -= uint64(a.events)
+	if now.After(f.doneAt) {
+		f.doneAt = now
+	}
 	f.mu.Unlock()
 }
 

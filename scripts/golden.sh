@@ -35,7 +35,7 @@ command -v jq >/dev/null || { echo "golden: jq is needed (apt-get install jq)" >
 # Ledgers without the figures that are timings (batches_relieved too: how
 # often a batch is closed early to free the ring depends on scheduling).
 normalise() {
-  jq -S 'del(.duration_seconds, .startup_seconds, .replay_seconds, .elapsed_seconds, .bytes_stored, .batches_relieved)
+  jq -S 'del(.duration_seconds, .startup_seconds, .flow_seconds, .replay_seconds, .elapsed_seconds, .bytes_stored, .batches_relieved)
          | if .emulators then .emulators |= map(del(.throttled_ns, .duration_ns)) else . end
          | if .memory then .memory |= (del(.peak_resident_bytes) | .parts |= map(del(.peak_bytes))) else . end' "$1"
 }

@@ -42,6 +42,13 @@ func TestBenchSmall(t *testing.T) {
 		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 320<<20 || r.BatchesRelieved != 0 {
 		t.Fatalf("bench result %+v", r)
 	}
+	// The rates are over the data's flow, which lies inside the run.
+	if r.Seconds <= 0 || r.RunSeconds < r.Seconds || r.StartupSeconds <= 0 {
+		t.Fatalf("flow %.3f s, run %.3f s, start-up %.3f s: want 0 < flow <= run, start-up > 0", r.Seconds, r.RunSeconds, r.StartupSeconds)
+	}
+	if want := 400 * 20000 / r.Seconds / 1e9; r.GBPerSecond < 0.999*want || r.GBPerSecond > 1.001*want {
+		t.Fatalf("%.4f GB/s, want the bytes over the flow: %.4f", r.GBPerSecond, want)
+	}
 	lat := map[string]node.LatencyStatus{}
 	for _, s := range r.Latency {
 		lat[s.Name] = s
