@@ -64,6 +64,11 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	if left := pluginProcesses(t); len(left) != 0 {
 		t.Fatalf("plugin processes outlived the killed node: %v", left)
 	}
+	// Any plugin host starting on this machine reclaims a dead one's
+	// regions (a node of another test package running meanwhile may):
+	// the restarted node's record is asked for only if the region is still
+	// there just before it starts.
+	killedRegions, _ := filepath.Glob(filepath.Join(shm.Dir, fmt.Sprintf("%s%d-*", regionPrefix, p.cmd.Process.Pid)))
 	// Restart on the same store with a finite run: the store recovers its
 	// logs when opened for writing.
 	vars["RUN"], vars["EMU"] = "32", "{events: 500, packing: 4, fragment_size: {mean: 8KiB}, ring_size: 16MiB}"
@@ -80,12 +85,18 @@ func TestSIGKILLThenRestart(t *testing.T) {
 	// each file in a record naming the dead pid, the path and the bytes:
 	// its ring (16 MiB) and its plugin arena, nothing of it left.
 	killedPid := p.cmd.Process.Pid
-	for _, want := range [][2]string{
+	wants := [][2]string{
 		{`"msg":"reclaimed a stale shared-memory file a dead process left"`,
 			fmt.Sprintf(`"what":"ring","pid":%d,"path":"%s","bytes":16781312`, killedPid, filepath.Join(shm.Dir, vars["SHM"]))},
-		{`"msg":"reclaimed the shared-memory region of a dead trigger host"`,
-			fmt.Sprintf(`"pid":%d,"path":"%s`, killedPid, filepath.Join(shm.Dir, fmt.Sprintf("%s%d-", regionPrefix, killedPid)))},
-	} {
+	}
+	for _, r := range killedRegions {
+		wants = append(wants, [2]string{`"msg":"reclaimed the shared-memory region of a dead trigger host"`,
+			fmt.Sprintf(`"pid":%d,"path":"%s"`, killedPid, r)})
+	}
+	if len(killedRegions) == 0 {
+		t.Logf("the killed node's plugin region was reclaimed by another process before the restart")
+	}
+	for _, want := range wants {
 		if !logHas(again.log(), want[0], want[1]) {
 			t.Errorf("the restarted node did not log %s with %s\n%s", want[0], want[1], again.log())
 		}
