@@ -170,7 +170,8 @@ func (e *connEnd) protocol(err error) { e.reason, e.err = ClosedProtocol, err }
 // says, before the input closes it; the node limits repeated records per
 // input and reason. A connection that ends while the input stops is
 // counted as ClosedShutdown whatever its read saw. Clean ends and
-// shutdowns log at Info, the rest at Warn, each naming the remote address
+// shutdowns log at Info, and so does a connect-and-close (nothing sent,
+// nothing lost); the rest at Warn, each naming the remote address
 // and the bytes received.
 func (in *Input) connClosed(ctx context.Context, conn *net.TCPConn, end *connEnd) {
 	reason := end.reason
@@ -195,7 +196,9 @@ func (in *Input) connClosed(ctx context.Context, conn *net.TCPConn, end *connEnd
 	if reason == ClosedPreambleTimeout {
 		args = append(args, "preamble_timeout", in.cfg.PreambleTimeout.String())
 	}
-	if reason == ClosedEndOfStream || reason == ClosedShutdown {
+	// A connect-and-close sent nothing, so nothing was lost (a port
+	// probe, a sender giving up before it began): Info, as a clean end.
+	if reason == ClosedEndOfStream || reason == ClosedShutdown || reason == ClosedEOFBeforePreamble {
 		in.logger().Info("readout input closed a connection", args...)
 		return
 	}

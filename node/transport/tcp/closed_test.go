@@ -121,8 +121,8 @@ func TestConnectionsClosedCounted(t *testing.T) {
 	logged := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var l struct {
-			Msg, Reason, Remote string
-			Bytes               int64 `json:"bytes_received"`
+			Msg, Reason, Remote, Level string
+			Bytes                      int64 `json:"bytes_received"`
 		}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -132,6 +132,15 @@ func TestConnectionsClosedCounted(t *testing.T) {
 		}
 		if l.Remote != remotes[l.Reason] || l.Bytes != wantBytes[l.Reason] || logged[l.Reason] {
 			t.Errorf("log line %q: want remote %s, bytes_received %d, once", line, remotes[l.Reason], wantBytes[l.Reason])
+		}
+		// What may have lost data warns; a clean end and a connect that
+		// sent nothing inform.
+		wantLevel := "WARN"
+		if l.Reason == ClosedEndOfStream || l.Reason == ClosedEOFBeforePreamble {
+			wantLevel = "INFO"
+		}
+		if l.Level != wantLevel {
+			t.Errorf("log line %q: want level %s", line, wantLevel)
 		}
 		logged[l.Reason] = true
 	}
