@@ -89,7 +89,10 @@ func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transpo
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				in.ferolStreamBroken(conn, err, src.err)
+				in.ferolStreamBroken(err)
+			}
+			if src.err != nil && src.err != io.EOF {
+				err = fmt.Errorf("%w (the read: %v)", err, src.err)
 			}
 			end.protocol(err)
 			if errors.Is(err, schemas.ErrTruncated) {
@@ -135,20 +138,16 @@ func (in *Input) serveFEROL(ctx context.Context, conn *net.TCPConn, sink transpo
 	}
 }
 
-// ferolStreamBroken counts and logs a FEROL stream that cannot go on:
-// cut inside a block or fragment (TruncatedAtDisconnect), or framed other
-// than a FEROL frames (Protocol).
-func (in *Input) ferolStreamBroken(conn *net.TCPConn, err, readErr error) {
+// ferolStreamBroken counts a FEROL stream that cannot go on: cut inside a
+// block or fragment (TruncatedAtDisconnect), or framed other than a FEROL
+// frames (Protocol). The connection's close record (connClosed) says so,
+// with the error: one record, not two.
+func (in *Input) ferolStreamBroken(err error) {
 	reason := transport.Protocol
 	if errors.Is(err, schemas.ErrTruncated) {
 		reason = transport.TruncatedAtDisconnect
 	}
 	in.c.Discard(reason)
-	args := []any{"input", in.uri(), "remote", conn.RemoteAddr().String(), "reason", reason.String(), "error", err.Error()}
-	if readErr != nil && readErr != io.EOF {
-		args = append(args, "read_error", readErr.Error())
-	}
-	in.logger().Warn("readout input closed a FEROL stream", args...)
 }
 
 func (in *Input) uri() string { return "tcp://" + in.ln.Addr().String() + "?framing=" + FramingFEROL }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-daq/sluice/internal/samples"
+	"github.com/sluice-daq/sluice/node/internal/transporttest"
 	"github.com/sluice-daq/sluice/node/transport"
 	"github.com/sluice-daq/sluice/schemas"
 	"github.com/sluice-daq/sluice/schemas/cms"
@@ -60,9 +63,19 @@ func (s *recordSink) got() []schemas.Fragment {
 // returns it, its sink and a wait for its end.
 func runFEROLInput(t *testing.T, streams int) (*Input, *recordSink, func() error) {
 	t.Helper()
+	return runFEROLInputLogged(t, streams, nil)
+}
+
+// runFEROLInputLogged is runFEROLInput with the input's records in logs
+// (JSON) when it is not nil.
+func runFEROLInputLogged(t *testing.T, streams int, logs *transporttest.LogBuffer) (*Input, *recordSink, func() error) {
+	t.Helper()
 	in, err := Listen("127.0.0.1:0", Options{Framing: FramingFEROL, ExpectStreams: streams, CreditWindow: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if logs != nil {
+		in.SetLogger(slog.New(slog.NewJSONHandler(logs, nil)))
 	}
 	sink := &recordSink{}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -174,7 +187,8 @@ func TestFEROLInputBadFragments(t *testing.T) {
 		{"signature", bytes.Repeat([]byte{0xEE}, 32), transport.Protocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in, sink, wait := runFEROLInput(t, 0)
+			var logs transporttest.LogBuffer
+			in, sink, wait := runFEROLInputLogged(t, 0, &logs)
 			c, err := net.Dial("tcp", in.ListenAddr())
 			if err != nil {
 				t.Fatal(err)
@@ -198,6 +212,20 @@ func TestFEROLInputBadFragments(t *testing.T) {
 			}
 			if st.Flagged[FlagFEDCRC] != 1 || st.Flagged[FlagFEDHeaderMismatch] != 1 || st.Streams != 0 || st.DiscardTotal() != 1 {
 				t.Fatalf("stats %+v", st)
+			}
+			// The break is one Warn record, the connection's close, naming
+			// why (it was two: the stream's and the connection's).
+			warns := 0
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, "FED fragment") {
+					warns++
+					if !strings.Contains(line, `"msg":"readout input closed a connection"`) || !strings.Contains(line, `"error":`) {
+						t.Errorf("the break's record %s: want the connection's close with its error", line)
+					}
+				}
+			}
+			if warns != 1 {
+				t.Errorf("%d Warn records for the break, want 1:\n%s", warns, logs.String())
 			}
 		})
 	}
