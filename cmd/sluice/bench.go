@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/emulator"
+	"github.com/sluice-daq/sluice/node/transport/shm"
 	"github.com/sluice-daq/sluice/schemas"
 )
 
@@ -27,9 +28,9 @@ func init() { register(newBenchCmd) }
 
 // benchResult is what `sluice bench --json` prints.
 type benchResult struct {
-	Events          uint64  `json:"events"`
-	Sources         int     `json:"sources"`
-	EventBytes      int     `json:"event_bytes"`
+	Events     uint64 `json:"events"`
+	Sources    int    `json:"sources"`
+	EventBytes int    `json:"event_bytes"`
 	// Seconds is the data's flow (node.Ledger.FlowSeconds): from the
 	// first fragment the builder was offered to the last batch stored or
 	// released; the rates are over it. RunSeconds is from the inputs
@@ -104,8 +105,8 @@ memory budget, and the same bytes copied by memcpy in fragment-sized pieces
 as the baseline, with the ratio.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if sources < 1 || eventBytes < sources || accept <= 0 || accept > 1 || events == 0 {
-				return fmt.Errorf("bench: want --events > 0, --sources >= 1, --event-bytes >= --sources, 0 < --accept <= 1")
+			if err := checkBenchFlags(events, sources, eventBytes, packing, instances, accept, ringSize); err != nil {
+				return err
 			}
 			plugin := plugins
 			if plugin == "" {
@@ -213,6 +214,34 @@ as the baseline, with the ratio.`,
 	f.StringVar(&memProfile, "memprofile", "", "write a Go allocation profile (every allocation since the start, sampled; go tool pprof -sample_index=alloc_space) to this file after the run, before the memcpy baseline")
 	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the node's start-up and run (not the memcpy baseline) to this file (go tool trace: where goroutines wait)")
 	return cmd
+}
+
+// checkBenchFlags refuses the flags no run can take, as configuration
+// errors (exitConfig) naming the flag, before anything is built: the
+// configuration made of them would name its own fields instead.
+func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int, accept float64, ringSize string) error {
+	bad := func(format string, args ...any) error {
+		return &exitError{code: exitConfig, err: fmt.Errorf("bench: "+format, args...)}
+	}
+	switch {
+	case events == 0:
+		return bad("--events 0: want at least one event (a multiple of 100 x --packing)")
+	case sources < 1:
+		return bad("--sources %d: want at least 1", sources)
+	case eventBytes < sources:
+		return bad("--event-bytes %d: want at least one byte per source (--sources %d)", eventBytes, sources)
+	case packing < 1:
+		return bad("--packing %d: want at least 1 fragment per packet", packing)
+	case instances < 1:
+		return bad("--instances %d: want at least 1 plugin process", instances)
+	case !(accept > 0 && accept <= 1):
+		return bad("--accept %g: want a fraction in (0, 1]", accept)
+	}
+	ring, err := humanize.ParseBytes(ringSize)
+	if err != nil || ring < shm.MinRingSize || ring > shm.MaxRingSize || ring&(ring-1) != 0 {
+		return bad("--ring-size %q: want a power of two between %s and %s", ringSize, conf.ByteSize(shm.MinRingSize), conf.ByteSize(shm.MaxRingSize))
+	}
+	return nil
 }
 
 // parseBenchBudget parses --memory-budget s, a byte size ("256MiB"); a

@@ -107,3 +107,26 @@ func TestBenchSmall(t *testing.T) {
 		}
 	}
 }
+
+// Flags no run can take are configuration errors (exit 3) naming the flag,
+// refused before anything runs, never in the generated configuration's
+// field names (inputs[0].emulator.ring_size, a line of YAML nobody wrote).
+func TestBenchBadFlags(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"--events 0", "--events 0:"},
+		{"--accept 0", "--accept 0:"},
+		{"--accept 2", "--accept 2:"},
+		{"--sources 0", "--sources 0:"},
+		{"--event-bytes 50", "--event-bytes 50: want at least one byte per source (--sources 100)"},
+		{"--packing 0", "--packing 0:"},
+		{"--instances 0", "--instances 0:"},
+		{"--ring-size -1", `--ring-size "-1": want a power of two between 1MiB and 64GiB`},
+		{"--ring-size 3MiB", `--ring-size "3MiB": want a power of two`},
+		{"--ring-size 512KiB", `--ring-size "512KiB": want a power of two`},
+	} {
+		out, err := run(t, append([]string{"bench"}, strings.Fields(c.args)...)...)
+		if err == nil || exitCode(err) != exitConfig || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error()+out, "inputs[0]") {
+			t.Errorf("bench %s: exit %d, %v\n%s\nwant exit %d naming %q", c.args, exitCode(err), err, out, exitConfig, c.want)
+		}
+	}
+}

@@ -83,12 +83,20 @@ type SenderOptions struct {
 	RingSize conf.ByteSize `yaml:"ring_size" doc:"data region of the ring it creates (a power of two)"`
 }
 
-// Check wants a ring of 1 MiB to 64 GiB, the sizes an operator would
-// give a board (CreateWriter itself takes MinRingData to MaxRingData).
+// MinRingSize and MaxRingSize bound the ring_size a configuration may
+// give an emulator's ring: the sizes an operator would give a board
+// (CreateWriter itself takes MinRingData to MaxRingData).
+const (
+	MinRingSize = 1 << 20
+	MaxRingSize = 1 << 36
+)
+
+// Check wants a ring_size that is a power of two in [MinRingSize,
+// MaxRingSize].
 func (o *SenderOptions) Check(transport.URI) conf.Problems {
 	var ps conf.Problems
-	if s := o.RingSize; s < 1<<20 || s > 1<<36 || s&(s-1) != 0 {
-		ps.Add("ring_size", s, "want a power of two between 1MiB and 64GiB")
+	if s := o.RingSize; s < MinRingSize || s > MaxRingSize || s&(s-1) != 0 {
+		ps.Add("ring_size", s, "want a power of two between %s and %s", conf.ByteSize(MinRingSize), conf.ByteSize(MaxRingSize))
 	}
 	return ps
 }
