@@ -8,8 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/sluice-daq/sluice/internal/texttable"
 	"github.com/sluice-daq/sluice/node/emulator"
 	"github.com/sluice-daq/sluice/plugins"
 	"github.com/sluice-daq/sluice/schemas"
@@ -275,10 +275,11 @@ func (l *Ledger) WriteJSON(path string) error {
 }
 
 // WriteTable prints the ledger for an operator: one quantity per line,
-// reasons indented under their total, and the balance verdict last.
+// its name left-aligned (parts and reasons indented under their total) and
+// its value right-aligned, and the balance verdict last.
 func (l *Ledger) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
+	var tb texttable.Table
+	row := tb.Row
 	byReason := func(m map[string]uint64) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if m[k] != 0 {
@@ -290,7 +291,7 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "run %d on %s did not start: %s\n", l.Run, l.Node, l.NotStarted)
 		return err
 	}
-	fmt.Fprintf(tw, "run %d on %s\t%.1f s\t\n", l.Run, l.Node, l.DurationSeconds)
+	row(fmt.Sprintf("run %d on %s", l.Run, l.Node), fmt.Sprintf("%.1f s", l.DurationSeconds))
 	row("  of which start-up (s)", fmt.Sprintf("%.1f", l.StartupSeconds))
 	row("  of which data flow (s)", fmt.Sprintf("%.1f", l.FlowSeconds))
 	row("fragments received", l.FragmentsReceived)
@@ -361,9 +362,6 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	if l.EventsWaitedBehind != 0 {
 		row("  waited past the timeout for a source behind", l.EventsWaitedBehind)
 	}
-	if l.BatchesRelieved != 0 {
-		row("  in batches closed early to free the readout ring (batches)", l.BatchesRelieved)
-	}
 	row("  incomplete", l.EventsIncomplete)
 	row("  corrupt", l.EventsCorrupt)
 	if l.EventsSourceError != 0 {
@@ -375,6 +373,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 	byReason(l.DeferredBy)
 	if l.EventsInFlight != 0 {
 		row("  in flight", l.EventsInFlight)
+	}
+	if l.BatchesRelieved != 0 {
+		row("batches closed early to free the readout ring", l.BatchesRelieved)
 	}
 	for i, st := range l.Stages {
 		row("stage "+st.Name+" seen", st.Seen)
@@ -407,19 +408,13 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("  replacing stored events", l.EventsReplaced)
 	}
 	row("bytes stored", l.BytesStored)
-	if m := l.Memory; m != nil {
-		row("memory budget, MiB (peak resident)", fmt.Sprintf("%s (%s)", mib(m.BudgetBytes), mib(m.PeakResidentBytes)))
-		for _, p := range m.Parts {
-			row("  "+p.Name+" peak / bound", mib(p.PeakBytes)+" / "+mib(p.BoundBytes))
-		}
-		row("  Go soft limit (heap peak's bound)", mib(m.GoMemLimitBytes))
-	}
+	l.Memory.TableRows(&tb)
 	if l.Balanced {
 		row("balanced", "yes")
 	} else {
 		row("balanced", "NO")
 	}
-	if err := tw.Flush(); err != nil {
+	if _, err := tb.WriteTo(w); err != nil {
 		return err
 	}
 	for _, s := range l.Imbalance {

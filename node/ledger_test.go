@@ -108,6 +108,21 @@ func TestLedgerTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}
 	}
+	// Names are left-aligned, so a part stays indented under its total
+	// (a right-aligned column lost the indentation), values right-aligned
+	// in one column.
+	valueEnd := -1
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "in events ") && !strings.HasPrefix(line, "  in events ") {
+			t.Errorf("the fragments in events are not indented under their total: %q", line)
+		}
+		if valueEnd < 0 {
+			valueEnd = len(line)
+		} else if len(line) != valueEnd {
+			t.Errorf("values not right-aligned in one column: %q ends at %d, the first line at %d\n%s", line, len(line), valueEnd, out)
+			break
+		}
+	}
 	// The byte counts say what they count, next to the emulator's.
 	l.InputBytes, l.BytesReceived = 4002580800, 3708367200
 	l.Emulators = []emulator.Summary{{To: "shm://demo", FragmentsSent: 100, BytesSent: 4002580800}}

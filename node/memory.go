@@ -3,12 +3,14 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sluice-daq/sluice/internal/texttable"
 	"github.com/sluice-daq/sluice/storage"
 )
 
@@ -190,4 +192,23 @@ func sampleHeap() (stop func() uint64) {
 		}
 	}()
 	return func() uint64 { close(quit); <-done; read(); return peak }
+}
+
+// TableRows appends the memory rows of a ledger or replay table to tb: the
+// budget and the peak resident, each part's peak and bound (the heap's
+// bound is its share; its peak is held under Go's soft limit, the row
+// after), nothing when m is nil.
+func (m *MemoryStatus) TableRows(tb *texttable.Table) {
+	if m == nil {
+		return
+	}
+	tb.Row("memory budget, MiB (peak resident)", fmt.Sprintf("%s (%s)", mib(m.BudgetBytes), mib(m.PeakResidentBytes)))
+	for _, p := range m.Parts {
+		what := " peak / bound"
+		if p.Name == "heap" {
+			what = " peak / share"
+		}
+		tb.Row("  "+p.Name+what, mib(p.PeakBytes)+" / "+mib(p.BoundBytes))
+	}
+	tb.Row("  heap's bound: Go's soft limit", mib(m.GoMemLimitBytes))
 }

@@ -152,8 +152,8 @@ as the baseline, with the ratio.`,
 				return &exitError{code: exitConfig, err: err}
 			}
 			if !asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %d events x %d B from %d sources (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
-					events, eventBytes, sources, packing, cfg.Trigger.Stages[0].Params["prescale"])
+				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %s x %d B from %s (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
+					plural(events, "event"), eventBytes, plural(uint64(sources), "source"), packing, cfg.Trigger.Stages[0].Params["prescale"])
 			}
 			// The profile and the trace cover the node's start-up and run
 			// (node, plugin host, embedded emulator) and stop before the
@@ -242,6 +242,14 @@ func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int,
 		return bad("--ring-size %q: want a power of two between %s and %s", ringSize, conf.ByteSize(shm.MinRingSize), conf.ByteSize(shm.MaxRingSize))
 	}
 	return nil
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatUint(n, 10) + " " + noun + "s"
 }
 
 // parseBenchBudget parses --memory-budget s, a byte size ("256MiB"); a
@@ -439,8 +447,8 @@ func procStatus(field string) uint64 {
 
 func printBench(w io.Writer, r benchResult) {
 	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
-	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%d events in %.2f s of data flow; %d accepted, %d stored; balanced %v)\n",
-		r.EventsPerSecond, r.GBPerSecond, r.Events, r.Seconds, r.Accepted, r.Stored, r.Balanced)
+	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%s in %.2f s of data flow; %d accepted, %d stored; balanced %v)\n",
+		r.EventsPerSecond, r.GBPerSecond, plural(r.Events, "event"), r.Seconds, r.Accepted, r.Stored, r.Balanced)
 	fmt.Fprintf(w, "run                 %8.2f s  (inputs open to drained: the flow and %.2f s around it, the first fragment's wait and the shutdown) after %.2f s start-up\n",
 		r.RunSeconds, r.RunSeconds-r.Seconds, r.StartupSeconds)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",

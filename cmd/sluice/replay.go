@@ -11,13 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sluice-daq/sluice/internal/texttable"
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/storage"
@@ -220,32 +221,25 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 		fmt.Fprintf(w, "replay did not start: %s\n", s.NotStarted)
 		return writeReplayJSON(s, file)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "replay\t%.1f s\t\n", s.DurationSeconds)
+	var tb texttable.Table
+	tb.Row("replay", fmt.Sprintf("%.1f s", s.DurationSeconds))
 	for _, r := range []struct {
 		name string
 		v    uint64
 	}{{"deferred events selected", s.Selected}, {"replayed", s.Replayed}, {"  accepted", s.Accepted},
 		{"  rejected", s.Rejected}, {"  kept deferred", s.Kept}, {"still deferred", s.Remaining}} {
-		fmt.Fprintf(tw, "%s\t%d\t\n", r.name, r.v)
+		tb.Row(r.name, r.v)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Lines)) {
-		fmt.Fprintf(tw, "    line %s\t%d\t\n", k, s.Lines[k])
+		tb.Row("    line "+k, s.Lines[k])
 	}
 	verdict := "yes"
 	if !s.Balanced {
 		verdict = "NO"
 	}
-	fmt.Fprintf(tw, "balanced with the store ledger\t%s\t\n", verdict)
-	if m := s.Memory; m != nil {
-		mib := func(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
-		fmt.Fprintf(tw, "memory budget, MiB (peak resident)\t%s (%s)\t\n", mib(m.BudgetBytes), mib(m.PeakResidentBytes))
-		for _, p := range m.Parts {
-			fmt.Fprintf(tw, "  %s, MiB (peak / bound)\t%s / %s\t\n", p.Name, mib(p.PeakBytes), mib(p.BoundBytes))
-		}
-		fmt.Fprintf(tw, "  Go soft limit, MiB (heap peak's bound)\t%s\t\n", mib(m.GoMemLimitBytes))
-	}
-	if err := tw.Flush(); err != nil {
+	tb.Row("balanced with the store ledger", verdict)
+	s.Memory.TableRows(&tb)
+	if _, err := tb.WriteTo(w); err != nil {
 		return err
 	}
 	return writeReplayJSON(s, file)
