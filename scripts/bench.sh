@@ -18,7 +18,7 @@ pkgs=$("$GO" list ${TAGS:+-tags "$TAGS"} ./... | grep -v -e '/node/peer/' -e '/n
 # done the plain way, and why a line has none.
 awk '
 BEGIN {
-  note["BenchmarkUDPInput"] = "(the highest rate with no datagram lost, against that of a plain socket; searched in steps of 1.2x)"
+  note["BenchmarkUDPInput"] = "(the highest rate the sender reached with no datagram lost, against that of a plain socket)"
   note["BenchmarkNodePipeline"] = "(baseline memcpy of the bytes; each round also starts and drains a node)"
   note["BenchmarkEMAssign"] = "(baseline a Go map insert and delete per assignment)"
   note["BenchmarkFullEventDecodeSplit"] = "(baseline io.ReadFull of the bytes; Adler-32 on every ROB and the event)"
