@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-daq/sluice/internal/conf"
+	"github.com/sluice-daq/sluice/internal/synth"
 	"github.com/sluice-daq/sluice/node"
 	"github.com/sluice-daq/sluice/node/config"
 	"github.com/sluice-daq/sluice/node/emulator"
@@ -131,9 +132,6 @@ as the baseline, with the ratio.`,
 			// cores.
 			sample := filepath.Join(dir, "events.mfp")
 			perLoop := min(events, uint64(100*packing))
-			if events%perLoop != 0 {
-				return fmt.Errorf("bench: --events must be a multiple of %d (100 x --packing)", perLoop)
-			}
 			if _, err := emulator.Run(cmd.Context(), emulator.Config{
 				To: "file://" + sample, Events: perLoop, Packing: packing,
 				Groups:       []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
@@ -224,14 +222,15 @@ func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int,
 		return &exitError{code: exitConfig, err: fmt.Errorf("bench: "+format, args...)}
 	}
 	switch {
-	case events == 0:
-		return bad("--events 0: want at least one event (a multiple of 100 x --packing)")
 	case sources < 1:
 		return bad("--sources %d: want at least 1", sources)
-	case eventBytes < sources:
-		return bad("--event-bytes %d: want at least one byte per source (--sources %d)", eventBytes, sources)
-	case packing < 1:
-		return bad("--packing %d: want at least 1 fragment per packet", packing)
+	case eventBytes < synth.HeaderSize*sources:
+		return bad("--event-bytes %d: want at least %d bytes per source (the synthetic payload's header; --sources %d)", eventBytes, synth.HeaderSize, sources)
+	case packing < 1 || packing > 1<<20:
+		return bad("--packing %d: want 1 to %d fragments per packet", packing, 1<<20)
+	case events == 0 || (events > uint64(100*packing) && events%uint64(100*packing) != 0):
+		// The emulator replays a loop of min(events, 100 x packing) events.
+		return bad("--events %d: want 1 to %d, or a multiple of %d (100 x --packing: the emulator's loop of events)", events, 100*packing, 100*packing)
 	case instances < 1:
 		return bad("--instances %d: want at least 1 plugin process", instances)
 	case !(accept > 0 && accept <= 1):
@@ -464,6 +463,6 @@ func printBench(w io.Writer, r benchResult) {
 	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB file-backed (this executable's text and data), %.0f MiB shared memory (ring, plugin regions)\n",
 		mib(r.RSSAnonBytes), mib(r.RSSFileBytes), mib(r.RSSShmemBytes))
 	for _, s := range r.Latency {
-		fmt.Fprintf(w, "latency %-20s p50 %9.3f ms  p99 %9.3f ms  (%d samples)\n", s.Name, 1e3*s.P50, 1e3*s.P99, s.Count)
+		fmt.Fprintf(w, "latency %-20s p50 %9.3f ms  p99 %9.3f ms  (%s)\n", s.Name, 1e3*s.P50, 1e3*s.P99, plural(s.Count, "sample"))
 	}
 }

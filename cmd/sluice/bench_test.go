@@ -79,8 +79,8 @@ func TestBenchSmall(t *testing.T) {
 	if want := fmt.Sprintf("batches relieved    %8d", r.BatchesRelieved); !strings.Contains(text.String(), want) {
 		t.Fatalf("bench text lacks %q:\n%s", want, text.String())
 	}
-	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin, "--memory-budget", "320MiB"); err == nil {
-		t.Fatal("--events not a multiple of 100 x packing accepted")
+	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin, "--memory-budget", "320MiB"); err == nil || exitCode(err) != exitConfig {
+		t.Fatalf("--events not a multiple of 100 x packing: %v, want exit %d", err, exitConfig)
 	}
 	// A budget that cannot hold this process's fixed memory is refused
 	// before the run, naming the minimum and what it is made of (it once
@@ -113,11 +113,12 @@ func TestBenchSmall(t *testing.T) {
 // field names (inputs[0].emulator.ring_size, a line of YAML nobody wrote).
 func TestBenchBadFlags(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
-		{"--events 0", "--events 0:"},
+		{"--events 0", "--events 0: want 1 to 1000, or a multiple of 1000"},
+		{"--events 1500", "--events 1500: want 1 to 1000, or a multiple of 1000"},
 		{"--accept 0", "--accept 0:"},
 		{"--accept 2", "--accept 2:"},
 		{"--sources 0", "--sources 0:"},
-		{"--event-bytes 50", "--event-bytes 50: want at least one byte per source (--sources 100)"},
+		{"--event-bytes 150", "--event-bytes 150: want at least 8 bytes per source"},
 		{"--packing 0", "--packing 0:"},
 		{"--instances 0", "--instances 0:"},
 		{"--ring-size -1", `--ring-size "-1": want a power of two between 1MiB and 64GiB`},
@@ -129,4 +130,24 @@ func TestBenchBadFlags(t *testing.T) {
 			t.Errorf("bench %s: exit %d, %v\n%s\nwant exit %d naming %q", c.args, exitCode(err), err, out, exitConfig, c.want)
 		}
 	}
+}
+
+// The replay table keeps the accepted events' lines under "accepted", and
+// its parts indented under their totals.
+func TestReplaySummaryTable(t *testing.T) {
+	var b strings.Builder
+	s := &node.ReplaySummary{Selected: 10, Replayed: 10, Accepted: 4, Rejected: 5, Kept: 1, Lines: map[string]uint64{"hlt2/quiet": 4}, Balanced: true}
+	if err := writeReplaySummary(&b, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "    line hlt2/quiet ") {
+			if i == 0 || !strings.HasPrefix(lines[i-1], "  accepted ") || !strings.HasSuffix(strings.TrimSpace(l), " 4") {
+				t.Fatalf("the line row is not under accepted:\n%s", b.String())
+			}
+			return
+		}
+	}
+	t.Fatalf("no line row:\n%s", b.String())
 }

@@ -223,16 +223,16 @@ func writeReplaySummary(w io.Writer, s *node.ReplaySummary, file string) error {
 	}
 	var tb texttable.Table
 	tb.Row("replay", fmt.Sprintf("%.1f s", s.DurationSeconds))
-	for _, r := range []struct {
-		name string
-		v    uint64
-	}{{"deferred events selected", s.Selected}, {"replayed", s.Replayed}, {"  accepted", s.Accepted},
-		{"  rejected", s.Rejected}, {"  kept deferred", s.Kept}, {"still deferred", s.Remaining}} {
-		tb.Row(r.name, r.v)
-	}
+	tb.Row("deferred events selected", s.Selected)
+	tb.Row("replayed", s.Replayed)
+	tb.Row("  accepted", s.Accepted)
+	// The accepted events by the line that accepted them, under their total.
 	for _, k := range slices.Sorted(maps.Keys(s.Lines)) {
 		tb.Row("    line "+k, s.Lines[k])
 	}
+	tb.Row("  rejected", s.Rejected)
+	tb.Row("  kept deferred", s.Kept)
+	tb.Row("still deferred", s.Remaining)
 	verdict := "yes"
 	if !s.Balanced {
 		verdict = "NO"
