@@ -42,10 +42,15 @@ func (f *flow) lastFinished() time.Time {
 // finished records that a batch was finished with at t.
 func (f *flow) finished(t time.Time) {
 	f.mu.Lock()
+	f.finishedLocked(t)
+	f.mu.Unlock()
+}
+
+// finishedLocked is finished with f.mu held.
+func (f *flow) finishedLocked(t time.Time) {
 	if t.After(f.doneAt) {
 		f.doneAt = t
 	}
-	f.mu.Unlock()
 }
 
 func newFlow() *flow {

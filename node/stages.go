@@ -463,9 +463,7 @@ func (n *Node) acked(a pendingAck) {
 	f.storedBytes += uint64(a.bytes)
 	f.replaced += uint64(a.replaced)
 	f.unacked -= uint64(a.events)
-	if now.After(f.doneAt) {
-		f.doneAt = now
-	}
+	f.finishedLocked(now)
 	f.mu.Unlock()
 }
 

@@ -237,7 +237,7 @@ func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int,
 		return bad("--accept %g: want a fraction in (0, 1]", accept)
 	}
 	ring, err := humanize.ParseBytes(ringSize)
-	if err != nil || ring < shm.MinRingSize || ring > shm.MaxRingSize || ring&(ring-1) != 0 {
+	if err != nil || !shm.ValidRingSize(ring) {
 		return bad("--ring-size %q: want a power of two between %s and %s", ringSize, conf.ByteSize(shm.MinRingSize), conf.ByteSize(shm.MaxRingSize))
 	}
 	return nil

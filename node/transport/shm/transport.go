@@ -91,11 +91,16 @@ const (
 	MaxRingSize = 1 << 36
 )
 
-// Check wants a ring_size that is a power of two in [MinRingSize,
-// MaxRingSize].
+// ValidRingSize reports whether n bytes is a ring_size a configuration
+// may give: a power of two in [MinRingSize, MaxRingSize].
+func ValidRingSize(n uint64) bool {
+	return n >= MinRingSize && n <= MaxRingSize && n&(n-1) == 0
+}
+
+// Check wants a ring_size ValidRingSize takes.
 func (o *SenderOptions) Check(transport.URI) conf.Problems {
 	var ps conf.Problems
-	if s := o.RingSize; s < MinRingSize || s > MaxRingSize || s&(s-1) != 0 {
+	if s := o.RingSize; !ValidRingSize(uint64(s)) {
 		ps.Add("ring_size", s, "want a power of two between %s and %s", conf.ByteSize(MinRingSize), conf.ByteSize(MaxRingSize))
 	}
 	return ps

@@ -46,54 +46,49 @@ func BenchmarkUDPInput(b *testing.B) {
 	defer func() { cancel(); <-done }()
 	plain, plainCount := plainUDP(b, in.cfg.SocketBuffer)
 	child := transporttest.StartChild(b, "udp", in.Addr().String(), plain.LocalAddr().String(), strconv.Itoa(size))
-	// send n datagrams at rate and report whether all arrived, and the
-	// rate the sender reached (below rate when it cannot send faster).
-	send := func(rate float64, n int) (bool, float64) {
-		lost0, p0 := in.Stats().Lost, sink.Packets.Load()
-		t0 := time.Now()
-		child.Do(b, strconv.FormatFloat(rate, 'f', 0, 64), n)
-		child.Wait(b)
-		sent := float64(n) / time.Since(t0).Seconds()
-		deadline := time.Now().Add(2 * time.Second)
-		for sink.Packets.Load()-p0 < int64(n) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+	// sendTo sends n datagrams at rate, with the child's verb prefix, to
+	// the receiver whose datagrams received counts, and reports whether
+	// all arrived with lost() still false, and the rate the sender reached
+	// (below rate when it cannot send faster).
+	sendTo := func(prefix string, received func() int64, lost func() uint64) func(rate float64, n int) (bool, float64) {
+		return func(rate float64, n int) (bool, float64) {
+			lost0, p0 := lost(), received()
+			t0 := time.Now()
+			child.Do(b, prefix+strconv.FormatFloat(rate, 'f', 0, 64), n)
+			child.Wait(b)
+			sent := float64(n) / time.Since(t0).Seconds()
+			for deadline := time.Now().Add(2 * time.Second); received()-p0 < int64(n) && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			return lost() == lost0 && received()-p0 == int64(n), min(rate, sent)
 		}
-		return in.Stats().Lost == lost0 && sink.Packets.Load()-p0 == int64(n), min(rate, sent)
 	}
-	sendPlain := func(rate float64, n int) (bool, float64) {
-		p0 := plainCount.Load()
-		t0 := time.Now()
-		child.Do(b, "b:"+strconv.FormatFloat(rate, 'f', 0, 64), n)
-		child.Wait(b)
-		sent := float64(n) / time.Since(t0).Seconds()
-		deadline := time.Now().Add(2 * time.Second)
-		for plainCount.Load()-p0 < int64(n) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		// A datagram is lost or not: none can arrive twice.
-		return plainCount.Load()-p0 == int64(n), min(rate, sent)
-	}
+	send := sendTo("", sink.Packets.Load, func() uint64 { return in.Stats().Lost })
+	// The plain socket counts what it reads: a datagram is lost or not,
+	// none can arrive twice.
+	sendPlain := sendTo("b:", plainCount.Load, func() uint64 { return 0 })
 	// The searches run once per process (the framework calls the benchmark
 	// first with b.N = 1, then with the real b.N), alternating step by
-	// step so that both see the same noise.
-	// A step's figure is the rate the sender reached, which is the
-	// nominal one until the sender cannot go faster: the search stops at
-	// the first loss, or when the sender has stopped getting faster.
+	// step so that both see the same noise. A step's figure is the rate
+	// the sender reached, which is the nominal one until the sender cannot
+	// go faster: a search stops at the first loss, or when the sender has
+	// stopped getting faster.
 	udpSearch.Do(func() {
-		inOK, plainOK := true, true
-		for rate := 10000.0; rate <= 8e6 && (inOK || plainOK); rate *= 1.2 {
-			if inOK {
-				var got float64
-				if inOK, got = send(rate, 20000); inOK {
-					inOK = got > 0.9*rate || got > udpBest // still keeping up, or still faster
-					udpBest = max(udpBest, got)
+		searches := []struct {
+			send func(float64, int) (bool, float64)
+			best *float64
+			on   bool
+		}{{send, &udpBest, true}, {sendPlain, &udpPlain, true}}
+		for rate := 10000.0; rate <= 8e6 && (searches[0].on || searches[1].on); rate *= 1.2 {
+			for i := range searches {
+				s := &searches[i]
+				if !s.on {
+					continue
 				}
-			}
-			if plainOK {
-				var got float64
-				if plainOK, got = sendPlain(rate, 20000); plainOK {
-					plainOK = got > 0.9*rate || got > udpPlain
-					udpPlain = max(udpPlain, got)
+				ok, got := s.send(rate, 20000)
+				s.on = ok && (got > 0.9*rate || got > *s.best) // still keeping up, or still faster
+				if ok {
+					*s.best = max(*s.best, got)
 				}
 			}
 		}
