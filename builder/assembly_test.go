@@ -35,7 +35,7 @@ func TestParallelAssembly(t *testing.T) {
 		return p
 	}
 	missing := map[uint64][]uint32{3: {2}, 13: {101}, 14: {0, 103}}
-	corrupt := map[uint64][]uint32{2: {5}, 7: {3, 100}, 13: {1}, 16: {7, 102}}
+	corrupt := map[uint64][]uint32{2: {5}, 7: {3, 100}, 10: {2, 6}, 13: {1}, 16: {7, 102}} // 10: two in one group's row
 	const events = 16
 	ctx := context.Background()
 	for _, g := range groups {

@@ -59,8 +59,10 @@
 // Named as its id in 8 decimal digits plus ".seg" (00000001.seg). A
 // 16-byte header, then event values back to back, each where an index
 // entry says; bytes no entry points at (values replaced or removed, the
-// tail of a batch whose writer was killed before indexing it) are dead
-// until GC copies a file's live values out and deletes it.
+// tail of a batch whose writer was killed before indexing it, the zeros an
+// O_DIRECT write filled its last block with when the writer was killed
+// before closing the file) are dead until GC copies a file's live values
+// out and deletes it.
 //
 //	| off | size | field   | meaning                                         |
 //	|-----|------|---------|-------------------------------------------------|
@@ -69,8 +71,12 @@
 //	|  12 |    4 | id      | the id in the file's name                       |
 //	|  16 |      | values  | event values, back to back                      |
 //
-// Files are appended with write(2) and read with pread(2), never mapped:
-// they take none of the store's memory share. Each Open writes to a new
+// Files are appended with O_DIRECT from the store's staging buffer
+// (direct.go: its last block rewritten by the next write, the file cut
+// to its values at close), or with writev(2) through the page cache where
+// the file system refuses O_DIRECT or Options.PageCache asks, and read
+// with pread(2), never mapped: of the store's memory share they take only
+// the staging buffer. Each Open writes to a new
 // file after the highest; a file grows past its target size
 // (the memory plan's ValueLogFileSz) by at most one batch before the next
 // one starts.

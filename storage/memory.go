@@ -38,6 +38,8 @@ const MinMemoryBytes = 16 << 20
 //	             only holds the values of a format-1 store, read through
 //	             its mapping)
 //	cursor pool  recycled batch buffers of cursors (replay, export)
+//	staging      the buffer segment files are written from with O_DIRECT
+//	             (direct.go), mapped at the first write
 //
 // Badger's own bookkeeping outside these (table iterators, compaction
 // buffers, the WriteBatch's pending entries, ~10-20 MiB) is not bounded
@@ -49,6 +51,7 @@ type memoryPlan struct {
 	IndexCache     int64
 	Mapped         int64
 	CursorPool     int64
+	Staging        int64
 	ValueLogFileSz int64
 }
 
@@ -67,12 +70,17 @@ func (o Options) MappedBound() int64 {
 
 // planMemory splits Options.MemoryBytes as documented on memoryPlan: a
 // quarter for two memtables (2..64 MiB each), 1/16 each for the caches,
-// half for resident mapped pages, 1/8 for the cursor pool. An explicit
+// half for resident mapped pages, 1/8 for the cursor pool less the staging
+// buffer (1/32, 256 KiB .. 4 MiB; none with Options.PageCache). An explicit
 // MemTableSize or ValueLogFileSize (tests) is kept.
 func planMemory(o *Options) memoryPlan {
 	m := o.MemoryBytes
 	p := memoryPlan{NumMemtables: 2, MemTableSize: clamp(m/8, 2<<20, 64<<20),
 		BlockCache: m / 16, IndexCache: m / 16, Mapped: m / 2, CursorPool: m / 8}
+	if !o.PageCache {
+		p.Staging = clamp(m/32, 256<<10, 4<<20) &^ (dioAlign - 1)
+		p.CursorPool -= p.Staging
+	}
 	if o.MemTableSize > 0 {
 		p.MemTableSize = o.MemTableSize
 	}
@@ -91,7 +99,7 @@ func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
 
 // Bytes is what the plan bounds in total.
 func (p memoryPlan) Bytes() int64 {
-	return int64(p.NumMemtables)*p.MemTableSize + p.BlockCache + p.IndexCache + p.Mapped + p.CursorPool
+	return int64(p.NumMemtables)*p.MemTableSize + p.BlockCache + p.IndexCache + p.Mapped + p.CursorPool + p.Staging
 }
 
 // MemoryStats is what the store's memory holds: the plan's bound, and the

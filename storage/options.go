@@ -48,6 +48,12 @@ type Options struct {
 	// badger's value log collected. 0 disables the background loop.
 	GCInterval time.Duration `yaml:"gc_interval"`
 
+	// PageCache writes segment files through the kernel's page cache
+	// (writev) instead of with O_DIRECT from the store's staging buffer
+	// (direct.go). Off by default; a file system that refuses O_DIRECT
+	// gets page-cache writes anyway.
+	PageCache bool `yaml:"page_cache"`
+
 	ReadOnly       bool          `yaml:"-"` // open for stat/ls/export only (no writes, no GC)
 	GuardInterval  time.Duration `yaml:"-"` // disk budget re-check period while writes are refused
 	GCDiscardRatio float64       `yaml:"-"` // in (0, 1)

@@ -19,10 +19,13 @@ import (
 )
 
 // Segment files hold the event values (doc.go, "Segment files"); badger
-// holds an index entry per event pointing into them. Written with
-// write(2) and read with pread(2): nothing of them is mapped into the
-// process, so they take no resident memory of the store's share (the
-// kernel's page cache holds what it likes, reclaimable).
+// holds an index entry per event pointing into them. Written with O_DIRECT
+// through the store's staging buffer (direct.go), or with writev(2)
+// through the page cache where the file system refuses O_DIRECT or
+// Options.PageCache asks for it, and read with pread(2): nothing of them
+// is mapped into the process, so they take no resident memory beyond the
+// staging buffer (the kernel's page cache holds what reads bring in,
+// reclaimable).
 
 const (
 	segMagic      = "SLUICESG"
@@ -99,6 +102,8 @@ type segments struct {
 	dir    string
 	target int64 // a write goes to a new file once the active one has this many bytes
 	never  bool  // SyncNever: no fsync, not even of a file rotated out
+	direct bool  // open new files with O_DIRECT (cleared when the file system refuses it)
+	stageN int   // the staging buffer's size under O_DIRECT (a multiple of dioAlign)
 
 	mu       sync.Mutex
 	nextID   uint32
@@ -108,6 +113,8 @@ type segments struct {
 	dirty    bool           // the active file has writes not yet fsync'ed
 	writing  map[uint32]int // writes appended and not yet indexed, per segment
 	iov      [][]byte       // writev's scratch
+	dio      *directWriter  // the active file's O_DIRECT writer; nil: written with writev
+	stage    []byte         // O_DIRECT's staging buffer (mapped at the first file), stageN bytes
 
 	rmu     sync.RWMutex
 	readers map[uint32]*os.File
@@ -125,9 +132,12 @@ type doomedSeg struct {
 
 // openSegments lists the segment files in dir; the first write creates a
 // new one after the highest.
-func openSegments(dir string, target int64, policy SyncPolicy) (*segments, error) {
+// stage is the staging buffer's size for O_DIRECT writes (0: write
+// through the page cache).
+func openSegments(dir string, target int64, policy SyncPolicy, stage int64) (*segments, error) {
 	ss := &segments{dir: dir, target: target, never: policy == SyncNever, nextID: 1, writing: map[uint32]int{},
-		readers: map[uint32]*os.File{}, reading: map[uint64]int{}}
+		readers: map[uint32]*os.File{}, reading: map[uint64]int{},
+		direct: stage >= dioAlign, stageN: int(stage &^ (dioAlign - 1))}
 	ids, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -164,8 +174,9 @@ func listSegments(dir string) ([]uint32, error) {
 }
 
 // appendParts writes values given in pieces (event values back to back)
-// to the active segment with writev(2) straight from them (at most IOV_MAX
-// pieces a call), after rotating to a new file when the active one is past
+// to the active segment, through the staging buffer under O_DIRECT or
+// with writev(2) straight from them (at most IOV_MAX pieces a call),
+// after rotating to a new file when the active one is past
 // the target size, and fsyncs it when sync is set. It returns the segment
 // and the offset the first piece starts at; the caller indexes the values
 // and then calls indexed(seg).
@@ -178,7 +189,12 @@ func (ss *segments) appendParts(parts [][]byte, sync bool) (uint32, int64, error
 		}
 	}
 	id, off := ss.activeID, ss.size
-	err := ss.writev(parts)
+	var err error
+	if ss.dio != nil {
+		err = ss.writeDirect(parts)
+	} else {
+		err = ss.writev(parts)
+	}
 	if err == nil && sync {
 		err = ss.syncLocked()
 	}
@@ -186,7 +202,7 @@ func (ss *segments) appendParts(parts [][]byte, sync bool) (uint32, int64, error
 		// What was written of parts is unindexed garbage; start a new file
 		// rather than write after a hole the kernel may have left.
 		_ = ss.active.Close()
-		ss.active = nil
+		ss.active, ss.dio = nil, nil
 		return 0, 0, fmt.Errorf("segment %s: %w", segName(id), err)
 	}
 	ss.writing[id]++
@@ -247,37 +263,46 @@ func (ss *segments) indexed(id uint32) {
 	ss.mu.Unlock()
 }
 
-// rotate closes the active file, fsync'ed first unless the policy is
-// SyncNever (the interval policy's background sync sees the active file
-// only), and creates the next one with its header.
+// rotate closes the active file (finishActive), and creates the next one
+// with its header.
 func (ss *segments) rotate() error {
-	if ss.active != nil {
-		if ss.dirty && !ss.never {
-			if err := ss.syncLocked(); err != nil {
-				return err
-			}
-		}
-		if err := ss.active.Close(); err != nil {
-			return err
-		}
-		ss.active = nil
-	}
-	id := ss.nextID
-	f, err := os.OpenFile(filepath.Join(ss.dir, segName(id)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := ss.finishActive(); err != nil {
 		return err
 	}
-	ss.nextID++
+	id := ss.nextID
 	var h [segHeaderSize]byte
 	copy(h[:], segMagic)
 	binary.LittleEndian.PutUint32(h[8:], segVersion)
 	binary.LittleEndian.PutUint32(h[12:], id)
-	if _, err := f.Write(h[:]); err != nil {
-		f.Close()
+	f, dio, err := ss.create(filepath.Join(ss.dir, segName(id)), h[:])
+	if err != nil {
 		return err
 	}
-	ss.active, ss.activeID, ss.size, ss.dirty = f, id, segHeaderSize, true
+	ss.nextID++
+	ss.active, ss.dio, ss.activeID, ss.size, ss.dirty = f, dio, id, segHeaderSize, true
 	return nil
+}
+
+// finishActive closes the active file, if any: cut to its values' end
+// (O_DIRECT wrote whole blocks), then fsync'ed unless the policy is
+// SyncNever (the interval policy's background sync sees the active file
+// only).
+func (ss *segments) finishActive() error {
+	if ss.active == nil {
+		return nil
+	}
+	var err error
+	if ss.dio != nil {
+		err = ss.active.Truncate(ss.size)
+	}
+	if err == nil && ss.dirty && !ss.never {
+		err = ss.syncLocked()
+	}
+	if cerr := ss.active.Close(); err == nil {
+		err = cerr
+	}
+	ss.active, ss.dio = nil, nil
+	return err
 }
 
 func (ss *segments) syncLocked() error {
@@ -303,16 +328,8 @@ func (ss *segments) sync() error {
 // file, and closes every read handle.
 func (ss *segments) close() error {
 	ss.mu.Lock()
-	var err error
-	if ss.active != nil {
-		if ss.dirty && !ss.never {
-			err = ss.syncLocked()
-		}
-		if cerr := ss.active.Close(); err == nil {
-			err = cerr
-		}
-		ss.active = nil
-	}
+	err := ss.finishActive()
+	ss.releaseStage()
 	ss.mu.Unlock()
 	ss.rmu.Lock()
 	for id, f := range ss.readers {

@@ -176,7 +176,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{opts: opts, db: db, stop: make(chan struct{}), pool: recycle.New(recycle.Limits{MinSize: cursorPoolMin, MaxHeld: int(plan.CursorPool)}),
 		plan: plan, trim: newTrimmer(opts.Dir, plan.Mapped)}
 	s.dcond = sync.NewCond(&s.dmu)
-	if s.segs, err = openSegments(opts.Dir, plan.ValueLogFileSz, opts.Sync); err != nil {
+	if s.segs, err = openSegments(opts.Dir, plan.ValueLogFileSz, opts.Sync, plan.Staging); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
 	}
