@@ -106,7 +106,7 @@ func (w *directWriter) flush() error {
 // file system takes it, else for writev. The first refusal is final: the
 // store writes through the page cache from then on.
 func (ss *segments) create(path string, header []byte) (*os.File, *directWriter, error) {
-	if ss.direct {
+	if ss.stageN > 0 {
 		if ss.stage == nil {
 			b, err := unix.Mmap(-1, 0, ss.stageN, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 			if err != nil {
@@ -128,7 +128,7 @@ func (ss *segments) create(path string, header []byte) (*os.File, *directWriter,
 		if !errors.Is(err, unix.EINVAL) {
 			return nil, nil, err
 		}
-		ss.direct = false // this file system does not do O_DIRECT
+		ss.stageN = 0 // this file system does not do O_DIRECT
 		ss.releaseStage()
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)

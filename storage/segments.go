@@ -102,8 +102,7 @@ type segments struct {
 	dir    string
 	target int64 // a write goes to a new file once the active one has this many bytes
 	never  bool  // SyncNever: no fsync, not even of a file rotated out
-	direct bool  // open new files with O_DIRECT (cleared when the file system refuses it)
-	stageN int   // the staging buffer's size under O_DIRECT (a multiple of dioAlign)
+	stageN int   // the staging buffer's size; 0: no O_DIRECT (asked, or the file system refused it)
 
 	mu       sync.Mutex
 	nextID   uint32
@@ -137,7 +136,7 @@ type doomedSeg struct {
 func openSegments(dir string, target int64, policy SyncPolicy, stage int64) (*segments, error) {
 	ss := &segments{dir: dir, target: target, never: policy == SyncNever, nextID: 1, writing: map[uint32]int{},
 		readers: map[uint32]*os.File{}, reading: map[uint64]int{},
-		direct: stage >= dioAlign, stageN: int(stage &^ (dioAlign - 1))}
+		stageN: int(stage &^ (dioAlign - 1))}
 	ids, err := listSegments(dir)
 	if err != nil {
 		return nil, err
