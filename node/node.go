@@ -19,6 +19,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,9 @@ type Node struct {
 	rc    *runControl
 	reg   *prometheus.Registry
 	rates rateMeter
+	// direct: the store wrote its segment files with O_DIRECT at the last
+	// look (the node logs the file system's refusal once).
+	direct atomic.Bool
 
 	mu      sync.Mutex // guards the fields below until the run ends
 	started time.Time
@@ -265,6 +269,8 @@ func (n *Node) pipeline(ctx context.Context, parts *Parts, b *builder.Builder) L
 	for _, s := range n.cfg.OnlineStages() {
 		workers += s.Instances * plugins.CallsInFlight // each instance's calls in flight
 	}
+	n.direct.Store(storeDirect(parts.Store))
+	n.log.Info("store writes", "dir", n.cfg.Store.Dir, "o_direct", n.direct.Load())
 	decided := make(chan batch, 1)
 	acks := make(chan pendingAck, 64)
 	var fwd, dec, sto sync.WaitGroup

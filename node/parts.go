@@ -49,6 +49,18 @@ type eventStore interface {
 	Close() error
 }
 
+// directWrites is the store's DirectWrites (storage.Store has it): whether
+// it writes its segment files with O_DIRECT.
+type directWrites interface {
+	DirectWrites() bool
+}
+
+// storeDirect reports st's DirectWrites; false for a store without it.
+func storeDirect(st eventStore) bool {
+	d, ok := st.(directWrites)
+	return ok && d.DirectWrites()
+}
+
 // buildUnitSetter is the store's SetBuildUnit (storage.Store has it).
 type buildUnitSetter interface {
 	SetBuildUnit(name string, incarnation uint64)

@@ -359,6 +359,10 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 		if err == nil && len(ack.TooLarge) > 0 {
 			n.tooLargeForStore(b, stream, ack.TooLarge)
 		}
+		if n.direct.Load() && !storeDirect(n.parts.Store) {
+			n.direct.Store(false)
+			n.log.Warn("store: the file system refused O_DIRECT; segment files are written through the page cache from now on (more CPU per stored byte)", "dir", n.cfg.Store.Dir)
+		}
 		if err == nil {
 			if ack.Replaced > 0 {
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",

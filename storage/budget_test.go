@@ -134,7 +134,7 @@ func TestMaxStoreBytes(t *testing.T) {
 // load); once the write has ended, the scan's figure replaces them.
 func TestGuardScanDuringWrite(t *testing.T) {
 	dir := t.TempDir()
-	m, err := newMetrics(nil)
+	m, err := newMetrics(nil, func() bool { return false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,6 +129,7 @@ func (ss *segments) create(path string, header []byte) (*os.File, *directWriter,
 			return nil, nil, err
 		}
 		ss.stageN = 0 // this file system does not do O_DIRECT
+		ss.refused.Store(true)
 		ss.releaseStage()
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)

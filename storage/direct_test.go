@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestSegmentWrites appends values of odd sizes in writes of 1 to 40
@@ -95,5 +97,44 @@ func TestSegmentWrites(t *testing.T) {
 			}
 			check("after close")
 		})
+	}
+}
+
+// TestDirectWrites checks what Store.DirectWrites and the
+// sluice_store_direct_writes gauge say: O_DIRECT by default, the page
+// cache when store.page_cache asks for it, and from the file system's
+// refusal on (here marked, as no file system of the test machines refuses
+// O_DIRECT).
+func TestDirectWrites(t *testing.T) {
+	gauge := func(reg *prometheus.Registry) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "sluice_store_direct_writes" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no sluice_store_direct_writes series")
+		return 0
+	}
+	for _, pageCache := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		s := openTest(t, func(o *Options) { o.PageCache = pageCache; o.Registerer = reg })
+		put(t, s, Accepted, genEvents(1, 1, 4, 1, 10_000))
+		if got, want := s.DirectWrites(), !pageCache; got != want {
+			t.Fatalf("page_cache %v: DirectWrites %v, want %v", pageCache, got, want)
+		}
+		if got, want := gauge(reg), map[bool]float64{false: 1, true: 0}[pageCache]; got != want {
+			t.Fatalf("page_cache %v: gauge %v, want %v", pageCache, got, want)
+		}
+		if !pageCache {
+			s.segs.refused.Store(true)
+			if s.DirectWrites() || gauge(reg) != 0 {
+				t.Fatalf("after a refusal: DirectWrites %v, gauge %v; want false, 0", s.DirectWrites(), gauge(reg))
+			}
+		}
 	}
 }

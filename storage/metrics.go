@@ -22,9 +22,12 @@ type metrics struct {
 	gcRewrites prometheus.Counter
 	refused    prometheus.Counter
 	syncErrors prometheus.Counter
+	direct     prometheus.GaugeFunc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// direct reports whether segment files are written with O_DIRECT now
+// (Store.DirectWrites).
+func newMetrics(reg prometheus.Registerer, direct func() bool) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,8 +63,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_store_sync_errors_total",
 			Help: "Failed interval fsyncs (the writes stay not durable until a later one succeeds).",
 		}),
+		direct: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_store_direct_writes",
+			Help: "1 while segment files are written with O_DIRECT; 0 while they go through the page cache (store.page_cache, or the file system refused O_DIRECT).",
+		}, func() float64 {
+			if direct() {
+				return 1
+			}
+			return 0
+		}),
 	}
-	m.cs = []prometheus.Collector{m.removed, m.replaced, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors}
+	m.cs = []prometheus.Collector{m.removed, m.replaced, m.latency, m.headroom, m.gcRuns, m.gcRewrites, m.refused, m.syncErrors, m.direct}
 	if reg == nil {
 		return m, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
@@ -103,6 +104,9 @@ type segments struct {
 	target int64 // a write goes to a new file once the active one has this many bytes
 	never  bool  // SyncNever: no fsync, not even of a file rotated out
 	stageN int   // the staging buffer's size; 0: no O_DIRECT (asked, or the file system refused it)
+	// refused is set when the file system refused O_DIRECT (read without the
+	// writer's lock by Store.DirectWrites and the metrics).
+	refused atomic.Bool
 
 	mu       sync.Mutex
 	nextID   uint32

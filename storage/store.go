@@ -200,7 +200,7 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	s.guard = newGuard(opts.Dir, uint64(opts.MinFreeBytes), uint64(opts.MaxStoreBytes), opts.statfs)
-	if s.m, err = newMetrics(opts.Registerer); err != nil {
+	if s.m, err = newMetrics(opts.Registerer, s.DirectWrites); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: metrics: %w", opts.Dir, err)
 	}
@@ -210,6 +210,16 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.background()
 	return s, nil
+}
+
+// DirectWrites reports whether the store writes its segment files with
+// O_DIRECT: false when store.page_cache asked for the page cache, when the
+// plan left no staging buffer, for a read-only store, and from the moment
+// the file system refused O_DIRECT (the store then writes through the page
+// cache; it does not retry). The node logs the refusal, and the
+// sluice_store_direct_writes gauge shows it.
+func (s *Store) DirectWrites() bool {
+	return !s.opts.ReadOnly && s.plan.Staging >= dioAlign && !s.segs.refused.Load()
 }
 
 // emptyLogs lists zero-length memtable (.mem) and value-log (.vlog) files.
