@@ -40,11 +40,13 @@ invariants:
 # demo's run and replay (node/e2e) at their least budgets too; the
 # detector's shadow memory swamps it) and exports of events of 64 MiB and
 # more (minutes with it), the last also through a real node and `sluice
-# store export` (node/e2e).
+# store export` (node/e2e); and the demo's throughput under its memory
+# cgroup limit against its throughput without one (node/e2e), a ratio
+# the other packages' tests beside it in the unit run skew.
 MEMORY_TESTS ?= ./node/transport/tcp/ ./schemas/table/ ./cmd/sluice/
 memory:
 	$(GO) test $(GOTAGS) -run 'Memory|Huge' -timeout 10m $(MEMORY_TESTS)
-	$(GO) test $(GOTAGS) -run 'Huge|MemoryAtMinimum' -timeout 10m ./node/e2e/
+	$(GO) test $(GOTAGS) -run 'Huge|MemoryAtMinimum|MemoryLimitThroughput' -timeout 10m ./node/e2e/
 
 # A short run of every fuzz target over its seed corpus and beyond.
 fuzz:

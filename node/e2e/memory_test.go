@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,13 +21,14 @@ import (
 // memCgroup is a memory cgroup made for one test: v2 (memory.max) or v1
 // (memory.limit_in_bytes), whichever controls memory on this machine.
 type memCgroup struct {
-	dir string
-	v2  bool
+	dir   string
+	v2    bool
+	limit uint64 // bytes; 0: none
 }
 
 // newMemCgroup makes a child of this process's memory cgroup limited to
-// limit bytes (swap included where the kernel accounts it), removed at
-// the end of the test. Not root: the test is skipped; root: any failure to
+// limit bytes (swap included where the kernel accounts it; 0: no limit,
+// a new cgroup's default), removed at the end of the test. Not root: the test is skipped; root: any failure to
 // set the limit fails it.
 func newMemCgroup(t *testing.T, limit uint64) *memCgroup {
 	t.Helper()
@@ -37,7 +39,7 @@ func newMemCgroup(t *testing.T, limit uint64) *memCgroup {
 	if err != nil {
 		t.Fatalf("memory cgroup: %v", err)
 	}
-	cg := &memCgroup{dir: filepath.Join(parent, fmt.Sprintf("sluice-test-%d-%d", os.Getpid(), time.Now().UnixNano())), v2: v2}
+	cg := &memCgroup{dir: filepath.Join(parent, fmt.Sprintf("sluice-test-%d-%d", os.Getpid(), time.Now().UnixNano())), v2: v2, limit: limit}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		t.Fatalf("memory cgroup: %v", err)
 	}
@@ -51,6 +53,9 @@ func newMemCgroup(t *testing.T, limit uint64) *memCgroup {
 		}
 		t.Errorf("memory cgroup %s could not be removed", cg.dir)
 	})
+	if limit == 0 {
+		return cg
+	}
 	lim := strconv.FormatUint(limit, 10)
 	if v2 {
 		cg.write(t, "memory.max", lim)
@@ -171,86 +176,135 @@ func (cg *memCgroup) peak(t *testing.T) string {
 // inside a memory cgroup limited to node.memory_budget + 10 %, plugin
 // processes included, a fresh cgroup per command: nothing is OOM-killed,
 // both ledgers balance and each command's peak is reported.
+// TestDemoMemoryLimitThroughput compares the run's throughput under that
+// limit with the same run's without it.
 func TestDemoWithinMemoryBudget(t *testing.T) {
-	const budget = 512 << 20
-	file, store := demoConfig(t, "300") // ~0.6 GB through the node
+	file, _ := budgetDemoConfig(t)
+	for _, cmd := range []string{"run", "replay"} {
+		// A cgroup of its own per command: its peak is that command's
+		// alone (a shared one reported the run's peak for the replay too).
+		cg := newMemCgroup(t, demoLimit)
+		l := cg.sluice(t, cmd, "--config", file)
+		if cmd == "run" && l.EventsStored == 0 {
+			t.Fatalf("sluice run stored nothing: %s", l.String())
+		}
+		peak := cg.peak(t)
+		if p, err := strconv.ParseUint(peak, 10, 64); err != nil || p == 0 || p > demoLimit {
+			t.Fatalf("sluice %s: cgroup peak %q bytes, want one reported within the limit %d", cmd, peak, demoLimit)
+		}
+		t.Logf("sluice %s: cgroup peak %s bytes (limit %d)", cmd, peak, demoLimit)
+	}
+}
+
+// demoBudget is the demo's own node.memory_budget, and demoLimit the
+// memory cgroup limit its run and replay must hold: the budget + 10 %.
+const (
+	demoBudget = 512 << 20
+	demoLimit  = demoBudget + demoBudget/10
+)
+
+// budgetDemoConfig is the demo config (shortened: ~0.6 GB through the
+// node) with its own memory budget and ring, on a store of its own.
+func budgetDemoConfig(t *testing.T) (file, store string) {
+	t.Helper()
+	file, store = demoConfig(t, "300")
 	text, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// demoConfig lowers the budget for the other demo tests; this one runs
+	// demoConfig lowers the budget for the other demo tests; these run
 	// the demo's own.
 	if !bytes.Contains(text, []byte("memory_budget: 320MiB")) {
 		t.Fatal("demo config without its memory budget")
 	}
-	text = bytes.Replace(text, []byte("memory_budget: 320MiB"), []byte("memory_budget: 512MiB"), 1)
+	text = bytes.Replace(text, []byte("memory_budget: 320MiB"), []byte(fmt.Sprintf("memory_budget: %dMiB", demoBudget>>20)), 1)
 	text = bytes.Replace(text, []byte("ring_size: 32MiB"), []byte("ring_size: 64MiB"), 1)
 	if err := os.WriteFile(file, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The same run without a limit, on a store of its own: the baseline
-	// of the constrained run's throughput.
-	free := filepath.Join(t.TempDir(), "free.yaml")
-	if err := os.WriteFile(free, bytes.Replace(text, []byte("path: "+store), []byte("path: "+filepath.Join(t.TempDir(), "store")), 1), 0o644); err != nil {
-		t.Fatal(err)
+	return file, store
+}
+
+// TestDemoMemoryLimitThroughput runs the demo (shortened) under the
+// memory cgroup limit of TestDemoWithinMemoryBudget and without one, in
+// pairs, each on a store of its own: the median of the pairs' ratios of
+// events/s must be at least 0.9.
+//
+// Paired, because the machine is shared: CI's run of the unit tests,
+// other packages beside this one, once measured 1546 events/s at best
+// of four runs under the limit and 2415 at best of four without it (0.64)
+// where alone the same runs gave 0.86 to 1.27; a maximum of each side
+// compares one side's quietest moment with the other's. The baseline
+// runs in a memory cgroup of its own with no limit, so the limit is the
+// pair's one difference. `make memory` runs it, with no other test
+// package beside it.
+func TestDemoMemoryLimitThroughput(t *testing.T) {
+	if raceDetector || testing.Short() {
+		t.Skip("compares throughput: make memory runs it without other test packages beside it")
 	}
-	var constrained float64
-	for _, cmd := range []string{"run", "replay"} {
-		// A cgroup of its own per command: its peak is that command's
-		// alone (a shared one reported the run's peak for the replay too).
-		cg := newMemCgroup(t, budget+budget/10)
-		summary := filepath.Join(t.TempDir(), cmd+".json")
-		// The shell enters the cgroup and then becomes sluice, so every byte
-		// sluice and its plugins touch is charged there.
-		c := exec.Command("/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg.dir,
-			filepath.Join(bin, "sluice"), cmd, "--config", file, "--summary-json", summary)
-		c.Dir = repo
-		var out bytes.Buffer
-		c.Stdout, c.Stderr = &out, &out
-		err := c.Run()
-		if n := cg.ooms(t); n > 0 {
-			t.Fatalf("sluice %s: %d process(es) OOM-killed under %d bytes (peak %s)\n%s", cmd, n, budget+budget/10, cg.peak(t), tail(out.String(), 30))
-		}
-		if err != nil {
-			t.Fatalf("sluice %s: %v\n%s", cmd, err, tail(out.String(), 30))
-		}
-		l := readLedger(t, summary)
-		if !l.Balanced {
-			t.Fatalf("sluice %s: ledger does not balance: %s", cmd, l.String())
-		}
-		if cmd == "run" && l.EventsStored == 0 {
-			t.Fatalf("sluice run stored nothing: %s", l.String())
-		}
-		if cmd == "run" {
-			constrained = runRate(l)
-		}
-		peak := cg.peak(t)
-		if p, err := strconv.ParseUint(peak, 10, 64); err != nil || p == 0 || p > budget+budget/10 {
-			t.Fatalf("sluice %s: cgroup peak %q bytes, want one reported within the limit %d", cmd, peak, budget+budget/10)
-		}
-		t.Logf("sluice %s: cgroup peak %s bytes (limit %d)", cmd, peak, budget+budget/10)
+	limited, _ := budgetDemoConfig(t)
+	free, _ := budgetDemoConfig(t)
+	var ratios []float64
+	median := func() float64 {
+		s := append([]float64(nil), ratios...)
+		sort.Float64s(s)
+		return s[len(s)/2]
 	}
-	// At least 0.9 of the unconstrained run's events/s; the machine is
-	// shared (ratios of 0.86 to 1.15 measured on one loaded machine), so a
-	// shortfall is measured again, up to three rounds (both runs, --rerun),
-	// and the best of each kept.
-	unconstrained := freeRun(t, free, false)
-	for round := 0; round < 3 && constrained < 0.9*unconstrained; round++ {
-		unconstrained = max(unconstrained, freeRun(t, free, true))
-		summary := filepath.Join(t.TempDir(), "again.json")
-		cg := newMemCgroup(t, budget+budget/10)
-		c := exec.Command("/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg.dir,
-			filepath.Join(bin, "sluice"), "run", "--rerun", "--config", file, "--summary-json", summary)
-		c.Dir = repo
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("sluice run --rerun under the limit: %v\n%s", err, tail(string(out), 30))
+	// Three pairs, up to seven while the median falls short; the pairs
+	// alternate which side runs first, so a trend in the machine's load
+	// does not favour one side.
+	for i := 0; i < 7 && (i < 3 || median() < 0.9); i++ {
+		args := func(file string) []string {
+			a := []string{"run", "--config", file}
+			if i > 0 {
+				a = append(a, "--rerun")
+			}
+			return a
 		}
-		constrained = max(constrained, runRate(readLedger(t, summary)))
+		var withLimit, without float64
+		for j := 0; j < 2; j++ {
+			if (i+j)%2 == 0 {
+				without = runRate(newMemCgroup(t, 0).sluice(t, args(free)...))
+			} else {
+				withLimit = runRate(newMemCgroup(t, demoLimit).sluice(t, args(limited)...))
+			}
+		}
+		if without == 0 {
+			t.Fatal("the run without a limit reported no flow time")
+		}
+		ratios = append(ratios, withLimit/without)
+		t.Logf("pair %d: %.0f events/s under the limit, %.0f without: ratio %.2f", i+1, withLimit, without, withLimit/without)
 	}
-	t.Logf("events/s under the limit %.0f, without %.0f: ratio %.2f", constrained, unconstrained, constrained/unconstrained)
-	if constrained < 0.9*unconstrained {
-		t.Fatalf("under budget + 10 %%: %.0f events/s, less than 0.9 of the unconstrained run's %.0f", constrained, unconstrained)
+	if m := median(); m < 0.9 {
+		t.Fatalf("under budget + 10 %%: the median ratio of events/s to the unconstrained run's is %.2f over %d pairs, want >= 0.9", m, len(ratios))
 	}
+}
+
+// sluice runs the sluice command args (with --summary-json added) inside
+// the cgroup and returns its ledger; an OOM kill, a failed command or a
+// ledger that does not balance fails the test.
+func (cg *memCgroup) sluice(t *testing.T, args ...string) node.Ledger {
+	t.Helper()
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	// The shell enters the cgroup and then becomes sluice, so every byte
+	// sluice and its plugins touch is charged there.
+	c := exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg.dir,
+		filepath.Join(bin, "sluice")}, append(args, "--summary-json", summary)...)...)
+	c.Dir = repo
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	if n := cg.ooms(t); n > 0 {
+		t.Fatalf("sluice %s: %d process(es) OOM-killed under %d bytes (peak %s)\n%s", args[0], n, cg.limit, cg.peak(t), tail(out.String(), 30))
+	}
+	if err != nil {
+		t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, tail(out.String(), 30))
+	}
+	l := readLedger(t, summary)
+	if !l.Balanced {
+		t.Fatalf("sluice %s: ledger does not balance: %s", args[0], l.String())
+	}
+	return l
 }
 
 // runRate is a run's events built per second of its data's flow (first
@@ -263,26 +317,6 @@ func runRate(l node.Ledger) float64 {
 		return float64(l.EventsBuilt) / l.FlowSeconds
 	}
 	return 0
-}
-
-// freeRun runs config file with no memory limit and returns its events/s.
-func freeRun(t *testing.T, file string, rerun bool) float64 {
-	t.Helper()
-	summary := filepath.Join(t.TempDir(), "free.json")
-	args := []string{"run", "--config", file, "--summary-json", summary}
-	if rerun {
-		args = append(args, "--rerun")
-	}
-	c := exec.Command(filepath.Join(bin, "sluice"), args...)
-	c.Dir = repo
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("sluice run without a limit: %v\n%s", err, tail(string(out), 30))
-	}
-	l := readLedger(t, summary)
-	if !l.Balanced {
-		t.Fatalf("sluice run without a limit: ledger does not balance: %s", l.String())
-	}
-	return runRate(l)
 }
 
 func tail(s string, n int) string {
