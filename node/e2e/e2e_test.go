@@ -307,6 +307,12 @@ func writeConfig(t *testing.T, text string, vars map[string]string) string {
 	for k, v := range vars {
 		text = strings.ReplaceAll(text, "{{"+k+"}}", v)
 	}
+	// Without an http section the node listens on the default
+	// 127.0.0.1:9464, which anything else on the machine (a demo, a
+	// real node) may hold: a CI run beside `make run` failed there.
+	if !strings.HasPrefix(text, "http:") && !strings.Contains(text, "\nhttp:") {
+		text = strings.TrimRight(text, "\n") + "\nhttp: {address: \"127.0.0.1:0\"}\n"
+	}
 	f := filepath.Join(t.TempDir(), "node.yaml")
 	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
