@@ -238,7 +238,7 @@ func (n *Node) Run(ctx context.Context) (Ledger, error) {
 	}
 	if k := parts.RunEventsAtStart; k > 0 {
 		// Not refused: a restart after a crash legitimately reuses the run.
-		n.log.Warn(reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir), "stored_events", k)
+		n.log.Warn(reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir, n.cfg.Rerun), "stored_events", k)
 	}
 	n.mu.Lock()
 	n.parts, n.builder = parts, b
@@ -480,10 +480,16 @@ func (n *Node) result(l *Ledger) error {
 	return errors.Join(errs...)
 }
 
-// reusedRunWarning says that the store already holds events of run.
-func reusedRunWarning(run uint32, events uint64, store string) string {
-	return fmt.Sprintf("run %d already has %d stored events in store %s; events with the same ids will replace them — use a new run number (--run) or another store",
-		run, events, store)
+// reusedRunWarning says that the store already holds events of run, and
+// why the node goes on: told to take the run again (rerun), or resuming a
+// run that never ended (one that ended is refused without rerun).
+func reusedRunWarning(run uint32, events uint64, store string, rerun bool) string {
+	why := "resuming a run that did not end (a restart after a kill or a crash); a new run wants a new run number (--run N) or another store"
+	if rerun {
+		why = "taking the run again (--rerun)"
+	}
+	return fmt.Sprintf("run %d already has %d stored events in store %s; events with the same ids will replace them: %s",
+		run, events, store, why)
 }
 
 // ErrUnbalanced: the end-of-run ledger does not add up.
@@ -620,7 +626,7 @@ func (n *Node) Status() Status {
 			s.Plugins = pluginStatus(parts.Chain.State())
 		}
 		if k := parts.RunEventsAtStart; k > 0 {
-			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir)
+			s.Store.RunEventsAtStart, s.Store.Warning = k, reusedRunWarning(n.cfg.Run, k, n.cfg.Store.Dir, n.cfg.Rerun)
 		}
 		if parts.Store != nil {
 			s.Store.HeadroomBytes = parts.Store.Headroom()

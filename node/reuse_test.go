@@ -55,7 +55,9 @@ func TestReusedRunNumber(t *testing.T) {
 		t.Fatalf("second run: %v %s, replaced %d", err, l.String(), l.EventsReplaced)
 	}
 	st := n.Status()
-	want := "run 5 already has 40 stored events in store " + cfg.Store.Dir + "; events with the same ids will replace them"
+	// Not told to rerun: the node takes it for a restart of a run that
+	// did not end (Open refuses one that ended: TestRunReusedRunNumber).
+	want := "run 5 already has 40 stored events in store " + cfg.Store.Dir + "; events with the same ids will replace them: resuming a run that did not end"
 	if st.Store.RunEventsAtStart != 40 || !strings.HasPrefix(st.Store.Warning, want) {
 		t.Fatalf("/status store %+v", st.Store)
 	}

@@ -235,10 +235,8 @@ func (m *rateMeter) update(now, start time.Time, l *Ledger) Rates {
 func (s Status) withoutPaths() Status {
 	s.PathsHidden = true
 	if s.Store.Path != "" {
+		s.Store.Warning = strings.ReplaceAll(s.Store.Warning, s.Store.Path, "(path hidden)")
 		s.Store.Path = ""
-		if s.Store.Warning != "" {
-			s.Store.Warning = reusedRunWarning(s.Run, s.Store.RunEventsAtStart, "(path hidden)")
-		}
 	}
 	for _, p := range []*[]PluginStatus{&s.Plugins, &s.Replay.Plugins} {
 		*p = slices.Clone(*p)

@@ -98,7 +98,7 @@ func TestRunReusedRunNumber(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rerun with --rerun: %v\n%s", err, out)
 	}
-	want := "run 77 already has 500 stored events in store " + store + "; events with the same ids will replace them"
+	want := "run 77 already has 500 stored events in store " + store + "; events with the same ids will replace them: taking the run again (--rerun)"
 	if strings.Count(out, want) != 1 {
 		t.Fatalf("want one warning %q:\n%s", want, out)
 	}
