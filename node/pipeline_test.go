@@ -669,9 +669,12 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 	in := &fakeInput{sources: []uint32{0}, events: 200}
 	writable := make(chan struct{})
 	time.AfterFunc(150*time.Millisecond, func() { close(writable) })
+	cfg.Warnings.Interval = 40 * time.Millisecond // the hold's reminders
 	var bs *budgetStore
+	var logs strings.Builder
+	var mu sync.Mutex
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
+	n, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			st, err := OpenStore(cfg, reg)
 			if err != nil {
@@ -692,6 +695,18 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 	if time.Since(start) < 150*time.Millisecond {
 		t.Fatal("the pipeline did not wait for the store to become writable")
 	}
+	// The hold is logged when it begins, reminded while it lasts (every
+	// warnings.interval: a node that stopped storing does not go quiet)
+	// and its end logged.
+	mu.Lock()
+	defer mu.Unlock()
+	out := logs.String()
+	if !strings.Contains(out, `level=WARN msg="store refuses writes: disk budget reached; holding the pipeline"`) ||
+		!strings.Contains(out, `level=WARN msg="store still refuses writes: the pipeline is held"`) ||
+		!strings.Contains(out, `level=INFO msg="store writable again: the pipeline goes on"`) ||
+		!strings.Contains(out, "held_seconds=") || !strings.Contains(out, "what_to_do=") {
+		t.Fatalf("log of the hold:\n%s", out)
+	}
 }
 
 // TestDrainWithStoreRefusingWrites: a drain whose store refuses every
@@ -703,7 +718,9 @@ func TestDrainWithStoreRefusingWrites(t *testing.T) {
 	cfg.Sources = []config.SourceGroup{{Name: "a", Sources: "0"}}
 	cfg.Node.DrainTimeout = 200 * time.Millisecond
 	in := &fakeInput{sources: []uint32{0}, events: 100}
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler),
+	var logs strings.Builder
+	var mu sync.Mutex
+	n, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)),
 		Open: func(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*Parts, error) {
 			st, err := OpenStore(cfg, reg)
 			if err != nil {
@@ -729,6 +746,14 @@ func TestDrainWithStoreRefusingWrites(t *testing.T) {
 	ids := slices.Sorted(slices.Values(l.NotStoredAtDrain))
 	if !l.Balanced || l.EventsStored != 0 || l.EventsDropped[reasonNotStoredAtDrain] != 100 || len(ids) != 100 || ids[0] != 0 || ids[99] != 99 {
 		t.Fatalf("ledger %+v", l)
+	}
+	// One hold, logged once: the batches the drain gives up on after the
+	// timeout are not each announced as a new hold (they were, after the
+	// run's error).
+	mu.Lock()
+	defer mu.Unlock()
+	if c := strings.Count(logs.String(), "holding the pipeline"); c != 1 {
+		t.Fatalf("%d hold warnings, want 1:\n%s", c, logs.String())
 	}
 }
 

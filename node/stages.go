@@ -385,13 +385,41 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 		if !errors.Is(err, storage.ErrDiskBudget) {
 			return 0, err
 		}
-		n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", err)
+		if err := n.holdForStore(ctx, err); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// holdForStore waits while the store refuses writes for its disk budget
+// (refused, the first refusal): until it is writable again (nil), the
+// drain timeout passes (errNotStoredAtDrain) or ctx ends. The hold is
+// logged when it begins and again every warnings.interval while it lasts,
+// with how long the pipeline has been held: an operator watching the log
+// sees a node that stopped storing, not one that went quiet; after the
+// drain timeout nothing more is logged (the run's error says it).
+func (n *Node) holdForStore(ctx context.Context, refused error) error {
+	select {
+	case <-n.drainExpired:
+		return fmt.Errorf("%w: %w", errNotStoredAtDrain, refused)
+	default:
+	}
+	const hint = "free space on the store's file system, raise store.max_bytes or lower store.min_free_bytes; a stop (SIGTERM) drains for node.drain_timeout, then counts what is left as not_stored_at_drain"
+	n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", refused, "what_to_do", hint)
+	start := time.Now()
+	remind := time.NewTicker(n.cfg.Warnings.Interval)
+	defer remind.Stop()
+	for {
 		select {
 		case <-n.parts.Store.Writable():
+			n.log.Info("store writable again: the pipeline goes on", "held_seconds", time.Since(start).Round(100*time.Millisecond).Seconds())
+			return nil
 		case <-n.drainExpired:
-			return 0, fmt.Errorf("%w: %w", errNotStoredAtDrain, err)
+			return fmt.Errorf("%w: %w", errNotStoredAtDrain, refused)
 		case <-ctx.Done():
-			return 0, err
+			return refused
+		case <-remind.C:
+			n.log.Warn("store still refuses writes: the pipeline is held", "held_seconds", time.Since(start).Round(100*time.Millisecond).Seconds(), "err", refused, "what_to_do", hint)
 		}
 	}
 }
