@@ -141,7 +141,9 @@ func PlainType(t string) string {
 	case "float64", "float32":
 		return "a number"
 	case "bool":
-		return "true or false"
+		// yaml.v3 also reads yes/no and on/off (any case) as booleans, and
+		// refuses 1, 0 and quoted strings.
+		return "true or false, unquoted (yes/no and on/off are read as true/false too)"
 	case "string":
 		return "a string"
 	}

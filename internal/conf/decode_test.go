@@ -58,3 +58,29 @@ func TestDecode(t *testing.T) {
 		t.Errorf("a struct without keys: %v", ps)
 	}
 }
+
+// TestDecodeBool: what the message for a bool says is read is read, and
+// what it says is refused is refused.
+func TestDecodeBool(t *testing.T) {
+	var k struct {
+		Direct bool `yaml:"direct"`
+	}
+	for _, v := range []string{"true", "yes", "on", "TRUE", "Yes"} {
+		k.Direct = false
+		if ps := Decode(&k, keysOf(t, "direct: "+v+"\n")); len(ps) != 0 || !k.Direct {
+			t.Errorf("direct: %s: %v, problems %v", v, k.Direct, ps)
+		}
+	}
+	for _, v := range []string{"no", "off", "false"} {
+		k.Direct = true
+		if ps := Decode(&k, keysOf(t, "direct: "+v+"\n")); len(ps) != 0 || k.Direct {
+			t.Errorf("direct: %s: %v, problems %v", v, k.Direct, ps)
+		}
+	}
+	for _, v := range []string{"maybe", "1", `"true"`} {
+		ps := Decode(&k, keysOf(t, "direct: "+v+"\n"))
+		if len(ps) != 1 || !strings.Contains(ps[0].String(), "want true or false, unquoted (yes/no and on/off are read as true/false too)") {
+			t.Errorf("direct: %s: problems %v", v, ps)
+		}
+	}
+}
