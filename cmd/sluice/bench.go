@@ -452,13 +452,13 @@ func printBench(w io.Writer, r benchResult) {
 		r.RunSeconds, r.RunSeconds-r.Seconds, r.StartupSeconds)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",
 		r.MemcpyGBPerSec, r.EventBytes/r.Sources, r.Ratio)
-	fmt.Fprintf(w, "batches relieved    %8d     (closed partial to free the readout ring, a ring about full of the open batch's packets; 0: the ring held every batch)\n",
+	fmt.Fprintf(w, "batches relieved    %8d     (partial batches closed early to free an almost full readout ring; 0: none needed)\n",
 		r.BatchesRelieved)
-	fmt.Fprintf(w, "CPU                 %8.2f s  %.3f ns per payload byte, %.2f cores busy on average (this process: node and emulator)\n",
+	fmt.Fprintf(w, "CPU                 %8.2f s  %.3f ns per payload byte, %.2f cores busy on average (this process, node and emulator, start-up to drained; not the plugins)\n",
 		r.CPUSeconds, r.CPUNsPerByte, r.CoresBusy)
 	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  vs memory budget %.0f MiB: budget %+.0f MiB (target <= +64 MiB)\n",
 		mib(r.PeakRSSBytes), mib(r.BudgetBytes), mib(r.PeakRSSBytes)-mib(r.BudgetBytes))
-	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM without file-backed pages: this executable's text): budget %+.0f MiB\n",
+	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  (VmHWM less this executable's file-backed pages): budget %+.0f MiB\n",
 		mib(r.PeakHeldBytes), mib(r.PeakHeldBytes)-mib(r.BudgetBytes))
 	fmt.Fprintf(w, "RSS at the end      %8.0f MiB anonymous, %.0f MiB file-backed (this executable's text and data), %.0f MiB shared memory (ring, plugin regions)\n",
 		mib(r.RSSAnonBytes), mib(r.RSSFileBytes), mib(r.RSSShmemBytes))
