@@ -419,7 +419,10 @@ func (n *Node) holdForStore(ctx context.Context, refused error) error {
 		case <-ctx.Done():
 			return refused
 		case <-remind.C:
-			n.log.Warn("store still refuses writes: the pipeline is held", "held_seconds", time.Since(start).Round(100*time.Millisecond).Seconds(), "err", refused, "what_to_do", hint)
+			// headroom_bytes: as the store's guard last measured it (the
+			// first refusal's figures are in err).
+			n.log.Warn("store still refuses writes: the pipeline is held", "held_seconds", time.Since(start).Round(100*time.Millisecond).Seconds(),
+				"headroom_bytes", n.parts.Store.Headroom(), "err", refused, "what_to_do", hint)
 		}
 	}
 }
