@@ -45,8 +45,9 @@ func isTerminal(w io.Writer) bool {
 var keyAttrs = map[string]bool{"source": true, "input": true, "stage": true, "plugin": true, "reason": true}
 
 // RateLimitHandler passes at most Limit records per key per Interval to the
-// next handler and counts the rest. The first record of a key let through
-// after some were suppressed carries the attribute suppressed=K. A key is
+// next handler and counts the rest. The record that reaches the limit
+// carries the attribute rate_limit saying so; the first record of a key
+// let through after some were suppressed carries suppressed=K. A key is
 // the level, the message and the values of the attributes source, input,
 // stage, plugin and reason. Limit 0 disables limiting.
 type RateLimitHandler struct {
@@ -127,10 +128,19 @@ func (h *RateLimitHandler) Handle(ctx context.Context, r slog.Record) error {
 		return nil
 	}
 	w.passed++
+	last := w.passed == st.limit
 	st.mu.Unlock()
-	if carried > 0 {
+	if carried > 0 || last {
 		r = r.Clone()
+	}
+	if carried > 0 {
 		r.AddAttrs(slog.Int("suppressed", carried))
+	}
+	if last {
+		// Said on the record itself: a reader of the log otherwise
+		// takes the last one shown for the last one there was.
+		r.AddAttrs(slog.String("rate_limit", fmt.Sprintf("%d like this per %v: more are counted (log_records_suppressed in /status), not logged, until %v after the first",
+			st.limit, st.interval, st.interval)))
 	}
 	return h.next.Handle(ctx, r)
 }

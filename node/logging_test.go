@@ -32,6 +32,13 @@ func TestRateLimitPerKey(t *testing.T) {
 	if rl.Suppressed() != 97 {
 		t.Fatalf("suppressed = %d, want 97", rl.Suppressed())
 	}
+	// The record at the limit says that more are suppressed; the ones
+	// before it do not.
+	for i, l := range lines[:3] {
+		if has := strings.Contains(l, `"rate_limit":"3 like this per 1s: more are counted`); has != (i == 2) {
+			t.Fatalf("record %d of source 7, rate_limit said %v:\n%s", i, has, l)
+		}
+	}
 
 	// After the interval the next record of the key passes and says how
 	// many were hidden.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -704,8 +705,33 @@ func TestDiskBudgetHoldsThePipeline(t *testing.T) {
 	if !strings.Contains(out, `level=WARN msg="store refuses writes: disk budget reached; holding the pipeline"`) ||
 		!strings.Contains(out, `level=WARN msg="store still refuses writes: the pipeline is held"`) ||
 		!strings.Contains(out, `level=INFO msg="store writable again: the pipeline goes on"`) ||
-		!strings.Contains(out, "held_seconds=") || !strings.Contains(out, "what_to_do=") {
+		!strings.Contains(out, "held_seconds=") || !strings.Contains(out, "what_to_do=") ||
+		!strings.Contains(out, "store.min_free_bytes (1 B)") || strings.Contains(out, "store.max_bytes") {
 		t.Fatalf("log of the hold:\n%s", out)
+	}
+}
+
+// TestHoldHint: the hold's advice names the limit that refused, with its
+// figures, and says what a stop does before a drain and when the node
+// gives up during one.
+func TestHoldHint(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Node.DrainTimeout = 90 * time.Second
+	n := &Node{cfg: cfg, rc: newRunControl(nil)}
+	size := n.holdHint(&storage.DiskBudgetError{Size: 3 << 30, MaxSize: 3 << 30, Need: 1, BySizeCap: true})
+	free := n.holdHint(fmt.Errorf("store put: %w", &storage.DiskBudgetError{Free: 100 << 20, MinFree: 256 << 20, Need: 1}))
+	for _, c := range []struct{ got, want, not string }{
+		{size, "raise store.max_bytes (the store holds 3.0 GiB of its 3.0 GiB)", "min_free_bytes"},
+		{free, "free space on the store's file system (100 MiB free) or lower store.min_free_bytes (256 MiB)", "max_bytes"},
+		{free, "a stop (SIGTERM) drains for node.drain_timeout (1m30s)", "is draining"},
+	} {
+		if !strings.Contains(c.got, c.want) || strings.Contains(c.got, c.not) {
+			t.Errorf("hint %q: want %q, not %q", c.got, c.want, c.not)
+		}
+	}
+	n.rc.requestDrain()
+	if got := n.holdHint(storage.ErrDiskBudget); !strings.Contains(got, "the node is draining: node.drain_timeout (1m30s) after the drain began") || strings.Contains(got, "SIGTERM") {
+		t.Errorf("hint during a drain: %q", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/dustin/go-humanize"
 
 	"github.com/sluice-daq/sluice/node/farm"
 	"github.com/sluice-daq/sluice/plugins"
@@ -404,8 +405,7 @@ func (n *Node) holdForStore(ctx context.Context, refused error) error {
 		return fmt.Errorf("%w: %w", errNotStoredAtDrain, refused)
 	default:
 	}
-	const hint = "free space on the store's file system, raise store.max_bytes or lower store.min_free_bytes; a stop (SIGTERM) drains for node.drain_timeout, then counts what is left as not_stored_at_drain"
-	n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", refused, "what_to_do", hint)
+	n.log.Warn("store refuses writes: disk budget reached; holding the pipeline", "err", refused, "what_to_do", n.holdHint(refused))
 	start := time.Now()
 	remind := time.NewTicker(n.cfg.Warnings.Interval)
 	defer remind.Stop()
@@ -422,8 +422,30 @@ func (n *Node) holdForStore(ctx context.Context, refused error) error {
 			// headroom_bytes: as the store's guard last measured it (the
 			// first refusal's figures are in err).
 			n.log.Warn("store still refuses writes: the pipeline is held", "held_seconds", time.Since(start).Round(100*time.Millisecond).Seconds(),
-				"headroom_bytes", n.parts.Store.Headroom(), "err", refused, "what_to_do", hint)
+				"headroom_bytes", n.parts.Store.Headroom(), "err", refused, "what_to_do", n.holdHint(refused))
 		}
+	}
+}
+
+// holdHint is what an operator can do about a hold: lift the limit that
+// refused (refused's DiskBudgetError says which) and, before a drain,
+// what a stop does; during one, when the node gives up.
+func (n *Node) holdHint(refused error) string {
+	var hint string
+	var be *storage.DiskBudgetError
+	switch {
+	case errors.As(refused, &be) && be.BySizeCap:
+		hint = fmt.Sprintf("raise store.max_bytes (the store holds %v of its %v)", humanize.IBytes(be.Size), humanize.IBytes(be.MaxSize))
+	case be != nil:
+		hint = fmt.Sprintf("free space on the store's file system (%v free) or lower store.min_free_bytes (%v)", humanize.IBytes(be.Free), humanize.IBytes(be.MinFree))
+	default:
+		hint = "free space on the store's file system, raise store.max_bytes or lower store.min_free_bytes"
+	}
+	select {
+	case <-n.rc.draining():
+		return hint + fmt.Sprintf("; the node is draining: node.drain_timeout (%v) after the drain began it counts what it still holds as not_stored_at_drain", n.drainTimeout())
+	default:
+		return hint + fmt.Sprintf("; a stop (SIGTERM) drains for node.drain_timeout (%v), then counts what is left as not_stored_at_drain", n.drainTimeout())
 	}
 }
 

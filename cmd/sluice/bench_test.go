@@ -79,6 +79,15 @@ func TestBenchSmall(t *testing.T) {
 	if want := fmt.Sprintf("batches relieved    %8d", r.BatchesRelieved); !strings.Contains(text.String(), want) {
 		t.Fatalf("bench text lacks %q:\n%s", want, text.String())
 	}
+	// The peak is said against the budget in words, over or under.
+	d := (float64(r.PeakRSSBytes) - float64(r.BudgetBytes)) / (1 << 20)
+	want := fmt.Sprintf("%.0f MiB over the 320 MiB memory budget", d)
+	if d < 0 {
+		want = fmt.Sprintf("%.0f MiB under the 320 MiB memory budget", -d)
+	}
+	if !strings.Contains(text.String(), want) {
+		t.Fatalf("bench text lacks %q:\n%s", want, text.String())
+	}
 	if _, err := run(t, "bench", "--events", "1500", "--plugin", plugin, "--memory-budget", "320MiB"); err == nil || exitCode(err) != exitConfig {
 		t.Fatalf("--events not a multiple of 100 x packing: %v, want exit %d", err, exitConfig)
 	}
