@@ -434,6 +434,12 @@ func (l *Ledger) String() string {
 	fmt.Fprintf(&b, "run %d: fragments %d (in events %d, discarded %d), events %d (accepted %d, rejected %d, deferred %d), stored %d, balanced %v",
 		l.Run, l.FragmentsReceived, l.FragmentsInEvents, sum(l.FragmentsDiscarded), l.EventsBuilt,
 		l.EventsAccepted, l.EventsRejected, l.EventsDeferred, l.EventsStored, l.Balanced)
+	if d := sum(l.EventsDropped); d > 0 {
+		fmt.Fprintf(&b, ", events dropped %d", d)
+	}
+	if l.EventsReplaced > 0 {
+		fmt.Fprintf(&b, ", stored events replaced %d", l.EventsReplaced)
+	}
 	return b.String()
 }
 

@@ -139,7 +139,7 @@ func (h *RateLimitHandler) Handle(ctx context.Context, r slog.Record) error {
 	if last {
 		// Said on the record itself: a reader of the log otherwise
 		// takes the last one shown for the last one there was.
-		r.AddAttrs(slog.String("rate_limit", fmt.Sprintf("%d like this per %v: more are counted (log_records_suppressed in /status), not logged, until %v after the first",
+		r.AddAttrs(slog.String("rate_limit", fmt.Sprintf("%d like this per %v: more are not logged until %v after the first (the next one says how many were not; /status log_records_suppressed counts all records held back)",
 			st.limit, st.interval, st.interval)))
 	}
 	return h.next.Handle(ctx, r)

@@ -35,7 +35,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	// The record at the limit says that more are suppressed; the ones
 	// before it do not.
 	for i, l := range lines[:3] {
-		if has := strings.Contains(l, `"rate_limit":"3 like this per 1s: more are counted`); has != (i == 2) {
+		if has := strings.Contains(l, `"rate_limit":"3 like this per 1s: more are not logged until 1s after the first`); has != (i == 2) {
 			t.Fatalf("record %d of source 7, rate_limit said %v:\n%s", i, has, l)
 		}
 	}

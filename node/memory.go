@@ -111,7 +111,11 @@ func (n *Node) memoryStatus(parts *Parts) *MemoryStatus {
 			batches = max(batches, uint64(parts.Arena.HighWater()))
 		}
 		if m, ok := parts.Store.(interface{ Memory() storage.MemoryStats }); ok {
-			store = uint64(m.Memory().MappedPeakBytes)
+			// The resident pages of its mapped files at their peak, and
+			// its staging buffer; its memtables and caches are on the Go
+			// heap (the heap's row).
+			ms := m.Memory()
+			store = uint64(ms.MappedPeakBytes + ms.StagingBytes)
 		}
 	}
 	m := &MemoryStatus{

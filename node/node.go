@@ -64,9 +64,12 @@ type Node struct {
 	httpSrv *httpServer
 	final   *Ledger
 
-	flow  *flow
-	gate  *byteGate
-	peaks memoryPeaks
+	flow *flow
+	gate *byteGate
+	// replacedSoFar is the stored events this run's writes replaced so
+	// far, for the warning's running total (the store goroutine's alone).
+	replacedSoFar uint64
+	peaks         memoryPeaks
 	// farm is the node's part in a farm (nil: the node runs alone);
 	// farmCtx is Run's context, for the farm's reports.
 	farm    *farmNode

@@ -66,6 +66,12 @@ func TestReusedRunNumber(t *testing.T) {
 	if c := strings.Count(logs.String(), "already has 40 stored events"); c != 1 || !strings.Contains(logs.String(), "level=WARN msg=\"run 5 already") {
 		t.Fatalf("want one WARN about the reused run, got %d:\n%s", c, logs.String())
 	}
+	// Each replacement warning says the run's total so far (they are rate
+	// limited in a node's log), the last one all of them; so does the
+	// ledger's line.
+	if !strings.Contains(logs.String(), "replaced_in_run=40") || !strings.Contains(l.String(), "stored events replaced 40") {
+		t.Fatalf("replacement warnings without the run's total, or ledger %q:\n%s", l.String(), logs.String())
+	}
 
 	// Another run number on the same store: nothing to say.
 	s, err := OpenStore(cfg, nil)

@@ -366,8 +366,12 @@ func (n *Node) put(ctx context.Context, b *batch, w write, acks chan<- pendingAc
 		}
 		if err == nil {
 			if ack.Replaced > 0 {
+				// The running total too: the warning is rate limited, and
+				// the last one logged should say how many there were by
+				// then (all of them: the ledger's events_replaced).
+				n.replacedSoFar += uint64(ack.Replaced)
 				n.log.Warn("stored events replaced events already in the store (same run and event id)",
-					"stream", stream.String(), "replaced", ack.Replaced)
+					"stream", stream.String(), "replaced", ack.Replaced, "replaced_in_run", n.replacedSoFar)
 			}
 			p := pendingAck{seq: ack.Seq, stream: stream, events: ack.Events, replaced: ack.Replaced, bytes: ack.Bytes, put: start}
 			if b.ev.Mode != schemas.ModeTimeslice {

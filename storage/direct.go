@@ -113,6 +113,7 @@ func (ss *segments) create(path string, header []byte) (*os.File, *directWriter,
 				return nil, nil, fmt.Errorf("staging buffer of %d bytes: %w", ss.stageN, err)
 			}
 			ss.stage = b
+			ss.staged.Store(int64(len(b)))
 		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_DIRECT, 0o644)
 		if err == nil {
@@ -150,6 +151,10 @@ func (ss *segments) writeDirect(parts [][]byte) error {
 	ss.dirty = true
 	return err
 }
+
+// stagingBytes is the staging buffer's size once it was mapped (after
+// the store's close too: a peak), else 0.
+func (ss *segments) stagingBytes() int64 { return ss.staged.Load() }
 
 // releaseStage unmaps the staging buffer (the store is closing, or its
 // file system refused O_DIRECT).

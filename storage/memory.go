@@ -109,7 +109,8 @@ type MemoryStats struct {
 	BoundBytes      int64  `json:"bound_bytes"`
 	MappedBound     int64  `json:"mapped_bound_bytes"`
 	MappedPeakBytes int64  `json:"mapped_peak_bytes"`
-	Trims           uint64 `json:"trims"` // times the mapped pages were paged out
+	StagingBytes    int64  `json:"staging_bytes"` // the O_DIRECT staging buffer once it was mapped, a peak (0 before the first write, or writing through the page cache)
+	Trims           uint64 `json:"trims"`         // times the mapped pages were paged out
 }
 
 // trimmer keeps the resident pages of the store's mapped files within a

@@ -118,6 +118,7 @@ type segments struct {
 	iov      [][]byte       // writev's scratch
 	dio      *directWriter  // the active file's O_DIRECT writer; nil: written with writev
 	stage    []byte         // O_DIRECT's staging buffer (mapped at the first file), stageN bytes
+	staged   atomic.Int64   // len(stage) once it was mapped: the buffer's resident peak
 
 	rmu     sync.RWMutex
 	readers map[uint32]*os.File

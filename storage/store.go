@@ -669,5 +669,5 @@ const trimPeriod = 50 * time.Millisecond
 // resident pages so far.
 func (s *Store) Memory() MemoryStats {
 	peak, trims := s.trim.stats()
-	return MemoryStats{BoundBytes: s.plan.Bytes(), MappedBound: s.plan.Mapped, MappedPeakBytes: peak, Trims: trims}
+	return MemoryStats{BoundBytes: s.plan.Bytes(), MappedBound: s.plan.Mapped, MappedPeakBytes: peak, StagingBytes: s.segs.stagingBytes(), Trims: trims}
 }

@@ -456,7 +456,7 @@ func printBench(w io.Writer, r benchResult) {
 	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%s in %.2f s of data flow; %d accepted, %d stored; balanced %v)\n",
 		r.EventsPerSecond, r.GBPerSecond, plural(r.Events, "event"), r.Seconds, r.Accepted, r.Stored, r.Balanced)
-	fmt.Fprintf(w, "run                 %8.2f s  from the inputs opening to drained: the flow, then %.2f s waiting for the first fragment and shutting down (start-up before it: %.2f s)\n",
+	fmt.Fprintf(w, "run                 %8.2f s  from the inputs opening to drained: %.2f s more than the flow (the wait for the first fragment before it, the shutdown after it); start-up before that %.2f s\n",
 		r.RunSeconds, r.RunSeconds-r.Seconds, r.StartupSeconds)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",
 		r.MemcpyGBPerSec, r.EventBytes/r.Sources, r.Ratio)
@@ -464,7 +464,7 @@ func printBench(w io.Writer, r benchResult) {
 		r.BatchesRelieved)
 	fmt.Fprintf(w, "CPU                 %8.2f s  %.3f ns per payload byte, %.2f cores busy on average (this process, node and emulator, start-up to drained; not the plugins)\n",
 		r.CPUSeconds, r.CPUNsPerByte, r.CoresBusy)
-	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  %s the %.0f MiB memory budget (target: at most 64 MiB over)\n",
+	fmt.Fprintf(w, "peak RSS (VmHWM)    %8.0f MiB  %s the %.0f MiB memory budget, this executable's own pages included (target: at most 64 MiB over)\n",
 		mib(r.PeakRSSBytes), overUnder(mib(r.PeakRSSBytes)-mib(r.BudgetBytes)), mib(r.BudgetBytes))
 	fmt.Fprintf(w, "peak anon+shmem     %8.0f MiB  %s the budget (VmHWM less this executable's file-backed pages)\n",
 		mib(r.PeakHeldBytes), overUnder(mib(r.PeakHeldBytes)-mib(r.BudgetBytes)))

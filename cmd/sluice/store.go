@@ -150,7 +150,7 @@ func newStoreStatCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stat --path DIR",
-		Short: "Streams, events, bytes, runs, oldest and newest event, disk use, replay ledger",
+		Short: "Streams, events, bytes, runs, first and last event (by run and event id), disk use, replay ledger",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := sf.reader(cmd)
@@ -189,7 +189,7 @@ func writeStat(w io.Writer, st storage.Stats) error {
 	fmt.Fprintf(w, "\n  disk %d bytes used, %d bytes free\n", st.DiskBytes, st.FreeBytes)
 	fmt.Fprintf(w, "  replay ledger: %d accepted, %d rejected, %d kept deferred\n", st.Ledger.Accepted, st.Ledger.Rejected, st.Ledger.Kept)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "stream\tevents\tbytes\truns\toldest (run/event, time)\tnewest (run/event, time)")
+	fmt.Fprintln(tw, "stream\tevents\tbytes\truns\tfirst by run/event (its time)\tlast by run/event (its time)")
 	for _, ss := range st.Streams {
 		oldest, newest := "-", "-"
 		if ss.Events > 0 {
@@ -213,8 +213,8 @@ type statStreamJSON struct {
 	Events   uint64   `json:"events"`
 	Bytes    int64    `json:"bytes"`
 	Runs     []uint32 `json:"runs"`
-	Oldest   [2]any   `json:"oldest"` // [run, event id]
-	Newest   [2]any   `json:"newest"`
+	Oldest   [2]any   `json:"oldest"` // [run, event id]: the first in key order (the lowest run's), not the earliest in time
+	Newest   [2]any   `json:"newest"` // the last in key order
 	OldestTS uint64   `json:"oldest_timestamp_ns"`
 	NewestTS uint64   `json:"newest_timestamp_ns"`
 }
