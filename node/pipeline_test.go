@@ -322,13 +322,13 @@ func TestLedgerMemorySplit(t *testing.T) {
 	// The store's peak counts its O_DIRECT staging buffer (a trial read
 	// 0.0 MiB for a store that had written 58 MB: nothing is mapped).
 	st := m.Parts[3]
-	if st.PeakBytes > st.BoundBytes || directIO(t, cfg.Store.Dir) && st.PeakBytes == 0 {
+	if st.PeakBytes > st.BoundBytes || directIO(cfg.Store.Dir) && st.PeakBytes == 0 {
 		t.Errorf("store peak %d, bound %d", st.PeakBytes, st.BoundBytes)
 	}
 }
 
 // directIO is whether dir's file system takes O_DIRECT opens.
-func directIO(t *testing.T, dir string) bool {
+func directIO(dir string) bool {
 	f, err := os.OpenFile(filepath.Join(dir, "odirect-probe"), os.O_CREATE|os.O_WRONLY|syscall.O_DIRECT, 0o644)
 	if err != nil {
 		return false
