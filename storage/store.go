@@ -102,6 +102,7 @@ type Store struct {
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	lock   *dirLock // the directory's lock, released after the database closes
 }
 
 // Ack reports what a Put or Commit made durable.
@@ -140,6 +141,21 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w: it has no store files (MANIFEST); give the directory a node's store.path names", opts.Dir, ErrNotAStore)
 		}
 	}
+	lock, err := lockDir(opts.Dir, opts.ReadOnly)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
+	}
+	s, err := open(opts)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// open is Open under the directory's lock.
+func open(opts Options) (*Store, error) {
 	empty, err := emptyLogs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", opts.Dir, err)
@@ -299,6 +315,7 @@ func (s *Store) Close() error {
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
+	s.lock.release()
 	return err
 }
 
