@@ -367,6 +367,10 @@ func (c *Conn) Finish(ctx context.Context) error {
 		c.Close()
 		return fmt.Errorf("%w: %s did not confirm the %d data messages sent", ctx.Err(), c.p.Node, sent)
 	}
+	// The Conn ends right after the answer (deliverByeAck closes acked,
+	// then fails the Conn with ErrClosed): Finish returns once it has, so
+	// that its caller sees it closed (Err ErrClosed; CI once saw nil).
+	<-c.done
 	c.mu.Lock()
 	got := c.ackCount
 	c.mu.Unlock()
