@@ -32,9 +32,13 @@ validate.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
+			mode := config.NoPreflight
+			if preflight {
+				mode = config.PreflightRun
+			}
 			for _, file := range args {
 				c, err := readConfig(cmd, file)
-				err = checkConfig(file, c, err, preflight)
+				err = checkConfig(file, c, err, mode)
 				if err != nil {
 					fmt.Fprintln(cmd.OutOrStdout(), err)
 					bad++
@@ -74,7 +78,7 @@ const notOnThisMachine = "the file only; --preflight also checks this machine: /
 // checkConfig is config.Check naming file in the problems: those found
 // only by validating or preflight checks after a clean load come without
 // the file's name.
-func checkConfig(file string, c *config.Config, loadErr error, preflight bool) error {
+func checkConfig(file string, c *config.Config, loadErr error, preflight config.Preflight) error {
 	err := config.Check(c, loadErr, preflight)
 	var ce *config.Error
 	if errors.As(err, &ce) && ce.File == "" {

@@ -49,7 +49,7 @@ bar with rate and ETA is shown on a terminal, plain lines every second
 otherwise. A summary that does not balance exits with status 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, file, func(cfg *config.Config) error {
+			cfg, err := loadConfig(cmd, file, config.PreflightReplay, func(cfg *config.Config) error {
 				if len(stages) > 0 {
 					cfg.Replay.Stages = stages
 				}

@@ -57,7 +57,7 @@ configuration with problems with status 3, and a run that failed before
 its first event with status 4 (its ledger says it did not start, and why).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd, file, func(cfg *config.Config) error {
+			cfg, err := loadConfig(cmd, file, config.PreflightRun, func(cfg *config.Config) error {
 				if cmd.Flags().Changed("run") {
 					if runNumber < 0 || runNumber > 1<<32-1 {
 						return fmt.Errorf("--run %d: want a run number 0..4294967295", runNumber)
@@ -148,14 +148,14 @@ its first event with status 4 (its ledger says it did not start, and why).`,
 // apply command-line settings, validates again and checks what the config
 // names on this machine (preflight), listing every problem of both. Any
 // problem exits with exitConfig before anything opens.
-func loadConfig(cmd *cobra.Command, file string, override func(*config.Config) error) (*config.Config, error) {
+func loadConfig(cmd *cobra.Command, file string, preflight config.Preflight, override func(*config.Config) error) (*config.Config, error) {
 	cfg, err := readConfig(cmd, file)
 	if cfg != nil && err == nil && override != nil {
 		if err = override(cfg); err != nil {
 			return nil, &exitError{code: exitConfig, err: err}
 		}
 	}
-	if err := checkConfig(file, cfg, err, true); err != nil {
+	if err := checkConfig(file, cfg, err, preflight); err != nil {
 		return nil, &exitError{code: exitConfig, err: err}
 	}
 	return cfg, nil

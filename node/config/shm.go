@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sluice-daq/sluice/internal/conf"
@@ -55,8 +56,13 @@ type sharedPart struct {
 // /dev/shm's free space (a container's is 64 MiB unless --shm-size says
 // otherwise): the node reserves every page when it creates the files, and
 // would fail there instead, after opening the store and the plugins.
-func (c *Config) preflightSharedMemory(ps *conf.Problems) {
+// rings false leaves the inputs' rings out (`sluice replay` opens none).
+func (c *Config) preflightSharedMemory(ps *conf.Problems, rings bool) {
 	parts := c.sharedMemory()
+	if !rings {
+		// An input's ring has its input's key; the arena has none.
+		parts = slices.DeleteFunc(parts, func(p sharedPart) bool { return p.key != "" })
+	}
 	if len(parts) == 0 {
 		return
 	}

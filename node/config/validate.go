@@ -195,7 +195,14 @@ func (c *Config) validateFill(ps *conf.Problems) {
 // node's token file holds a token. It returns
 // an *Error listing every problem. `sluice run` calls it after Validate,
 // before opening any input.
-func (c *Config) Preflight() error {
+func (c *Config) Preflight() error { return c.preflight(false) }
+
+// PreflightReplay is Preflight for `sluice replay`, which opens no input:
+// the inputs' files and rings are not checked (a ring a running node
+// holds refused a replay of another store, by the config both use).
+func (c *Config) PreflightReplay() error { return c.preflight(true) }
+
+func (c *Config) preflight(replay bool) error {
 	var ps conf.Problems
 	ps = append(ps, c.Trigger.Preflight().In("trigger")...)
 	groups := make([]string, 0, len(c.Sources))
@@ -203,8 +210,10 @@ func (c *Config) Preflight() error {
 		groups = append(groups, g.Name)
 	}
 	ps = append(ps, c.Trigger.Probe(context.Background(), groups).In("trigger")...)
-	c.preflightInputs(&ps)
-	c.preflightSharedMemory(&ps)
+	if !replay {
+		c.preflightInputs(&ps)
+	}
+	c.preflightSharedMemory(&ps, !replay)
 	ps = append(ps, c.Store.Preflight().In("store")...)
 	ps = append(ps, c.HTTP.Preflight().In("http")...)
 	ps = append(ps, c.Fill.Preflight().In("fill")...)
@@ -233,11 +242,20 @@ func oneOf(v string, set ...string) bool {
 	return false
 }
 
+// Preflight says which machine checks Check runs after Validate.
+type Preflight int
+
+const (
+	NoPreflight     Preflight = iota // the file only
+	PreflightRun                     // Config.Preflight: what `sluice run` opens
+	PreflightReplay                  // Config.PreflightReplay: what `sluice replay` opens
+)
+
 // Check is Validate's and Preflight's problems together (loadErr: those
 // Load or Parse found, kept as they are), so that no problem hides behind
 // another: an operator fixes them all at once. c nil (a document that does
 // not parse) gives loadErr.
-func Check(c *Config, loadErr error, preflight bool) error {
+func Check(c *Config, loadErr error, preflight Preflight) error {
 	if c == nil {
 		return loadErr
 	}
@@ -261,8 +279,13 @@ func Check(c *Config, loadErr error, preflight bool) error {
 	} else if err := add(c.Validate()); err != nil {
 		return err
 	}
-	if preflight {
+	switch preflight {
+	case PreflightRun:
 		if err := add(c.Preflight()); err != nil {
+			return err
+		}
+	case PreflightReplay:
+		if err := add(c.PreflightReplay()); err != nil {
 			return err
 		}
 	}

@@ -82,7 +82,8 @@ func TestSmallDevShm(t *testing.T) {
 // readout to that ring), and the first
 // node's run is untouched (it used to remove the ring and make its own).
 func TestLiveRingNotTaken(t *testing.T) {
-	vars := map[string]string{"SHM": shmName(t), "BIN": bin, "STORE": filepath.Join(t.TempDir(), "a"), "RUN": "41",
+	storeA := filepath.Join(t.TempDir(), "a")
+	vars := map[string]string{"SHM": shmName(t), "BIN": bin, "STORE": storeA, "RUN": "41",
 		"EMU": "{duration: 5m, rate: 200, ring_size: 4MiB}"}
 	summary := filepath.Join(t.TempDir(), "a.json")
 	a := start(t, "run", "--config", writeConfig(t, killConfig, vars), "--summary-json", summary)
@@ -99,6 +100,16 @@ func TestLiveRingNotTaken(t *testing.T) {
 	r := start(t, "readout", "--to", "shm://"+vars["SHM"], "--events", "10")
 	if code := r.wait(t, time.Minute); code == 0 || !strings.Contains(r.log(), fmt.Sprintf("the ring %s exists and its writer pid %d is alive", vars["SHM"], a.cmd.Process.Pid)) {
 		t.Fatalf("a readout to a live node's ring: exit %d, want an error naming pid %d\n%s", code, a.cmd.Process.Pid, r.log())
+	}
+	// A replay of the running node's store, by the same config: refused
+	// for the store (exit 4, "replay did not start"), not for the ring a
+	// replay never opens (it was, exit 3, naming the ring).
+	rp := start(t, "replay", "--config", writeConfig(t, killConfig, map[string]string{"SHM": vars["SHM"], "BIN": bin, "STORE": storeA, "RUN": "41",
+		"EMU": vars["EMU"]}))
+	if code := rp.wait(t, time.Minute); code != 4 || !strings.Contains(rp.stdout.String(), "replay did not start: ") ||
+		!strings.Contains(rp.log(), fmt.Sprintf("store in use by another process (%s is locked by pid %d)", filepath.Join(storeA, "sluice.lock"), a.cmd.Process.Pid)) ||
+		strings.Contains(rp.log(), "exists and is in use") {
+		t.Fatalf("a replay of a running node's store: exit %d, want 4 naming the store, not the ring\nstdout:\n%s\nstderr:\n%s", code, rp.stdout.String(), rp.log())
 	}
 	s := waitStored(t, a, addr, 20)
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
