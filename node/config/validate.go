@@ -279,13 +279,8 @@ func Check(c *Config, loadErr error, preflight Preflight) error {
 	} else if err := add(c.Validate()); err != nil {
 		return err
 	}
-	switch preflight {
-	case PreflightRun:
-		if err := add(c.Preflight()); err != nil {
-			return err
-		}
-	case PreflightReplay:
-		if err := add(c.PreflightReplay()); err != nil {
+	if preflight != NoPreflight {
+		if err := add(c.preflight(preflight == PreflightReplay)); err != nil {
 			return err
 		}
 	}
