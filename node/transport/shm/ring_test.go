@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-daq/sluice/node/transport"
 )
@@ -467,4 +469,56 @@ func TestRingSidesNeverSleepInFutex(t *testing.T) {
 	if err := <-wrote; err != nil {
 		t.Fatalf("writer waiting for space: %v", err)
 	}
+}
+
+// TestRingMappingsPopulated: both sides' mappings of a ring larger than
+// one populate chunk have every page mapped at creation (the kernel's Rss
+// of the mapping is its size), so the data path takes no page faults.
+func TestRingMappingsPopulated(t *testing.T) {
+	name := ringName(t)
+	const data = 4 * populateChunk
+	w, err := CreateWriter(name, WriterConfig{DataSize: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := OpenReader(name, ReaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for side, mem := range map[string][]byte{"writer": w.m.mem, "reader": r.m.mem} {
+		rss, err := mappingRss(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rss != int64(len(mem)) {
+			t.Errorf("%s: %d bytes of its %d-byte mapping resident, want all", side, rss, len(mem))
+		}
+	}
+}
+
+// mappingRss is the Rss /proc/self/smaps reports for the mapping that
+// starts at mem's first byte.
+func mappingRss(mem []byte) (int64, error) {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&mem[0])))
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, start) {
+			in = true
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimPrefix(line, "Rss:"), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("smaps %q: %w", line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no mapping at %s in /proc/self/smaps", start)
 }
