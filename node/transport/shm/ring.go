@@ -119,7 +119,7 @@ func (m *mapping) unmap() error {
 }
 
 // mapFile maps size bytes of f shared, read-write; with populate its page
-// tables are filled now (see populate), not a fault per page in the data
+// tables are filled now (see populatePages), not a fault per page in the data
 // path.
 func mapFile(f *os.File, size int, populate bool) ([]byte, error) {
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
