@@ -13,16 +13,7 @@ import (
 // writer's bookkeeping one piece at a time and expect a Violation naming it.
 func TestRingInvariantsCatchBrokenState(t *testing.T) {
 	name := ringName(t)
-	w, err := CreateWriter(name, WriterConfig{DataSize: 8192})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, 8192)
 	ctx := context.Background()
 	for range 2 {
 		if err := w.Write(ctx, make([]byte, 100)); err != nil {

@@ -43,3 +43,20 @@ func benchChild(args []string) (func(string, int) error, func(), error) {
 		return nil
 	}, func() { w.Close() }, nil
 }
+
+// openRing creates ring name with dataSize bytes of data and opens a reader
+// of it; both are closed when the test ends (the reader first).
+func openRing(t testing.TB, name string, dataSize uint64) (*Writer, *Reader) {
+	t.Helper()
+	w, err := CreateWriter(name, WriterConfig{DataSize: dataSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	r, err := OpenReader(name, ReaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return w, r
+}

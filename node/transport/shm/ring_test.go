@@ -34,16 +34,7 @@ func TestRingWrapAroundOutOfOrderRelease(t *testing.T) {
 	name := ringName(t)
 	// 8 KiB: room for the 4 held records of <= 768 bytes, a wrap-around
 	// skip and the next record.
-	w, err := CreateWriter(name, WriterConfig{DataSize: 8192})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, 8192)
 	const packets = 3000
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	werr := make(chan error, 1)
@@ -115,16 +106,7 @@ func TestRingWrapAroundOutOfOrderRelease(t *testing.T) {
 
 func TestRingFullWriterWaitsAndNeverOverwrites(t *testing.T) {
 	name := ringName(t)
-	w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, MinRingData)
 	first := bytes.Repeat([]byte{0xAB}, 1000)
 	ctx := context.Background()
 	if err := w.Write(ctx, first); err != nil {
@@ -364,16 +346,7 @@ func TestRingRejectsBadFiles(t *testing.T) {
 
 func TestRingCorruptRecordHeader(t *testing.T) {
 	name := ringName(t)
-	w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, MinRingData)
 	ctx := context.Background()
 	if err := w.Write(ctx, []byte("x")); err != nil {
 		t.Fatal(err)
@@ -390,16 +363,7 @@ func TestRingCorruptRecordHeader(t *testing.T) {
 // 0 while they wait, and each still sees its peer's progress.
 func TestRingSidesNeverSleepInFutex(t *testing.T) {
 	name := ringName(t)
-	w, err := CreateWriter(name, WriterConfig{DataSize: MinRingData})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, MinRingData)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// flagRaised samples a waiting flag while a side waits for 50 ms.
@@ -477,16 +441,7 @@ func TestRingSidesNeverSleepInFutex(t *testing.T) {
 func TestRingMappingsPopulated(t *testing.T) {
 	name := ringName(t)
 	const data = 4 * populateChunk
-	w, err := CreateWriter(name, WriterConfig{DataSize: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := OpenReader(name, ReaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := openRing(t, name, data)
 	for side, mem := range map[string][]byte{"writer": w.m.mem, "reader": r.m.mem} {
 		rss, err := mappingRss(mem)
 		if err != nil {
