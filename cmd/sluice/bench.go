@@ -46,6 +46,18 @@ type benchResult struct {
 	Accepted        uint64  `json:"events_accepted"`
 	Stored          uint64  `json:"events_stored"`
 	Balanced        bool    `json:"balanced"`
+	// SampleEvents is the emulator's loop: the events it replays,
+	// Events / SampleEvents times (--sample-events).
+	SampleEvents uint64 `json:"sample_events"`
+	// What the ledger counts lost or damaged: packets the input could
+	// not decode, fragments discarded (every reason), events incomplete
+	// and corrupt (a fragment failing its CRC-32C check: bytes in the ring
+	// that were not the packet's). The bench's data are clean, so any of
+	// them is a defect.
+	InputLosses        uint64 `json:"input_losses"`
+	FragmentsDiscarded uint64 `json:"fragments_discarded"`
+	EventsIncomplete   uint64 `json:"events_incomplete"`
+	EventsCorrupt      uint64 `json:"events_corrupt"`
 	// BatchesRelieved counts the batches the builder closed partial to
 	// hand readout-ring space back (a ring about full of packets held by
 	// events of the open batch): more, smaller batches than the events
@@ -84,6 +96,7 @@ func newBenchCmd() *cobra.Command {
 		events              uint64
 		sources, eventBytes int
 		packing, instances  int
+		sampleEvents        uint64
 		accept              float64
 		budget, plugins     string
 		ringSize            string
@@ -106,7 +119,7 @@ memory budget, and the same bytes copied by memcpy in fragment-sized pieces
 as the baseline, with the ratio.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkBenchFlags(events, sources, eventBytes, packing, instances, accept, ringSize); err != nil {
+			if err := checkBenchFlags(events, sampleEvents, sources, eventBytes, packing, instances, accept, ringSize); err != nil {
 				return err
 			}
 			plugin := plugins
@@ -131,7 +144,10 @@ as the baseline, with the ratio.`,
 			// CPU than the node itself, and boards do not share the node's
 			// cores.
 			sample := filepath.Join(dir, "events.mfp")
-			perLoop := min(events, uint64(100*packing))
+			perLoop := sampleEvents
+			if perLoop == 0 {
+				perLoop = benchLoop(events, sources, eventBytes, packing, ringSize)
+			}
 			if _, err := emulator.Run(cmd.Context(), emulator.Config{
 				To: "file://" + sample, Events: perLoop, Packing: packing,
 				Groups:       []schemas.SourceGroup{{Name: "tracker", Sources: seq(sources)}},
@@ -150,8 +166,8 @@ as the baseline, with the ratio.`,
 				return &exitError{code: exitConfig, err: err}
 			}
 			if !asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %s x %d B from %s (packing %d), passthrough accepting 1 in %s out of process, store sync never\n",
-					plural(events, "event"), eventBytes, plural(uint64(sources), "source"), packing, cfg.Trigger.Stages[0].Params["prescale"])
+				fmt.Fprintf(cmd.OutOrStdout(), "sluice bench: %s x %d B from %s (packing %d, a loop of %d replayed %d times), passthrough accepting 1 in %s out of process, store sync never\n",
+					plural(events, "event"), eventBytes, plural(uint64(sources), "source"), packing, perLoop, events/perLoop, cfg.Trigger.Stages[0].Params["prescale"])
 			}
 			// The profile and the trace cover the node's start-up and run
 			// (node, plugin host, embedded emulator) and stop before the
@@ -180,7 +196,7 @@ as the baseline, with the ratio.`,
 					return err
 				}
 			}
-			r.Events, r.Sources, r.EventBytes = events, sources, eventBytes
+			r.Events, r.Sources, r.EventBytes, r.SampleEvents = events, sources, eventBytes, perLoop
 			r.MemcpyGBPerSec = memcpyGBPerSec(uint64(r.GBPerSecond*1e9*r.Seconds), eventBytes/sources)
 			if r.MemcpyGBPerSec > 0 {
 				r.Ratio = r.GBPerSecond / r.MemcpyGBPerSec
@@ -202,6 +218,7 @@ as the baseline, with the ratio.`,
 	f.IntVar(&sources, "sources", 100, "sources (fragments per event)")
 	f.IntVar(&eventBytes, "event-bytes", 100_000, "payload bytes per event")
 	f.IntVar(&packing, "packing", 10, "fragments per multi-fragment packet")
+	f.Uint64Var(&sampleEvents, "sample-events", 0, "events in the emulator's loop (it replays them --events / N times); 0: as many as one lap of the readout ring holds, so that the ring keeps each packet's bytes from the lap before and the emulator writes only its header, as a board's DMA costs the node no CPU (1000, more than a 16 MiB ring holds: every packet copied whole)")
 	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
 	f.IntVar(&instances, "instances", 1, "plugin processes of the trigger stage (trigger.stages[].instances)")
 	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
@@ -217,7 +234,7 @@ as the baseline, with the ratio.`,
 // checkBenchFlags refuses the flags no run can take, as configuration
 // errors (exitConfig) naming the flag, before anything is built: the
 // configuration made of them would name its own fields instead.
-func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int, accept float64, ringSize string) error {
+func checkBenchFlags(events, sampleEvents uint64, sources, eventBytes, packing, instances int, accept float64, ringSize string) error {
 	bad := func(format string, args ...any) error {
 		return &exitError{code: exitConfig, err: fmt.Errorf("bench: "+format, args...)}
 	}
@@ -231,6 +248,8 @@ func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int,
 	case events == 0 || (events > uint64(100*packing) && events%uint64(100*packing) != 0):
 		// The emulator replays a loop of min(events, 100 x packing) events.
 		return bad("--events %d: want 1 to %d, or a multiple of %d (100 x --packing: the emulator's loop of events)", events, 100*packing, 100*packing)
+	case sampleEvents > 0 && (sampleEvents > events || events%sampleEvents != 0):
+		return bad("--sample-events %d: want a divisor of --events %d", sampleEvents, events)
 	case instances < 1:
 		return bad("--instances %d: want at least 1 plugin process", instances)
 	case !(accept > 0 && accept <= 1):
@@ -241,6 +260,35 @@ func checkBenchFlags(events uint64, sources, eventBytes, packing, instances int,
 		return bad("--ring-size %q: want a power of two between %s and %s", ringSize, conf.ByteSize(shm.MinRingSize), conf.ByteSize(shm.MaxRingSize))
 	}
 	return nil
+}
+
+// benchLoop is the number of events the emulator replays in a loop for
+// --events events: as many as one lap of the readout ring (ringSize, valid)
+// holds, whole packing blocks of one packet per source, and a divisor of
+// events. A pass that fits a lap comes round at the same places in the
+// ring (shm.Writer.WritePlaced), so the ring keeps the packets' bytes and
+// only their headers are written again: what a board's DMA costs the
+// node's cores, nothing, where an emulator copying every byte would take a
+// fifth of the node's CPU. When no such loop exists (a lap smaller than a
+// packing block), the loop of before: min(events, 100 x packing) events,
+// every packet copied whole.
+func benchLoop(events uint64, sources, eventBytes, packing int, ringSize string) uint64 {
+	ring, _ := humanize.ParseBytes(ringSize)
+	sizes := make([]int, packing)
+	for i := range sizes {
+		sizes[i] = eventBytes / sources
+	}
+	block := uint64(sources) * shm.RecordBytes(schemas.MFPLen(sizes, 3)) // the emulator's MFPs are 8-byte aligned
+	fit := ring / block * uint64(packing)
+	if events <= fit {
+		return events
+	}
+	for d := fit; d >= uint64(packing); d -= uint64(packing) {
+		if events%d == 0 {
+			return d
+		}
+	}
+	return min(events, uint64(100*packing))
 }
 
 // plural is n and noun, with an s unless n is 1.
@@ -371,6 +419,8 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 	}
 	r := benchResult{
 		Accepted: l.EventsAccepted, Stored: l.EventsStored, Balanced: l.Balanced, BatchesRelieved: l.BatchesRelieved,
+		InputLosses: sumCounts(l.InputLosses), FragmentsDiscarded: sumCounts(l.FragmentsDiscarded),
+		EventsIncomplete: l.EventsIncomplete, EventsCorrupt: l.EventsCorrupt,
 		BudgetBytes: uint64(cfg.Node.MemoryBudget), PeakRSSBytes: procStatus("VmHWM"), PeakHeldBytes: peakHeld,
 		RSSAnonBytes: procStatus("RssAnon"), RSSFileBytes: procStatus("RssFile"), RSSShmemBytes: procStatus("RssShmem"),
 	}
@@ -393,6 +443,15 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 		r.CPUNsPerByte = cpu * 1e9 / float64(l.BytesReceived)
 	}
 	return r, nil
+}
+
+// sumCounts is the total of counts by reason.
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // memcpyGBPerSec copies total bytes in piece-sized copies (the granularity
@@ -456,6 +515,9 @@ func printBench(w io.Writer, r benchResult) {
 	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%s in %.2f s of data flow; %d accepted, %d stored; balanced %v)\n",
 		r.EventsPerSecond, r.GBPerSecond, plural(r.Events, "event"), r.Seconds, r.Accepted, r.Stored, r.Balanced)
+	fmt.Fprintf(w, "lost or damaged     %8d     (packets the input lost %d, fragments discarded %d, events incomplete %d, corrupt %d; clean data: 0)\n",
+		r.InputLosses+r.FragmentsDiscarded+r.EventsIncomplete+r.EventsCorrupt, r.InputLosses, r.FragmentsDiscarded, r.EventsIncomplete, r.EventsCorrupt)
+	fmt.Fprintf(w, "emulator            %s replayed %d times (--sample-events)\n", plural(r.SampleEvents, "event"), r.Events/max(r.SampleEvents, 1))
 	fmt.Fprintf(w, "run                 %8.2f s  from the inputs opening to drained: %.2f s more than the flow (the wait for the first fragment before it, the shutdown after it); start-up before that %.2f s\n",
 		r.RunSeconds, r.RunSeconds-r.Seconds, r.StartupSeconds)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",

@@ -39,7 +39,8 @@ func TestBenchSmall(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if !r.Balanced || r.Events != 400 || r.Accepted != 100 || r.Stored != 100 || r.EventsPerSecond <= 0 ||
-		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 320<<20 || r.BatchesRelieved != 0 {
+		r.GBPerSecond <= 0 || r.MemcpyGBPerSec <= 0 || r.Ratio <= 0 || r.PeakRSSBytes == 0 || r.BudgetBytes != 320<<20 || r.BatchesRelieved != 0 ||
+		r.SampleEvents != 400 || r.InputLosses+r.FragmentsDiscarded+r.EventsIncomplete+r.EventsCorrupt != 0 {
 		t.Fatalf("bench result %+v", r)
 	}
 	// The rates are over the data's flow, which lies inside the run.
@@ -61,7 +62,11 @@ func TestBenchSmall(t *testing.T) {
 	}
 	// A 1MiB ring holds fewer packets than a batch of these events: the
 	// builder closes batches early to free it, and bench reports how many
-	// (in the JSON and in the text).
+	// (in the JSON and in the text). One lap of it holds 50 of these
+	// events (25 blocks of 10 packets of 4096 ring bytes), the loop
+	// replayed 40 times: the packets' bytes are written once and their
+	// headers every pass (shm.Writer.WritePlaced), and the builder's
+	// CRC-32C check of every fragment finds them all intact.
 	out, err = run(t, "bench", "--events", "2000", "--sources", "10", "--event-bytes", "20000", "--packing", "2",
 		"--accept", "0.25", "--plugin", plugin, "--memory-budget", "320MiB", "--ring-size", "1MiB", "--json")
 	if err != nil {
@@ -71,7 +76,7 @@ func TestBenchSmall(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || !strings.Contains(out, `"batches_relieved"`) {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !r.Balanced || r.Stored != 500 || r.BatchesRelieved == 0 {
+	if !r.Balanced || r.Stored != 500 || r.BatchesRelieved == 0 || r.SampleEvents != 50 || r.InputLosses+r.FragmentsDiscarded+r.EventsIncomplete+r.EventsCorrupt != 0 {
 		t.Fatalf("bench --ring-size 1MiB: %+v", r)
 	}
 	var text strings.Builder
@@ -130,6 +135,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--event-bytes 150", "--event-bytes 150: want at least 8 bytes per source"},
 		{"--packing 0", "--packing 0:"},
 		{"--instances 0", "--instances 0:"},
+		{"--sample-events 300", "--sample-events 300: want a divisor of --events 20000"},
+		{"--events 100 --sample-events 200", "--sample-events 200: want a divisor of --events 100"},
 		{"--ring-size -1", `--ring-size "-1": want a power of two between 1MiB and 64GiB`},
 		{"--ring-size 3MiB", `--ring-size "3MiB": want a power of two`},
 		{"--ring-size 512KiB", `--ring-size "512KiB": want a power of two`},
@@ -138,5 +145,35 @@ func TestBenchBadFlags(t *testing.T) {
 		if err == nil || exitCode(err) != exitConfig || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error()+out, "inputs[0]") {
 			t.Errorf("bench %s: exit %d, %v\n%s\nwant exit %d naming %q", c.args, exitCode(err), err, out, exitConfig, c.want)
 		}
+	}
+}
+
+// The emulator's loop is as many events as a lap of the ring holds, whole
+// packing blocks, a divisor of --events; the loop of before where a lap
+// holds no block.
+func TestBenchLoop(t *testing.T) {
+	// 100 sources x 10 fragments of 1000 B: MFPs of 10112 bytes, records
+	// of 10176, blocks of 1017600 bytes.
+	for _, c := range []struct {
+		events uint64
+		ring   string
+		want   uint64
+	}{
+		{20000, "16MiB", 160}, // 16 blocks
+		{40000, "16MiB", 160},
+		{10000, "16MiB", 100}, // 160 .. 110 do not divide it
+		{100, "16MiB", 100},   // fits whole
+		{20000, "4MiB", 40},   // 4 blocks
+		{20000, "64MiB", 500}, // 65 blocks hold 650; 625 divides 20000 but is no whole block
+		{20000, "1MiB", 10},   // 1 block
+	} {
+		if got := benchLoop(c.events, 100, 100_000, 10, c.ring); got != c.want {
+			t.Errorf("benchLoop(%d events, ring %s) = %d, want %d", c.events, c.ring, got, c.want)
+		}
+	}
+	// 1000 fragments of 1000 B per packet: a block (100 MB) is larger than
+	// a 16MiB lap: the loop of before, 100 x packing events.
+	if got := benchLoop(200000, 100, 100_000, 1000, "16MiB"); got != 100000 {
+		t.Errorf("benchLoop with blocks larger than a lap = %d, want 100000", got)
 	}
 }

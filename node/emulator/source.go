@@ -31,11 +31,15 @@ type emuPacket struct {
 	// borrowed: b is the source's own copy of the packet (replayed in
 	// place), valid until the next call of next; never recycled.
 	borrowed bool
+	// placed (borrowed packets): where the sender last put it, so that a
+	// readout ring holding its bytes from a lap before is not written
+	// them again (transport.Placement).
+	placed *transport.Placement
 }
 
 // packet is p for a sender, numbered seq.
 func (p *emuPacket) packet(seq uint64) transport.Packet {
-	return transport.Packet{Bytes: p.b, Source: p.source, Seq: seq}
+	return transport.Packet{Bytes: p.b, Source: p.source, Seq: seq, Placed: p.placed}
 }
 
 // packetSource yields the packets of a run in sending order.
@@ -128,6 +132,9 @@ type fileSource struct {
 	// event id rewritten in place, instead of a copy (the emulator sets it
 	// when no fault keeps or changes a packet after it is sent).
 	inPlace bool
+	// placed: one per packet, what the run's sender keeps of where it put
+	// the packet (borrowed packets only; made at the first pass).
+	placed []transport.Placement
 
 	odin  map[int][]odinPatch // packet index -> the ODIN banks in it
 	spare []byte              // buffer a renumbered packet is re-encoded into
@@ -173,8 +180,14 @@ func (f *fileSource) next(dst []byte) (emuPacket, bool) {
 		// renumbered is re-encoded below instead, leaving the stored one.
 		p.borrowed = true
 		p.event += shift
+		if f.placed == nil {
+			f.placed = make([]transport.Placement, len(f.packets))
+		}
+		p.placed = &f.placed[f.i-1]
+		p.placed.PassStart = f.i == 1
 		if !f.raw {
 			binary.LittleEndian.PutUint64(p.b[16:], f.minID+p.event)
+			p.placed.Header = schemas.MFPHeaderSize // the event id; the rest is the same every pass
 		}
 		return p, true
 	}

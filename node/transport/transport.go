@@ -105,6 +105,32 @@ type Packet struct {
 	// dropped packet leaves a gap); transports that number datagrams send
 	// it.
 	Seq uint64
+	// Placed, when not nil, marks a packet replayed from a sample (a
+	// recorded file in a loop) whose bytes past its first Placed.Header
+	// are the same at every send: a readout ring that still holds them
+	// from one lap before writes only the header, as a board's DMA costs
+	// the node's cores nothing (package shm). Senders of other transports
+	// send Bytes whole and leave it alone.
+	Placed *Placement
+}
+
+// Placement is what the caller keeps with one replayed packet between its
+// sends (Packet.Placed), for the one sender it sends it with.
+type Placement struct {
+	// Header is how many leading bytes of the packet may differ between
+	// two sends (its event id); the rest never does. Set by the caller.
+	Header int
+	// PassStart marks the first packet of a pass over the sample: a ring
+	// sender starts it on a new lap of the ring when the pass before
+	// fitted in one lap, so that every packet of the next pass lands
+	// where it was (the rest of the lap is a skip record). Set by the
+	// caller.
+	PassStart bool
+	// At and Len are where and how long the sender last wrote it (At is
+	// the ring's free-running write position plus one; 0: never). Set by
+	// the sender.
+	At  uint64
+	Len int
 }
 
 // SenderStats are a sender's counters.

@@ -177,6 +177,10 @@ func checkHeader(mem []byte, fileSize int64) (uint64, error) {
 }
 
 // recordSize is the ring space a packet of n bytes occupies.
+// RecordBytes is the ring space in bytes a packet of n bytes takes: its
+// record header and the packet, rounded up to the record alignment (64).
+func RecordBytes(n int) uint64 { return recordSize(n) }
+
 func recordSize(n int) uint64 {
 	return (uint64(n) + recordHeaderSize + recordAlign - 1) &^ (recordAlign - 1)
 }

@@ -115,7 +115,12 @@ func (*SenderOptions) SharedMemory() bool { return true }
 // sender writes packets into the ring it created.
 type sender struct{ w *Writer }
 
-func (s *sender) Send(ctx context.Context, p transport.Packet) error { return s.w.Write(ctx, p.Bytes) }
+func (s *sender) Send(ctx context.Context, p transport.Packet) error {
+	if p.Placed != nil {
+		return s.w.WritePlaced(ctx, p.Bytes, p.Placed)
+	}
+	return s.w.Write(ctx, p.Bytes)
+}
 
 func (s *sender) SendTruncated(ctx context.Context, p transport.Packet, cut int) error {
 	return s.w.Write(ctx, p.Bytes[:cut])

@@ -120,7 +120,24 @@ func (wr *Writer) MaxPacket() int { return len(wr.m.data) - recordHeaderSize }
 // ThrottleNs; it never overwrites unacknowledged data. Errors: ctx.Err(),
 // transport.ErrPacketTooLarge, or ErrReaderDead when a reader attached and then died
 // or stopped its heartbeat while the writer waited.
-func (wr *Writer) Write(ctx context.Context, p []byte) error {
+func (wr *Writer) Write(ctx context.Context, p []byte) error { return wr.write(ctx, p, nil) }
+
+// WritePlaced is Write for a packet replayed from a sample, pl being what
+// the caller keeps with it between sends (transport.Placement): when the
+// ring still holds its bytes where this write puts them, it writes only
+// its first pl.Header bytes (and the record header), as a board's DMA
+// costs the node's cores nothing. The ring's bytes end up the same as
+// Write's. That is so when the packet was written, with the same length,
+// exactly one lap of the ring before: every write since then lay in the
+// rest of that lap. To make a pass of the sample that fits in a lap come
+// round again at the same places, a packet marked pl.PassStart begins a
+// new lap (a skip record fills the rest of this one) when its last write
+// began a lap less than a lap ago. Errors as Write's.
+func (wr *Writer) WritePlaced(ctx context.Context, p []byte, pl *transport.Placement) error {
+	return wr.write(ctx, p, pl)
+}
+
+func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) error {
 	m := &wr.m
 	size := uint64(len(m.data))
 	rec := recordSize(len(p))
@@ -129,8 +146,8 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 	}
 	pos := wr.w & m.mask
 	pad := uint64(0)
-	if pos+rec > size {
-		pad = size - pos // a record never straddles the end of the region
+	if pos+rec > size || (pos != 0 && pl != nil && pl.PassStart && pl.At != 0 && (pl.At-1)&m.mask == 0 && wr.w < pl.At-1+size) {
+		pad = size - pos // a record never straddles the end of the region; a pass starts a lap
 	}
 	if wr.w+pad+rec-m.u64(offAck).Load() > size {
 		t0 := time.Now()
@@ -144,9 +161,16 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error {
 		wr.putHeader(pos, 0, recSkip)
 		pos = 0
 	}
+	start, n := wr.w+pad, len(p)
+	if pl != nil {
+		if pl.At != 0 && pl.At-1+size == start && pl.Len == len(p) {
+			n = min(pl.Header, len(p)) // the rest is there from one lap ago
+		}
+		pl.At, pl.Len = start+1, len(p)
+	}
 	wr.putHeader(pos, uint32(len(p)), recPacket)
-	copy(m.data[pos+recordHeaderSize:], p)
-	wr.w += pad + rec
+	copy(m.data[pos+recordHeaderSize:], p[:n])
+	wr.w = start + rec
 	wr.seq++
 	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
 	wr.check("write")
