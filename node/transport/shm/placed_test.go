@@ -62,7 +62,7 @@ func samplePass(pass uint64, n, size int, fill byte) [][]byte {
 // moved, is written whole.
 func TestWritePlacedWritesOnlyTheHeaderALapLater(t *testing.T) {
 	w, r := openRing(t, ringName(t), 8192)
-	const n, size = 5, 700 // 5 records of 768 bytes: a pass is 3840 of the lap's 8192
+	const n, size = 10, 700 // 10 records of 768 bytes: a pass is 7680 of the lap's 8192, the skip 1/16 of it
 	pl := make([]transport.Placement, n)
 	for i := range pl {
 		pl[i].Header = 8
@@ -103,28 +103,41 @@ func TestWritePlacedWritesOnlyTheHeaderALapLater(t *testing.T) {
 	}
 }
 
-// A pass longer than a lap never finds its bytes in place: every packet is
+// A pass longer than a lap never finds its bytes in place, nor does one
+// that would leave more than 1/16 of the ring skipped at every pass (the
+// ring would hold one or two passes, not its size): every packet is
 // written whole, and no pass adds a skip record.
-func TestWritePlacedPassLongerThanALapIsWrittenWhole(t *testing.T) {
-	w, r := openRing(t, ringName(t), 8192)
-	const n, size = 12, 700 // 12 records of 768 bytes: 9216 > 8192
-	pl := make([]transport.Placement, n)
-	for i := range pl {
-		pl[i].Header = 8
-	}
-	placedPass(t, w, r, samplePass(0, n, size, 0x10), pl)
-	for pass := uint64(1); pass <= 2; pass++ {
-		pkts := samplePass(pass, n, size, 0x40*byte(pass))
-		got, _ := placedPass(t, w, r, pkts, pl)
-		for i, p := range got {
-			if !bytes.Equal(p, pkts[i]) {
-				t.Fatalf("pass %d packet %d: read %x..., want %x...", pass, i, p[:12], pkts[i][:12])
+func TestWritePlacedPassNotFittingALapIsWrittenWhole(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    int
+		want uint64 // the write pointer after 3 passes
+	}{
+		// 36 records, 10 to a lap (7680 bytes and a skip of 512): 3 laps
+		// and 6 records.
+		{"longer than a lap", 12, 3*8192 + 6*768},
+		// 9 records, 3456 bytes: a pass start would skip 4736.
+		{"under 15/16 of a lap", 3, 9 * 768},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, r := openRing(t, ringName(t), 8192)
+			pl := make([]transport.Placement, c.n)
+			for i := range pl {
+				pl[i].Header = 8
 			}
-		}
-	}
-	// Only wrap-around skips: 36 records, 10 to a lap (7680 bytes and a
-	// skip of 512), so 3 laps and 6 records.
-	if want := uint64(3*8192 + 6*768); w.w != want {
-		t.Fatalf("write pointer at %d after 3 passes, want %d (a skip where a pass started)", w.w, want)
+			placedPass(t, w, r, samplePass(0, c.n, 700, 0x10), pl)
+			for pass := uint64(1); pass <= 2; pass++ {
+				pkts := samplePass(pass, c.n, 700, 0x40*byte(pass))
+				got, _ := placedPass(t, w, r, pkts, pl)
+				for i, p := range got {
+					if !bytes.Equal(p, pkts[i]) {
+						t.Fatalf("pass %d packet %d: read %x..., want %x...", pass, i, p[:12], pkts[i][:12])
+					}
+				}
+			}
+			if w.w != c.want {
+				t.Fatalf("write pointer at %d after 3 passes, want %d (a skip where a pass started)", w.w, c.want)
+			}
+		})
 	}
 }

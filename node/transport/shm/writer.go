@@ -132,10 +132,17 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error { return wr.write(c
 // rest of that lap. To make a pass of the sample that fits in a lap come
 // round again at the same places, a packet marked pl.PassStart begins a
 // new lap (a skip record fills the rest of this one) when its last write
-// began a lap less than a lap ago. Errors as Write's.
+// began a lap less than a lap ago and the rest of this lap is at most
+// 1/passSkipFraction of the ring: a shorter pass is written whole at every
+// pass rather than leave most of the ring empty (it would hold a pass or
+// two instead of its size). Errors as Write's.
 func (wr *Writer) WritePlaced(ctx context.Context, p []byte, pl *transport.Placement) error {
 	return wr.write(ctx, p, pl)
 }
+
+// passSkipFraction: a pass of a sample starts a new lap (WritePlaced) only
+// when that skips at most 1/passSkipFraction of the ring.
+const passSkipFraction = 16
 
 func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) error {
 	m := &wr.m
@@ -146,7 +153,8 @@ func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) 
 	}
 	pos := wr.w & m.mask
 	pad := uint64(0)
-	if pos+rec > size || (pos != 0 && pl != nil && pl.PassStart && pl.At != 0 && (pl.At-1)&m.mask == 0 && wr.w < pl.At-1+size) {
+	if pos+rec > size || (pl != nil && pl.PassStart && pos != 0 && size-pos <= size/passSkipFraction &&
+		pl.At != 0 && (pl.At-1)&m.mask == 0 && wr.w < pl.At-1+size) {
 		pad = size - pos // a record never straddles the end of the region; a pass starts a lap
 	}
 	if wr.w+pad+rec-m.u64(offAck).Load() > size {
