@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-daq/sluice/internal/shmspace"
 	"github.com/sluice-daq/sluice/node/transport"
@@ -126,8 +127,9 @@ func (wr *Writer) Write(ctx context.Context, p []byte) error { return wr.write(c
 // the caller keeps with it between sends (transport.Placement): when the
 // ring still holds its bytes where this write puts them, it writes only
 // its first pl.Header bytes (and the record header), as a board's DMA
-// costs the node's cores nothing. The ring's bytes end up the same as
-// Write's. That is so when the packet was written, with the same length,
+// costs the node's cores nothing, and evicts the record's cache lines, as
+// the board's DMA leaves its bytes in memory and in no core's cache. The
+// ring's bytes end up the same as Write's. That is so when the packet was written, with the same length,
 // exactly one lap of the ring before: every write since then lay in the
 // rest of that lap. To make a pass of the sample that fits in a lap come
 // round again at the same places, a packet marked pl.PassStart begins a
@@ -178,6 +180,12 @@ func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) 
 	}
 	wr.putHeader(pos, uint32(len(p)), recPacket)
 	copy(m.data[pos+recordHeaderSize:], p[:n])
+	if n < len(p) {
+		// As a board's DMA would leave them: in memory, in no core's
+		// cache. Else a ring that fits the L3 cache is read from it a lap
+		// later, faster than any node reads what its boards wrote.
+		evict(unsafe.Pointer(&m.data[pos]), uintptr(rec))
+	}
 	wr.w = start + rec
 	wr.seq++
 	m.u64(offWrite).Store(wr.w) // publish: the reader sees header and bytes complete
