@@ -48,7 +48,11 @@
 //
 // A record never straddles the end of the region: when it does not fit, the
 // writer writes a skip record and starts the packet at offset 0 of the next
-// lap, publishing both with one store of the write pointer.
+// lap, publishing both with one store of the write pointer. A writer
+// replaying a sample (Writer.WritePlaced, the emulator's file replays) may
+// also write a skip record where a pass over the sample starts, when the
+// rest of the lap is at most 1/16 of the ring, so that the pass comes round
+// at the same places; a reader sees only a skip record, as at a lap's end.
 //
 // Wake-ups use futexes on the shared mapping (write_seq, ack_seq),
 // coalesced like a board's interrupts: a sleeping side asks to be woken only
