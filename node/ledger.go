@@ -318,6 +318,9 @@ func (l *Ledger) WriteTable(w io.Writer) error {
 		row("emulator "+e.To+" sent fragments", e.FragmentsSent)
 		byReason(e.FaultFragments)
 		row("  sent bytes (packets with headers)", e.BytesSent)
+		if e.BytesPlaced != 0 {
+			row("  of them in the ring from a lap before (headers written only)", e.BytesPlaced)
+		}
 	}
 	if f := l.Farm; f != nil {
 		row("farm node ("+f.Roles+"): assignments built here", f.Assignments)

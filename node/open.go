@@ -164,7 +164,7 @@ func OpenParts(ctx context.Context, cfg *config.Config, reg prometheus.Registere
 				s, err := prep.Run(ctx)
 				summaries.add(s)
 				log.Info("emulator sent", "input", ic.URI, "packets", s.PacketsSent, "fragments", s.FragmentsSent,
-					"bytes", s.BytesSent, "throttled_ms", s.ThrottledNs/1e6, "faults", s.Faults)
+					"bytes", s.BytesSent, "bytes_placed", s.BytesPlaced, "throttled_ms", s.ThrottledNs/1e6, "faults", s.Faults)
 				if errors.Is(err, context.Canceled) {
 					return nil
 				}

@@ -29,9 +29,15 @@ func init() { register(newBenchCmd) }
 
 // benchResult is what `sluice bench --json` prints.
 type benchResult struct {
-	Events     uint64 `json:"events"`
-	Sources    int    `json:"sources"`
-	EventBytes int    `json:"event_bytes"`
+	// The flags of the run: --events, --sources, --event-bytes,
+	// --packing, --ring-size (bytes), --accept, --instances.
+	Events     uint64  `json:"events"`
+	Sources    int     `json:"sources"`
+	EventBytes int     `json:"event_bytes"`
+	Packing    int     `json:"packing"`
+	RingBytes  uint64  `json:"ring_bytes"`
+	Accept     float64 `json:"accept"`
+	Instances  int     `json:"instances"`
 	// Seconds is the data's flow (node.Ledger.FlowSeconds): from the
 	// first fragment the builder was offered to the last batch stored or
 	// released; the rates are over it. RunSeconds is from the inputs
@@ -49,6 +55,13 @@ type benchResult struct {
 	// SampleEvents is the emulator's loop: the events it replays,
 	// Events / SampleEvents times (--sample-events).
 	SampleEvents uint64 `json:"sample_events"`
+	// What the emulator wrote into the readout ring, from its summary
+	// (node.Ledger.Emulators): the packets' bytes with their headers, and
+	// how many of them the ring held from a lap before, so that only the
+	// headers were written (a pass that comes round: benchLoop), as a
+	// board's DMA costs the node's cores nothing.
+	EmulatorBytesSent   uint64 `json:"emulator_bytes_sent"`
+	EmulatorBytesPlaced uint64 `json:"emulator_bytes_placed"`
 	// What the ledger counts lost or damaged: packets the input could
 	// not decode, fragments discarded (every reason), events incomplete
 	// and corrupt (a fragment failing its CRC-32C check: bytes in the ring
@@ -197,6 +210,8 @@ as the baseline, with the ratio.`,
 				}
 			}
 			r.Events, r.Sources, r.EventBytes, r.SampleEvents = events, sources, eventBytes, perLoop
+			r.Packing, r.Accept, r.Instances = packing, accept, instances
+			r.RingBytes, _ = humanize.ParseBytes(ringSize)
 			r.MemcpyGBPerSec = memcpyGBPerSec(uint64(r.GBPerSecond*1e9*r.Seconds), eventBytes/sources)
 			if r.MemcpyGBPerSec > 0 {
 				r.Ratio = r.GBPerSecond / r.MemcpyGBPerSec
@@ -218,7 +233,7 @@ as the baseline, with the ratio.`,
 	f.IntVar(&sources, "sources", 100, "sources (fragments per event)")
 	f.IntVar(&eventBytes, "event-bytes", 100_000, "payload bytes per event")
 	f.IntVar(&packing, "packing", 10, "fragments per multi-fragment packet")
-	f.Uint64Var(&sampleEvents, "sample-events", 0, "events in the emulator's loop (it replays them --events / N times); 0: as many as one lap of the readout ring holds, so that the ring keeps each packet's bytes from the lap before and the emulator writes only its header, as a board's DMA costs the node no CPU (1000, more than a 16 MiB ring holds: every packet copied whole)")
+	f.Uint64Var(&sampleEvents, "sample-events", 0, "events in the emulator's loop, a divisor of --events (it replays them --events / N times); 0: the largest divisor whose pass fills 15/16 to all of a lap of the readout ring, so that the ring keeps each packet's bytes from the lap before and the emulator writes only its header, as a board's DMA costs the node no CPU (else the largest divisor up to 100 x --packing, every packet copied whole; 1000: more than a 16 MiB ring holds, every packet copied)")
 	f.Float64Var(&accept, "accept", 0.1, "fraction of events the trigger accepts")
 	f.IntVar(&instances, "instances", 1, "plugin processes of the trigger stage (trigger.stages[].instances)")
 	f.StringVar(&budget, "memory-budget", "256MiB", "the node's memory budget (node.memory_budget: everything it allocates or maps)")
@@ -245,9 +260,8 @@ func checkBenchFlags(events, sampleEvents uint64, sources, eventBytes, packing, 
 		return bad("--event-bytes %d: want at least %d bytes per source (the synthetic payload's header; --sources %d)", eventBytes, synth.HeaderSize, sources)
 	case packing < 1 || packing > 1<<20:
 		return bad("--packing %d: want 1 to %d fragments per packet", packing, 1<<20)
-	case events == 0 || (events > uint64(100*packing) && events%uint64(100*packing) != 0):
-		// The emulator replays a loop of min(events, 100 x packing) events.
-		return bad("--events %d: want 1 to %d, or a multiple of %d (100 x --packing: the emulator's loop of events)", events, 100*packing, 100*packing)
+	case events == 0:
+		return bad("--events 0: want at least 1")
 	case sampleEvents > 0 && (sampleEvents > events || events%sampleEvents != 0):
 		return bad("--sample-events %d: want a divisor of --events %d", sampleEvents, events)
 	case instances < 1:
@@ -263,32 +277,55 @@ func checkBenchFlags(events, sampleEvents uint64, sources, eventBytes, packing, 
 }
 
 // benchLoop is the number of events the emulator replays in a loop for
-// --events events: as many as one lap of the readout ring (ringSize, valid)
-// holds, whole packing blocks of one packet per source, and a divisor of
-// events. A pass that fits a lap comes round at the same places in the
-// ring (shm.Writer.WritePlaced), so the ring keeps the packets' bytes and
-// only their headers are written again: what a board's DMA costs the
+// --events events: the largest divisor of events whose pass comes round in
+// the readout ring (ringSize, valid) at the same places
+// (shm.PassComesRound: it fits a lap and leaves at most 1/16 of it over),
+// so that the ring keeps the packets' bytes and only their headers are
+// written again (shm.Writer.WritePlaced): what a board's DMA costs the
 // node's cores, nothing, where an emulator copying every byte would take a
-// fifth of the node's CPU. When no such loop exists (a lap smaller than a
-// packing block), the loop of before: min(events, 100 x packing) events,
-// every packet copied whole.
+// fifth of the node's CPU. When no divisor does (a lap smaller than a
+// packing block, or none of the divisors near a lap), the largest divisor
+// up to 100 x packing or a lap's worth of events, whichever is more, every
+// packet copied whole at every pass (events that fit a lap: one pass).
 func benchLoop(events uint64, sources, eventBytes, packing int, ringSize string) uint64 {
 	ring, _ := humanize.ParseBytes(ringSize)
-	sizes := make([]int, packing)
-	for i := range sizes {
-		sizes[i] = eventBytes / sources
+	frag := eventBytes / sources
+	// pass is the ring space of a loop of n events: n/packing blocks of
+	// one packet per source, then a packet per source of the rest.
+	record := func(fragments int) uint64 {
+		sizes := make([]int, fragments)
+		for i := range sizes {
+			sizes[i] = frag
+		}
+		return uint64(sources) * shm.RecordBytes(schemas.MFPLen(sizes, 3)) // the emulator's MFPs are 8-byte aligned
 	}
-	block := uint64(sources) * shm.RecordBytes(schemas.MFPLen(sizes, 3)) // the emulator's MFPs are 8-byte aligned
-	fit := ring / block * uint64(packing)
-	if events <= fit {
-		return events
+	block := record(packing)
+	pass := func(n uint64) uint64 {
+		b := n / uint64(packing) * block
+		if r := n % uint64(packing); r > 0 {
+			b += record(int(r))
+		}
+		return b
 	}
-	for d := fit; d >= uint64(packing); d -= uint64(packing) {
-		if events%d == 0 {
+	// Events take at least block/packing ring bytes each: no longer loop
+	// fits a lap.
+	fit := ring / (block / uint64(packing))
+	for d := min(events/2, fit); d >= 1; d-- {
+		if events%d == 0 && shm.PassComesRound(pass(d), ring) {
 			return d
 		}
 	}
-	return min(events, uint64(100*packing))
+	return largestDivisor(events, max(uint64(100*packing), fit))
+}
+
+// largestDivisor is the largest divisor of n (n >= 1) that is at most max.
+func largestDivisor(n, max uint64) uint64 {
+	for d := min(n, max); d > 1; d-- {
+		if n%d == 0 {
+			return d
+		}
+	}
+	return 1
 }
 
 // plural is n and noun, with an s unless n is 1.
@@ -437,6 +474,10 @@ func runBench(ctx context.Context, cfg *config.Config) (benchResult, error) {
 		r.GBPerSecond = float64(l.BytesReceived) / d / 1e9
 	}
 	r.StartupSeconds = l.StartupSeconds
+	for _, e := range l.Emulators {
+		r.EmulatorBytesSent += e.BytesSent
+		r.EmulatorBytesPlaced += e.BytesPlaced
+	}
 	r.Latency = n.Status().Latency
 	r.CPUSeconds, r.CoresBusy = cpu, cpu/wall
 	if l.BytesReceived > 0 {
@@ -511,13 +552,29 @@ func overUnder(d float64) string {
 	return fmt.Sprintf("%.0f MiB over", d)
 }
 
+// emulatorWrites says how the emulator wrote r's packets into the ring:
+// which share of the bytes the ring held from a lap before (headers
+// written only, as a board's DMA) and which it copied.
+func emulatorWrites(r benchResult) string {
+	if r.EmulatorBytesSent == 0 {
+		return "nothing sent"
+	}
+	placed := 100 * float64(r.EmulatorBytesPlaced) / float64(r.EmulatorBytesSent)
+	if r.EmulatorBytesPlaced == 0 {
+		return fmt.Sprintf("%s written, every byte copied (no pass of the loop comes round in the ring: its CPU is the node's)", humanize.IBytes(r.EmulatorBytesSent))
+	}
+	return fmt.Sprintf("%s written, %.1f %% of it already in the ring from a lap before (headers written only, as a board's DMA), the rest copied (the first pass)",
+		humanize.IBytes(r.EmulatorBytesSent), placed)
+}
+
 func printBench(w io.Writer, r benchResult) {
 	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	fmt.Fprintf(w, "node end to end     %10.0f events/s  %6.3f GB/s  (%s in %.2f s of data flow; %d accepted, %d stored; balanced %v)\n",
 		r.EventsPerSecond, r.GBPerSecond, plural(r.Events, "event"), r.Seconds, r.Accepted, r.Stored, r.Balanced)
-	fmt.Fprintf(w, "lost or damaged     %8d     (packets the input lost %d, fragments discarded %d, events incomplete %d, corrupt %d; clean data: 0)\n",
+	fmt.Fprintf(w, "lost or damaged     %8d     (packets the input lost %d, fragments discarded %d, events incomplete %d, corrupt %d; expected 0: the data are clean)\n",
 		r.InputLosses+r.FragmentsDiscarded+r.EventsIncomplete+r.EventsCorrupt, r.InputLosses, r.FragmentsDiscarded, r.EventsIncomplete, r.EventsCorrupt)
-	fmt.Fprintf(w, "emulator            %s replayed %d times (--sample-events)\n", plural(r.SampleEvents, "event"), r.Events/max(r.SampleEvents, 1))
+	fmt.Fprintf(w, "emulator            %s replayed %d times (--sample-events): %s\n",
+		plural(r.SampleEvents, "event"), r.Events/max(r.SampleEvents, 1), emulatorWrites(r))
 	fmt.Fprintf(w, "run                 %8.2f s  from the inputs opening to drained: %.2f s more than the flow (the wait for the first fragment before it, the shutdown after it); start-up before that %.2f s\n",
 		r.RunSeconds, r.RunSeconds-r.Seconds, r.StartupSeconds)
 	fmt.Fprintf(w, "baseline memcpy                        %6.3f GB/s  (same bytes in %d-byte pieces)   ratio %.3f\n",

@@ -136,6 +136,10 @@ type Placement struct {
 // SenderStats are a sender's counters.
 type SenderStats struct {
 	ThrottleNs uint64 // time spent waiting for ring space or credit
+	// PlacedBytes (shared memory) are the packet bytes of replayed
+	// packets the ring held from a lap before, not written again
+	// (Packet.Placed): what a board's DMA would have moved.
+	PlacedBytes uint64
 	Reconnects int    // TCP: connections made after the first, truncations included
 	Resent     int    // TCP: packets sent again after their connection failed
 	Refused    int    // UDP: datagrams refused because nothing listened

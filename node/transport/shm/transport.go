@@ -139,5 +139,5 @@ func (s *sender) Close(ctx context.Context, _ uint64) error {
 }
 
 func (s *sender) Stats() transport.SenderStats {
-	return transport.SenderStats{ThrottleNs: s.w.ThrottleNs()}
+	return transport.SenderStats{ThrottleNs: s.w.ThrottleNs(), PlacedBytes: s.w.PlacedBytes()}
 }

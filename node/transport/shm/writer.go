@@ -46,6 +46,9 @@ type Writer struct {
 	close atomic.Bool
 	// throttle keeps ThrottleNs once the ring is unmapped.
 	throttle uint64
+	// placed counts the packet bytes WritePlaced found in the ring from
+	// a lap before and did not write (PlacedBytes).
+	placed atomic.Uint64
 }
 
 // RingFileBytes is the size in bytes of the file of a ring whose data
@@ -146,6 +149,21 @@ func (wr *Writer) WritePlaced(ctx context.Context, p []byte, pl *transport.Place
 // when that skips at most 1/passSkipFraction of the ring.
 const passSkipFraction = 16
 
+// PassComesRound reports whether a pass of a sample that takes pass bytes
+// of ring space (the sum of RecordBytes of its packets) comes round at the
+// same places in a ring of ringSize data bytes, so that WritePlaced writes
+// only the headers of its later passes: it fits a lap and leaves at most
+// 1/16 of the lap over (the skip record that starts the next pass on a new
+// lap).
+func PassComesRound(pass, ringSize uint64) bool {
+	return pass > 0 && pass <= ringSize && ringSize-pass <= ringSize/passSkipFraction
+}
+
+// PlacedBytes is the number of packet bytes WritePlaced did not write
+// because the ring held them from a lap before: the bytes a board's DMA
+// would have moved at no cost to the node's cores.
+func (wr *Writer) PlacedBytes() uint64 { return wr.placed.Load() }
+
 func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) error {
 	m := &wr.m
 	size := uint64(len(m.data))
@@ -155,7 +173,9 @@ func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) 
 	}
 	pos := wr.w & m.mask
 	pad := uint64(0)
-	if pos+rec > size || (pl != nil && pl.PassStart && pos != 0 && size-pos <= size/passSkipFraction &&
+	// A pass that began at a lap start less than a lap ago has taken pos
+	// bytes so far.
+	if pos+rec > size || (pl != nil && pl.PassStart && pos != 0 && PassComesRound(pos, size) &&
 		pl.At != 0 && (pl.At-1)&m.mask == 0 && wr.w < pl.At-1+size) {
 		pad = size - pos // a record never straddles the end of the region; a pass starts a lap
 	}
@@ -181,6 +201,7 @@ func (wr *Writer) write(ctx context.Context, p []byte, pl *transport.Placement) 
 	wr.putHeader(pos, uint32(len(p)), recPacket)
 	copy(m.data[pos+recordHeaderSize:], p[:n])
 	if n < len(p) {
+		wr.placed.Add(uint64(len(p) - n))
 		// As a board's DMA would leave them: in memory, in no core's
 		// cache. Else a ring that fits the L3 cache is read from it a lap
 		// later, faster than any node reads what its boards wrote.
