@@ -86,6 +86,11 @@ func TestWritePlacedWritesOnlyTheHeaderALapLater(t *testing.T) {
 				t.Fatalf("pass %d packet %d: bytes past the header were written again (%x, pass 0 had %x)", pass, i, p[8], first[i][8])
 			}
 		}
+		// What the sender reports as placed (SenderStats.PlacedBytes):
+		// all but the headers of every packet since pass 0.
+		if got, want := w.PlacedBytes(), pass*n*(size-8); got != want {
+			t.Fatalf("after pass %d: PlacedBytes %d, want %d", pass, got, want)
+		}
 	}
 	// Packet 2 grows by 100 bytes (one more record line): it and the two
 	// after it are written whole; the two before it are still in place.
