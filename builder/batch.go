@@ -334,8 +334,8 @@ func (a *assembler) copyPart(evs []*event, nf []uint32, p *assemblyPart) {
 // record its size, list it as missing or corrupt, drop its reference and
 // clear the slot. Rows are independent: this row's bytes, sizes and
 // missing ids have their own places.
-// The next fragment (of this event, or the first of next, the part's next
-// row) is prefetched while one is copied.
+// The fragment prefetchAhead slots on (of this event, or of next, the
+// part's next row) is prefetched while one is copied.
 // Invariant: off is where the next payload byte of group g goes, and
 // a.po[g][row] <= off <= a.po[g][row+1].
 func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
@@ -354,10 +354,10 @@ func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 				mv[mc] = b.ids[k]
 				mc++
 			} else {
-				if k < last {
-					prefetchFragment(&ev.slots[k+1])
-				} else if next != nil {
-					prefetchFragment(&next.slots[0])
+				if k+prefetchAhead <= last {
+					prefetchFragment(&ev.slots[k+prefetchAhead])
+				} else if i := k + prefetchAhead - last - 1; next != nil && i < len(next.slots) {
+					prefetchFragment(&next.slots[i])
 				}
 				dst := data[off : off+int64(s.n)]
 				copy(dst, s.payload())
