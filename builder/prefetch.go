@@ -1,5 +1,7 @@
 package builder
 
+import "github.com/sluice-daq/sluice/internal/prefetch"
+
 // prefetchMax bounds the bytes of a fragment prefetched ahead of its copy:
 // the first cache lines are those a new stream misses; the hardware
 // prefetcher follows a long fragment on its own.
@@ -22,6 +24,6 @@ const prefetchAhead = 4
 // stream for). A hint: no fault, no effect on results.
 func prefetchFragment(s *slot) {
 	if s.state != 0 && s.data != nil {
-		prefetch(s.data, uintptr(min(s.n, prefetchMax)))
+		prefetch.Lines(s.data, uintptr(min(s.n, prefetchMax)))
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/sluice-daq/sluice/internal/prefetch"
 )
 
 // ReaderConfig configures a ring reader. Zero values take the defaults.
@@ -136,6 +139,11 @@ func WaitReader(ctx context.Context, name string, cfg ReaderConfig) (*Reader, er
 	}
 }
 
+// nextHeaderBytes is how much of the next record Next prefetches: its
+// record header and the first 112 bytes of its packet (an MFP of 10
+// fragments: header, sizes and CRCs).
+const nextHeaderBytes = 128
+
 // Next returns the next packet, aliasing the ring, and the func that
 // releases it (idempotent; the ring space is acknowledged once this and
 // every earlier packet are released). It waits for the writer; it returns
@@ -147,7 +155,7 @@ func (r *Reader) Next(ctx context.Context) ([]byte, func(), error) {
 	size := uint64(len(m.data))
 	for {
 		// Invariant: r.read <= write pointer, and r.read is at a record start.
-		if r.read < m.u64(offWrite).Load() {
+		if w := m.u64(offWrite).Load(); r.read < w {
 			pos := r.read & m.mask
 			h := m.data[pos : pos+recordHeaderSize]
 			n := uint64(binary.LittleEndian.Uint32(h[0:]))
@@ -161,6 +169,12 @@ func (r *Reader) Next(ctx context.Context) ([]byte, func(), error) {
 				}
 				seq := r.push(r.read+recordSize(int(n)), false)
 				p := m.data[pos+recordHeaderSize : pos+recordHeaderSize+n : pos+recordHeaderSize+n]
+				if next := r.read & m.mask; r.read < w && next+nextHeaderBytes <= size {
+					// The next record's header and its packet's headers
+					// (an MFP's sizes and CRCs), loaded while this one is
+					// decoded: a board's DMA left them in no cache.
+					prefetch.Lines(unsafe.Pointer(&m.data[next]), nextHeaderBytes)
+				}
 				return p, func() { r.release(seq) }, nil
 			default:
 				return nil, nil, fmt.Errorf("readout ring %s: %w: record at byte %d has kind %d", m.name, ErrBadRing, pos, binary.LittleEndian.Uint32(h[4:]))

@@ -1,8 +1,0 @@
-//go:build !amd64
-
-package builder
-
-import "unsafe"
-
-// prefetch is a no-op where no prefetch instruction is wired.
-func prefetch(unsafe.Pointer, uintptr) {}
