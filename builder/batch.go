@@ -342,6 +342,12 @@ func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 	b := a.b
 	mv, mc := a.mv, a.mo[row]
 	last := len(ev.slots) - 1
+	// The copied fragments wait here to be checked three at a time
+	// (schemas.Checksum3: three CRC streams for the price of about one),
+	// while their bytes are still in the core's cache: three fragments of
+	// an event are a few KiB.
+	var pend [3]pendingCheck
+	np := 0
 	for g := range a.pay {
 		data, sizes := a.pay[g], a.sv[g]
 		gs, ge := b.gstart[g], b.gstart[g+1]
@@ -361,8 +367,10 @@ func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 				}
 				dst := data[off : off+int64(s.n)]
 				copy(dst, s.payload())
-				if schemas.Checksum(dst) != s.crc {
-					p.corrupt = append(p.corrupt, corruptSource{row, b.ids[k]})
+				pend[np] = pendingCheck{dst, s.crc, b.ids[k]}
+				if np++; np == 3 {
+					p.check3(&pend, row)
+					np = 0
 				}
 				sizes[j] = s.n
 				off += int64(s.n)
@@ -372,6 +380,30 @@ func (a *assembler) copyEvent(ev, next *event, row int, p *assemblyPart) {
 			}
 			*s = slot{}
 			j++
+		}
+	}
+	for _, c := range pend[:np] {
+		if schemas.Checksum(c.bytes) != c.crc {
+			p.corrupt = append(p.corrupt, corruptSource{row, c.id})
+		}
+	}
+}
+
+// pendingCheck is a copied fragment whose CRC-32C is yet to be checked:
+// its bytes in the batch, the CRC its source sent, its source id.
+type pendingCheck struct {
+	bytes []byte
+	crc   uint32
+	id    uint32
+}
+
+// check3 checks the three fragments of c, listing those whose bytes do not
+// match their CRC as corrupt sources of row, in their order.
+func (p *assemblyPart) check3(c *[3]pendingCheck, row int) {
+	x, y, z := schemas.Checksum3(c[0].bytes, c[1].bytes, c[2].bytes)
+	for i, got := range [3]uint32{x, y, z} {
+		if got != c[i].crc {
+			p.corrupt = append(p.corrupt, corruptSource{row, c[i].id})
 		}
 	}
 }
