@@ -563,7 +563,7 @@ func emulatorWrites(r benchResult) string {
 	if r.EmulatorBytesPlaced == 0 {
 		return fmt.Sprintf("%s written, every byte copied (no pass of the loop comes round in the ring: its CPU is the node's)", humanize.IBytes(r.EmulatorBytesSent))
 	}
-	return fmt.Sprintf("%s written, %.1f %% of it already in the ring from a lap before (headers written only, as a board's DMA), the rest copied (the first pass)",
+	return fmt.Sprintf("%s written, %.1f %% of it already in the ring from a lap before (headers written only, as a board's DMA), the rest copied (the first pass and every later packet's header)",
 		humanize.IBytes(r.EmulatorBytesSent), placed)
 }
 

@@ -42,8 +42,8 @@ type Summary struct {
 	// (a looped replay whose pass fits a lap: shm.PassComesRound), as a
 	// board's DMA costs the node's cores nothing.
 	BytesPlaced uint64 `json:"bytes_placed"`
-	ThrottledNs   uint64 `json:"throttled_ns"` // waiting for ring space or TCP credit
-	DurationNs    int64  `json:"duration_ns"`
+	ThrottledNs uint64 `json:"throttled_ns"` // waiting for ring space or TCP credit
+	DurationNs  int64  `json:"duration_ns"`
 	// Faults counts the packets each fault hit; FaultFragments the
 	// fragments in them (corrupt: the one fragment corrupted per packet).
 	Faults         map[string]uint64 `json:"faults"`

@@ -140,9 +140,9 @@ type SenderStats struct {
 	// packets the ring held from a lap before, not written again
 	// (Packet.Placed): what a board's DMA would have moved.
 	PlacedBytes uint64
-	Reconnects int    // TCP: connections made after the first, truncations included
-	Resent     int    // TCP: packets sent again after their connection failed
-	Refused    int    // UDP: datagrams refused because nothing listened
+	Reconnects  int // TCP: connections made after the first, truncations included
+	Resent      int // TCP: packets sent again after their connection failed
+	Refused     int // UDP: datagrams refused because nothing listened
 	// SequenceNumbers (UDP) are the numbers the stream used, once closed.
 	SequenceNumbers uint64
 }
